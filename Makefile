@@ -1,0 +1,55 @@
+# nlgkit — the two commands of the README are `make demo` and `make test`.
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+NLGKIT := $(PY) -m nlgkit
+STAMP  := $(VENV)/.installed-stamp
+DE_EN  := data/multi30k_de-en
+EN_DE  := data/multi30k_en-de
+TABLE2_RUNS := multi30k_learned multi30k_tied multi30k_fixed multi30k_en_de_learned multi30k_en_de_tied multi30k_en_de_fixed
+
+.PHONY: install demo test test-slow lint bench reproduce-table2 reproduce-table3 clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install -q --upgrade pip
+	$(VENV)/bin/pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+# Install, prepare Multi30K DE-EN, train a small fixed-head model for 8 minutes on CPU,
+# show five test translations beside their references, and print test BLEU.
+demo: $(STAMP)
+	$(NLGKIT) prepare multi30k --pair de-en --out $(DE_EN)
+	rm -rf runs/demo
+	$(NLGKIT) train recipes/demo.toml --device cpu
+	$(NLGKIT) translate --model runs/demo --input $(DE_EN)/test.ref.de --output runs/demo/test.hyp.en --device cpu
+	$(PY) -m nlgkit.reproduce show runs/demo/test.hyp.en $(DE_EN)/test.ref.en --source $(DE_EN)/test.ref.de -n 5
+	$(NLGKIT) evaluate --hyp runs/demo/test.hyp.en --ref $(DE_EN)/test.ref.en
+
+test: $(STAMP)
+	$(PY) -m pytest -q
+
+test-slow: $(STAMP)
+	$(PY) -m pytest -q -m slow
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check nlgkit tests
+
+bench: $(STAMP)
+	$(PY) -m nlgkit.bench --output BENCHMARKS.md
+
+# Shalev et al. Table 3: trainable parameters of the Multi30K models (no training needed).
+reproduce-table3: $(STAMP)
+	$(PY) -m nlgkit.reproduce table3 --output results/table3.md
+
+# Shalev et al. Table 2: train the six Multi30K runs (long: hours on CPU), translate test2016, write the table.
+reproduce-table2: $(STAMP)
+	for run in $(TABLE2_RUNS); do \
+	  $(NLGKIT) train recipes/$$run.toml $$( [ -d runs/$$run/checkpoints/last ] && echo --resume ) || exit 1; \
+	done
+	$(PY) -m nlgkit.reproduce table2 $(addprefix runs/,$(TABLE2_RUNS)) --output results/table2.md
+
+clean:
+	rm -rf runs/demo .pytest_cache

@@ -1,0 +1,56 @@
+"""``nlgkit train RECIPE``: train a model from a TOML recipe (or print its parameter counts)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from nlgkit.cli.common import handle_errors
+from nlgkit.config import load_recipe
+
+
+@handle_errors
+def train(
+    recipe: Path = typer.Argument(..., help="TOML recipe, e.g. recipes/multi30k_fixed.toml"),
+    overrides: Optional[list[str]] = typer.Option(None, "--set", help="Override a key: section.key=value"),
+    resume: bool = typer.Option(False, "--resume", help="Continue the run in run.dir from its last checkpoint"),
+    device: Optional[str] = typer.Option(None, "--device", help="auto, cpu, cuda or cuda:N (train.device)"),
+    run_dir: Optional[Path] = typer.Option(None, "--run-dir", help="Where the run is written (run.dir)"),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Build the model and print parameter counts; no training"),
+) -> None:
+    """Train a model; every option of the recipe can be overridden with --set."""
+    extra = list(overrides or [])
+    if device:
+        extra.append(f"train.device={device!r}")
+    if run_dir:
+        extra.append(f"run.dir={str(run_dir)!r}")
+    config = load_recipe(recipe, extra)
+    console = Console(stderr=True)
+    if dry_run:
+        _print_parameters(config, console)
+        return
+    from nlgkit.train.trainer import Trainer
+
+    Trainer(config, resume=resume, console=console).run()
+
+
+def _print_parameters(config, console: Console) -> None:  # type: ignore[no-untyped-def]
+    from nlgkit.train.builders import build_model, count_parameters
+    from nlgkit.train.rundata import ensure_data_dir, load_vocabularies
+
+    data_dir = ensure_data_dir(config, log=console.print)
+    src_vocab, tgt_vocab = load_vocabularies(data_dir, config.data.src_lang, config.data.tgt_lang)
+    counts = count_parameters(build_model(config, src_vocab, tgt_vocab))
+    table = Table(title=f"{config.data.src_lang}-{config.data.tgt_lang}, {config.model.type} model, "
+                        f"{config.head.type} head (|V_src| = {len(src_vocab):,}, |V_tgt| = {len(tgt_vocab):,})")
+    for column in ("component", "trainable", "frozen", "fixed buffers"):
+        table.add_column(column, justify="left" if column == "component" else "right")
+    for name, part in counts["components"].items():
+        table.add_row(name, f"{part['trainable']:,}", f"{part['frozen']:,}", f"{part['buffers']:,}")
+    table.add_row("[bold]total", f"[bold]{counts['trainable']:,}", f"{counts['frozen']:,}", f"{counts['buffers']:,}")
+    Console().print(table)
+    typer.echo(f"trainable parameters: {counts['trainable']}")

@@ -1,0 +1,321 @@
+"""Recipes: TOML → validated, frozen dataclasses.
+
+Config flows one way: a recipe file (plus ``--set section.key=value`` overrides, each parsed as a TOML
+value) is checked against the dataclasses below and the plug-in config classes of the registries
+(``[head] type = "fixed"`` selects ``FixedHeadConfig``). Unknown keys, wrong types and inconsistent values
+are rejected with the dotted key and the file. Builders then turn the dataclasses into objects.
+Missing keys take their defaults, so old run directories and checkpoints keep loading.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import tomllib
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from nlgkit.errors import ConfigError
+from nlgkit.registry import PluginConfig, Registry
+
+
+@dataclass(frozen=True)
+class PrepareConfig:
+    """How ``train`` creates ``data.dir`` when it does not exist (the options of ``nlgkit prepare multi30k``)."""
+
+    corpus: Literal["multi30k", "none"] = "multi30k"  # "none": never prepare, data.dir must exist
+    source: str = ""  # URL or directory; "" = ../shared/data/multi30k when present, else the public repository
+    tokenizer: Literal["spacy", "moses", "none"] = "spacy"
+    lowercase: bool = True
+    min_freq: int = 2
+    max_len: int = 0  # drop training pairs longer than this many tokens (0 = keep all)
+    subword: str = "none"  # none | bpe:N | spm:N
+
+
+@dataclass(frozen=True)
+class DataConfig:
+    dir: str = "data/multi30k_de-en"
+    src_lang: str = "de"
+    tgt_lang: str = "en"
+    train_limit: int = 0  # use only the first N training pairs (0 = all): for demos and tests
+    valid_limit: int = 0  # use only the first N validation pairs (0 = all)
+    prepare: PrepareConfig = field(default_factory=PrepareConfig)
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Defaults are Shalev et al.'s appendix values for Multi30K."""
+
+    seed: int = 1
+    lr: float = 0.001
+    batch_size: int = 128
+    batch_unit: Literal["sentences", "tokens"] = "sentences"
+    max_epochs: int = 200
+    lr_decay: float = 0.8  # learning rate × lr_decay ...
+    lr_patience: int = 8  # ... after this many epochs without validation-BLEU improvement
+    early_stop_patience: int = 20  # stop after this many epochs without improvement
+    min_lr: float = 0.0
+    clip_norm: float = 1.0  # 0 disables gradient-norm clipping
+    label_smoothing: float = 0.0
+    weight_decay: float = 0.0
+    max_updates: int = 0  # stop after this many updates (0 = no limit)
+    max_minutes: float = 0.0  # stop (after a checkpoint) once this much wall time has passed (0 = no limit)
+    valid_beam: int = 1  # beam size for the per-epoch validation BLEU (1 = greedy, fast)
+    device: str = "auto"  # auto | cpu | cuda | cuda:N
+    amp: bool = True  # bf16 autocast on CUDA; ignored on CPU
+    num_threads: int = 0  # CPU threads (0 = all cores)
+    log_every: int = 50  # updates between metric lines
+
+
+@dataclass(frozen=True)
+class SearchConfig:
+    """Defaults for ``nlgkit translate`` with this run's model."""
+
+    beam: int = 5
+    nbest: int = 1
+    length_penalty: float = 1.0  # scores divided by length**length_penalty (0 = raw log-probability)
+    max_len_a: float = 1.5  # hypotheses stop at a * source_length + b tokens
+    max_len_b: int = 10
+    batch_size: int = 64
+
+
+@dataclass(frozen=True)
+class RunSection:
+    dir: str = "runs/default"
+    name: str = ""
+
+
+def _model_registry() -> Registry[Any]:
+    from nlgkit.models import MODELS
+
+    return MODELS
+
+
+def _head_registry() -> Registry[Any]:
+    from nlgkit.heads import HEADS
+
+    return HEADS
+
+
+# Fields whose dataclass is chosen by a ``type`` key, and where to find the choices.
+PLUGIN_REGISTRIES: dict[str, typing.Callable[[], Registry[Any]]] = {
+    "model": _model_registry,
+    "head": _head_registry,
+}
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """The whole resolved recipe: what a run directory and every checkpoint record."""
+
+    run: RunSection = field(default_factory=RunSection)
+    data: DataConfig = field(default_factory=DataConfig)
+    model: PluginConfig = field(default_factory=lambda: PluginConfig(type="rnn"))
+    head: PluginConfig = field(default_factory=lambda: PluginConfig(type="learned"))
+    train: TrainConfig = field(default_factory=TrainConfig)
+    search: SearchConfig = field(default_factory=SearchConfig)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Generic dict → dataclass conversion with dotted-path errors
+
+
+def _type_name(tp: Any) -> str:
+    if typing.get_origin(tp) is Literal:
+        return " | ".join(repr(a) for a in typing.get_args(tp))
+    return getattr(tp, "__name__", str(tp))
+
+
+def _convert(value: Any, tp: Any, where: str, source: str) -> Any:
+    origin = typing.get_origin(tp)
+    if origin is Literal:
+        choices = typing.get_args(tp)
+        if value not in choices:
+            raise ConfigError(f"{source}: {where} = {value!r}: expected one of {', '.join(map(repr, choices))}")
+        return value
+    if origin in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        if value is None and len(args) < len(typing.get_args(tp)):
+            return None
+        return _convert(value, args[0], where, source)
+    if origin in (tuple, list):
+        (item_tp, *_) = typing.get_args(tp) or (Any,)
+        if not isinstance(value, (list, tuple)):
+            raise ConfigError(f"{source}: {where} = {value!r}: expected a list")
+        return tuple(_convert(v, item_tp, f"{where}[{i}]", source) for i, v in enumerate(value))
+    if dataclasses.is_dataclass(tp):
+        if not isinstance(value, dict):
+            raise ConfigError(f"{source}: {where}: expected a table, got {value!r}")
+        return from_dict(tp, value, where, source)
+    if tp is Any:
+        return value
+    if tp is bool:
+        if not isinstance(value, bool):
+            raise ConfigError(f"{source}: {where} = {value!r}: expected true or false")
+        return value
+    if tp is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(f"{source}: {where} = {value!r}: expected an integer")
+        return value
+    if tp is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ConfigError(f"{source}: {where} = {value!r}: expected a number")
+        return float(value)
+    if tp is str:
+        if not isinstance(value, str):
+            raise ConfigError(f"{source}: {where} = {value!r}: expected a string")
+        return value
+    raise TypeError(f"unsupported config type {tp!r} at {where}")
+
+
+def from_dict(cls: type, data: dict[str, Any], prefix: str = "", source: str = "recipe") -> Any:
+    """Build dataclass ``cls`` from ``data``, rejecting unknown keys and wrong types by dotted path."""
+    hints = typing.get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    dot = f"{prefix}." if prefix else ""
+    for key in data:
+        if key not in fields:
+            hint = difflib.get_close_matches(key, list(fields), n=1)
+            extra = f" (did you mean '{dot}{hint[0]}'?)" if hint else ""
+            raise ConfigError(f"{source}: unknown key '{dot}{key}'{extra}")
+    kwargs: dict[str, Any] = {}
+    for name, spec in fields.items():
+        if name not in data:
+            continue
+        where = f"{dot}{name}"
+        if cls is RunConfig and name in PLUGIN_REGISTRIES:
+            kwargs[name] = _plugin_from_dict(PLUGIN_REGISTRIES[name](), data[name], where, source)
+        else:
+            kwargs[name] = _convert(data[name], hints[name], where, source)
+    try:
+        obj = cls(**kwargs)
+    except ConfigError:
+        raise
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"{source}: [{prefix or 'recipe'}]: {exc}") from None
+    if cls is RunConfig:
+        # plug-in sections left out of the recipe still need their plug-in's full config class
+        for name, get_registry in PLUGIN_REGISTRIES.items():
+            if name not in data:
+                default = getattr(obj, name)
+                obj = dataclasses.replace(
+                    obj, **{name: _plugin_from_dict(get_registry(), {"type": default.type}, name, source)}
+                )
+    return obj
+
+
+def _plugin_from_dict(registry: Registry[Any], data: Any, where: str, source: str) -> PluginConfig:
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source}: {where}: expected a table")
+    if "type" not in data or not isinstance(data["type"], str):
+        raise ConfigError(f"{source}: {where}.type is required (one of: {', '.join(registry.names())})")
+    config_class = registry.config_class(data["type"], f"{source}: {where}.type")
+    return from_dict(config_class, data, where, source)
+
+
+def to_dict(config: Any) -> dict[str, Any]:
+    """The config as plain TOML/JSON-compatible data (tuples become lists)."""
+
+    def plain(value: Any) -> Any:
+        if isinstance(value, tuple):
+            return [plain(v) for v in value]
+        if isinstance(value, dict):
+            return {k: plain(v) for k, v in value.items()}
+        return value
+
+    return plain(dataclasses.asdict(config))
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Recipes and overrides
+
+
+def parse_override(text: str) -> tuple[list[str], Any]:
+    """Parse ``section.key=value``; the value is read as TOML, or as a bare string if it is not TOML."""
+    if "=" not in text:
+        raise ConfigError(f"--set {text!r}: expected section.key=value")
+    key, raw = text.split("=", 1)
+    key = key.strip()
+    if not key or any(not part for part in key.split(".")):
+        raise ConfigError(f"--set {text!r}: expected section.key=value")
+    try:
+        value = tomllib.loads(f"v = {raw.strip()}")["v"]
+    except tomllib.TOMLDecodeError:
+        value = raw.strip()
+    return key.split("."), value
+
+
+def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
+    """Return a copy of ``data`` with each ``section.key=value`` override applied."""
+    import copy
+
+    data = copy.deepcopy(data)
+    for text in overrides:
+        path, value = parse_override(text)
+        node = data
+        for part in path[:-1]:
+            child = node.setdefault(part, {})
+            if not isinstance(child, dict):
+                raise ConfigError(f"--set {text!r}: '{part}' is not a table")
+            node = child
+        node[path[-1]] = value
+    return data
+
+
+def load_toml(path: str | Path) -> dict[str, Any]:
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"{path}: recipe not found")
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not valid UTF-8 (byte {exc.start})") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: invalid TOML: {exc}") from None
+
+
+def load_recipe(path: str | Path, overrides: list[str] | None = None) -> RunConfig:
+    """Read a recipe file, apply ``--set`` overrides and validate the result."""
+    data = apply_overrides(load_toml(path), overrides or [])
+    config = from_dict(RunConfig, data, "", str(path))
+    validate(config, str(path))
+    return config
+
+
+def config_from_dict(data: dict[str, Any], source: str = "config") -> RunConfig:
+    """Rebuild a saved config (run directory or checkpoint); missing keys take today's defaults."""
+    config = from_dict(RunConfig, data, "", source)
+    validate(config, source)
+    return config
+
+
+def validate(config: RunConfig, source: str) -> None:
+    """Cross-field rules, checked in one place."""
+    t = config.train
+    positive = {
+        "train.lr": t.lr,
+        "train.batch_size": t.batch_size,
+        "train.max_epochs": t.max_epochs,
+        "search.beam": config.search.beam,
+        "search.nbest": config.search.nbest,
+        "search.batch_size": config.search.batch_size,
+        "train.valid_beam": t.valid_beam,
+    }
+    for key, value in positive.items():
+        if value <= 0:
+            raise ConfigError(f"{source}: {key} = {value}: must be positive")
+    if not 0.0 <= t.label_smoothing < 1.0:
+        raise ConfigError(f"{source}: train.label_smoothing = {t.label_smoothing}: must be in [0, 1)")
+    if not 0.0 < t.lr_decay <= 1.0:
+        raise ConfigError(f"{source}: train.lr_decay = {t.lr_decay}: must be in (0, 1]")
+    if config.search.nbest > config.search.beam:
+        raise ConfigError(f"{source}: search.nbest = {config.search.nbest} exceeds search.beam = {config.search.beam}")
+    if config.data.src_lang == config.data.tgt_lang:
+        raise ConfigError(f"{source}: data.src_lang and data.tgt_lang are both {config.data.src_lang!r}")
+    for name in ("model", "head"):
+        check = getattr(getattr(config, name), "validate", None)
+        if check is not None:
+            check(source, config)

@@ -1,0 +1,86 @@
+"""Weight tying (Press & Wolf 2017): the target vectors are the decoder's input embedding.
+
+The head holds the embedding's own Parameter (same object, same storage), so an update through either
+path moves both and nothing has to be re-tied after building or loading. Tying forces the target vectors
+into the embedding dimension E; when the features have another dimension d, a learned projection
+d → E is applied first (the extra cost the paper points out for tied models).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from nlgkit.errors import ConfigError
+from nlgkit.heads import HEADS
+from nlgkit.heads.base import HeadContext, OutputHead
+from nlgkit.registry import PluginConfig
+
+
+@dataclass(frozen=True)
+class TiedHeadConfig(PluginConfig):
+    type: str = "tied"
+    bias: bool = True  # own learned bias over V (zero-initialised); the embedding has none
+    projection_bias: bool = False  # only used when d ≠ E
+    projection_activation: Literal["none", "tanh"] = "none"  # applied after the projection (if any)
+
+
+@HEADS.register("tied", TiedHeadConfig)
+class TiedHead(OutputHead):
+    """logits = E_emb · σ(P f) + b, with E_emb the (V, E) target embedding; P only when d ≠ E.
+
+    The shared weight is registered here as well (``Module.parameters()`` of the whole model yields it
+    once), but left out of the head's ``state_dict``: the embedding saves it, and safetensors refuses
+    two names for one storage. A state dict that does hold ``weight`` still loads.
+    """
+
+    def __init__(self, context: HeadContext, bias: bool = True, projection_bias: bool = False,
+                 projection_activation: str = "none") -> None:
+        super().__init__(context)
+        embedding = context.target_embedding
+        if embedding.num_embeddings != context.vocab_size:
+            raise ConfigError(
+                f"head.type = 'tied': target embedding has {embedding.num_embeddings} rows, "
+                f"vocabulary has {context.vocab_size}"
+            )
+        self.weight: nn.Parameter = embedding.weight  # (V, E): the same Parameter, no copy
+        emb_dim = embedding.embedding_dim
+        self.projection: nn.Linear | None = None
+        if context.feature_dim != emb_dim:
+            self.projection = nn.Linear(context.feature_dim, emb_dim, bias=projection_bias)  # d → E
+        self.activation = projection_activation
+        self.bias = nn.Parameter(torch.zeros(context.vocab_size)) if bias else None  # (V,)
+
+    @classmethod
+    def from_config(cls, config: TiedHeadConfig, context: HeadContext) -> TiedHead:
+        return cls(context, bias=config.bias, projection_bias=config.projection_bias,
+                   projection_activation=config.projection_activation)
+
+    def project(self, features: Tensor) -> Tensor:
+        """Features (…, d) → (…, E) in the embedding space (identity when d == E)."""
+        if self.projection is None:
+            return features
+        projected = self.projection(features)
+        return torch.tanh(projected) if self.activation == "tanh" else projected
+
+    def logits(self, features: Tensor) -> Tensor:
+        return F.linear(self.project(features), self.weight, self.bias)  # (…, V)
+
+    def target_vectors(self) -> Tensor:
+        return self.weight
+
+    def _save_to_state_dict(self, destination: dict[str, Any], prefix: str, keep_vars: bool) -> None:
+        super()._save_to_state_dict(destination, prefix, keep_vars)
+        destination.pop(prefix + "weight", None)  # saved (and loaded) by the embedding that owns it
+
+    def _load_from_state_dict(self, state_dict: dict[str, Any], prefix: str, local_metadata: dict[str, Any],
+                              strict: bool, missing_keys: list[str], unexpected_keys: list[str],
+                              error_msgs: list[str]) -> None:
+        super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys,
+                                      unexpected_keys, error_msgs)
+        if prefix + "weight" in missing_keys:
+            missing_keys.remove(prefix + "weight")

@@ -1,0 +1,54 @@
+"""Batched translation of token-id sentences: the one path used by validation and ``nlgkit translate``.
+
+Sentences are sorted by length into batches (little padding), searched with the model-agnostic beam
+search, and returned in input order: one result per input, whatever the input.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+
+from nlgkit.data.batching import pad_sources
+from nlgkit.data.vocab import Vocabulary
+from nlgkit.models.base import Generator
+from nlgkit.search import Hypothesis, search
+
+
+def translate_ids(
+    model: Generator,
+    sources: list[list[int]],
+    vocab: Vocabulary,
+    *,
+    beam: int = 5,
+    nbest: int = 1,
+    length_penalty: float = 1.0,
+    max_len_a: float = 1.5,
+    max_len_b: int = 10,
+    batch_size: int = 64,
+    device: torch.device | None = None,
+    on_batch: Callable[[int], None] | None = None,
+) -> list[list[Hypothesis]]:
+    """Search every source sentence (ids without </s>); returns ``nbest`` hypotheses per input, in order."""
+    device = device or next(model.parameters()).device
+    order = sorted(range(len(sources)), key=lambda i: len(sources[i]))
+    results: list[list[Hypothesis]] = [[] for _ in sources]
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.inference_mode():
+            for start in range(0, len(order), batch_size):
+                chunk = order[start : start + batch_size]
+                src, lengths = pad_sources([sources[i] for i in chunk], vocab.pad_index, vocab.eos_index)
+                state = model.encode(src.to(device), lengths.to(device))
+                max_lens = (lengths.float() * max_len_a + max_len_b).long().clamp(min=1).to(device)
+                found = search(model, state, batch_size=len(chunk), bos=vocab.bos_index, eos=vocab.eos_index,
+                               beam_size=beam, max_lens=max_lens, length_penalty=length_penalty, nbest=nbest)
+                for i, hypotheses in zip(chunk, found):
+                    results[i] = hypotheses
+                if on_batch is not None:
+                    on_batch(len(chunk))
+    finally:
+        model.train(was_training)
+    return results

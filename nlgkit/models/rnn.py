@@ -1,0 +1,209 @@
+"""The additive-attention RNN encoder–decoder of Shalev et al.'s Multi30K experiments.
+
+Encoder: embeddings → bidirectional GRU/LSTM. Decoder (per step t, state s_{t-1}):
+context c_t = attention(s_{t-1}, encoder outputs); s_t = cell([e(y_{t-1}); c_t], s_{t-1});
+features f_t = pre_output([s_t; c_t; e(y_{t-1})]). The model stops at f_t: its single ``head`` owns the
+classification layer. With the default sizes and the paper's vocabularies the trainable parameter count
+is 13,893,381 (DE-EN, learned head) and 10,870,272 (fixed head).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+
+from nlgkit.errors import ConfigError
+from nlgkit.heads import HeadContext, build_head
+from nlgkit.models import MODELS
+from nlgkit.models.attention import AdditiveAttention
+from nlgkit.models.base import Generator, State
+from nlgkit.registry import PluginConfig
+
+
+@dataclass(frozen=True)
+class RNNConfig(PluginConfig):
+    type: str = "rnn"
+    cell: Literal["gru", "lstm"] = "gru"
+    embedding_dim: int = 256
+    encoder_dim: int = 512  # per direction
+    encoder_layers: int = 1
+    bidirectional: bool = True
+    decoder_dim: int = 512
+    decoder_layers: int = 1
+    attention_dim: int = 512
+    pre_output_dim: int = 512  # d: the dimension of the features f the head sees
+    pre_output_activation: Literal["none", "tanh"] = "none"
+    dropout: float = 0.0  # on embeddings and on the pre-output input
+
+    def validate(self, source: str, run_config: Any) -> None:
+        for key in ("embedding_dim", "encoder_dim", "encoder_layers", "decoder_dim", "decoder_layers",
+                    "attention_dim", "pre_output_dim"):
+            if getattr(self, key) <= 0:
+                raise ConfigError(f"{source}: model.{key} = {getattr(self, key)}: must be positive")
+        if not 0.0 <= self.dropout < 1.0:
+            raise ConfigError(f"{source}: model.dropout = {self.dropout}: must be in [0, 1)")
+
+
+class DecoderCell(nn.Module):
+    """A stack of GRU/LSTM cells computed gate by gate, so the input projection can be split.
+
+    The input is [embedding; context]: its embedding part is projected for all steps at once before the
+    loop (teacher forcing), leaving only the context part per step.
+    """
+
+    def __init__(self, cell: str, embedding_dim: int, context_dim: int, hidden_dim: int, layers: int) -> None:
+        super().__init__()
+        cell_class = nn.GRUCell if cell == "gru" else nn.LSTMCell
+        self.is_lstm = cell == "lstm"
+        self.embedding_dim = embedding_dim
+        self.layers = nn.ModuleList(
+            cell_class(embedding_dim + context_dim if i == 0 else hidden_dim, hidden_dim) for i in range(layers)
+        )
+
+    def project_embeddings(self, embedded: Tensor) -> Tensor:
+        """(…, E) → (…, G·H): the embedding part of layer 0's input projection, with its bias."""
+        first = self.layers[0]
+        return F.linear(embedded, first.weight_ih[:, : self.embedding_dim], first.bias_ih)
+
+    def forward(
+        self, embedding_gates: Tensor, context: Tensor, hidden: list[Tensor], cells: list[Tensor],
+        top_hidden_gates: Tensor | None = None,
+    ) -> tuple[list[Tensor], list[Tensor]]:
+        """One step. embedding_gates (B, G·H), context (B, C), hidden/cells: per layer (B, H)."""
+        new_hidden, new_cells = [], []
+        layer_input = None
+        for i, layer in enumerate(self.layers):
+            if i == 0:
+                gi = embedding_gates + F.linear(context, layer.weight_ih[:, self.embedding_dim :])
+            else:
+                gi = F.linear(layer_input, layer.weight_ih, layer.bias_ih)
+            last = i == len(self.layers) - 1
+            if last and top_hidden_gates is not None:
+                gh = top_hidden_gates
+            else:
+                gh = F.linear(hidden[i], layer.weight_hh, layer.bias_hh)
+            if self.is_lstm:
+                i_g, f_g, g_g, o_g = (gi + gh).chunk(4, dim=-1)
+                c = torch.sigmoid(f_g) * cells[i] + torch.sigmoid(i_g) * torch.tanh(g_g)
+                h = torch.sigmoid(o_g) * torch.tanh(c)
+                new_cells.append(c)
+            else:
+                i_r, i_z, i_n = gi.chunk(3, dim=-1)
+                h_r, h_z, h_n = gh.chunk(3, dim=-1)
+                r = torch.sigmoid(i_r + h_r)
+                z = torch.sigmoid(i_z + h_z)
+                n = torch.tanh(i_n + r * h_n)
+                h = n + z * (hidden[i] - n)
+            new_hidden.append(h)
+            layer_input = h
+        return new_hidden, new_cells
+
+
+@MODELS.register("rnn", RNNConfig)
+class RNNModel(Generator):
+    def __init__(self, config: RNNConfig, src_vocab_size: int, tgt_vocab_size: int, pad_index: int,
+                 head_config: PluginConfig, seed: int = 1, token_counts: tuple[int, ...] | None = None) -> None:
+        super().__init__()
+        self.config = config
+        self.pad_index = pad_index
+        directions = 2 if config.bidirectional else 1
+        context_dim = directions * config.encoder_dim
+        self.src_embed = nn.Embedding(src_vocab_size, config.embedding_dim, padding_idx=pad_index)
+        self.tgt_embed = nn.Embedding(tgt_vocab_size, config.embedding_dim, padding_idx=pad_index)
+        rnn_class = nn.GRU if config.cell == "gru" else nn.LSTM
+        self.encoder = rnn_class(
+            config.embedding_dim, config.encoder_dim, num_layers=config.encoder_layers, batch_first=True,
+            bidirectional=config.bidirectional, dropout=config.dropout if config.encoder_layers > 1 else 0.0,
+        )
+        self.bridge = nn.Linear(context_dim, config.decoder_dim)  # initial decoder state from final encoder states
+        self.attention = AdditiveAttention(config.decoder_dim, context_dim, config.attention_dim)
+        self.decoder = DecoderCell(config.cell, config.embedding_dim, context_dim, config.decoder_dim,
+                                   config.decoder_layers)
+        self.pre_output = nn.Linear(config.decoder_dim + context_dim + config.embedding_dim, config.pre_output_dim)
+        self.dropout = nn.Dropout(config.dropout)
+        self.feature_dim = config.pre_output_dim
+        self.head = build_head(head_config, HeadContext(
+            feature_dim=config.pre_output_dim, vocab_size=tgt_vocab_size, pad_index=pad_index,
+            target_embedding=self.tgt_embed, seed=seed, token_counts=token_counts,
+        ))
+
+    @classmethod
+    def from_config(cls, config: RNNConfig, **context: Any) -> "RNNModel":
+        return cls(config, **context)
+
+    # -- encoder ------------------------------------------------------------------------------------------
+    def encode(self, src: Tensor, src_lengths: Tensor) -> State:
+        """src (B, S) padded token ids, src_lengths (B,) → decoder start state."""
+        embedded = self.dropout(self.src_embed(src))  # (B, S, E)
+        packed = pack_padded_sequence(embedded, src_lengths.cpu(), batch_first=True, enforce_sorted=False)
+        packed_out, final = self.encoder(packed)
+        encoder_out, _ = pad_packed_sequence(packed_out, batch_first=True, total_length=src.size(1))  # (B,S,C)
+        final_h = final[0] if isinstance(final, tuple) else final  # (layers·dirs, B, H)
+        if self.config.bidirectional:
+            last = torch.cat([final_h[-2], final_h[-1]], dim=-1)  # (B, 2H)
+        else:
+            last = final_h[-1]
+        start = torch.tanh(self.bridge(last))  # (B, D)
+        hidden = start.unsqueeze(1).expand(-1, self.config.decoder_layers, -1).contiguous()  # (B, L, D)
+        state: State = {
+            "hidden": hidden,
+            "encoder_out": encoder_out,
+            "keys": self.attention.project_keys(encoder_out),  # (B, S, A), once per sentence
+            # (B, S): True beyond each sentence's length; from lengths, not token values
+            "pad_mask": torch.arange(src.size(1), device=src.device)[None, :] >= src_lengths.to(src.device)[:, None],
+        }
+        if self.decoder.is_lstm:
+            state["cells"] = torch.zeros_like(hidden)
+        return state
+
+    # -- decoder ------------------------------------------------------------------------------------------
+    def _features(self, output: Tensor, context: Tensor, embedded: Tensor) -> Tensor:
+        features = self.pre_output(self.dropout(torch.cat([output, context, embedded], dim=-1)))
+        return torch.tanh(features) if self.config.pre_output_activation == "tanh" else features
+
+    def step(self, prev_tokens: Tensor, state: State) -> tuple[Tensor, State]:
+        """prev_tokens (B,) → features (B, d), next state."""
+        embedded = self.dropout(self.tgt_embed(prev_tokens))  # (B, E)
+        hidden = list(state["hidden"].unbind(1))
+        cells = list(state["cells"].unbind(1)) if "cells" in state else []
+        query = self.attention.project_query(hidden[-1])
+        context = self.attention(query, state["keys"], state["encoder_out"], state["pad_mask"])
+        hidden, cells = self.decoder(self.decoder.project_embeddings(embedded), context, hidden, cells)
+        new_state = dict(state)
+        new_state["hidden"] = torch.stack(hidden, dim=1)
+        if cells:
+            new_state["cells"] = torch.stack(cells, dim=1)
+        return self._features(hidden[-1], context, embedded), new_state
+
+    def features(self, src: Tensor, src_lengths: Tensor, *, prev_tokens: Tensor) -> Tensor:
+        """Teacher forcing: prev_tokens (B, T) → features (B, T, d).
+
+        Everything that does not depend on the recurrence — embeddings, their share of the cell's input
+        projection, the attention keys, the pre-output layer — runs once over all steps.
+        """
+        state = self.encode(src, src_lengths)
+        embedded = self.dropout(self.tgt_embed(prev_tokens))  # (B, T, E)
+        embedding_gates = self.decoder.project_embeddings(embedded)  # (B, T, G·H)
+        hidden = list(state["hidden"].unbind(1))
+        cells = list(state["cells"].unbind(1)) if "cells" in state else []
+        top = self.decoder.layers[-1]
+        # One matmul per step for both uses of the top state: attention query and the cell's hidden gates.
+        fused_weight = torch.cat([top.weight_hh, self.attention.query_weight], dim=0)  # (G·H + A, D)
+        fused_bias = torch.cat([top.bias_hh, top.bias_hh.new_zeros(self.config.attention_dim)])
+        gate_size = top.weight_hh.size(0)
+        outputs, contexts = [], []
+        for t in range(prev_tokens.size(1)):
+            projected = F.linear(hidden[-1], fused_weight, fused_bias)
+            hidden_gates, query = projected[:, :gate_size], projected[:, gate_size:]
+            context = self.attention(query, state["keys"], state["encoder_out"], state["pad_mask"])
+            hidden, cells = self.decoder(embedding_gates[:, t], context, hidden, cells, hidden_gates)
+            outputs.append(hidden[-1])
+            contexts.append(context)
+        output = torch.stack(outputs, dim=1)  # (B, T, D)
+        context = torch.stack(contexts, dim=1)  # (B, T, C)
+        return self._features(output, context, embedded)

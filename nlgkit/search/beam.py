@@ -1,0 +1,266 @@
+"""Batched beam and greedy search over an already encoded state.
+
+Search knows nothing about architectures: it calls only ``model.step``, ``model.reorder`` and
+``model.head.log_probs`` (see ``nlgkit.models.base``), so translation and captioning models share it.
+The caller runs ``model.encode`` and passes the state in.
+
+The beam follows fairseq's sequence generator: each step takes the top 2·beam candidates of every
+sentence, moves the EOS ones ranked within the top beam to the finished list, and keeps the first beam
+non-EOS ones active, so a slot whose hypothesis ended is refilled instead of lost. A sentence stops once
+it has ``beam_size`` finished hypotheses, or after ``max_len`` steps; finished sentences leave the batch
+so that one long sentence does not keep the others computing.
+
+``max_lens`` counts decoding steps, i.e. output tokens with the EOS included: an output that reaches it
+without choosing EOS is kept as it is (no EOS, ``max_len`` tokens).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import torch
+from torch import Tensor
+
+from nlgkit.errors import ConfigError
+
+if TYPE_CHECKING:
+    from nlgkit.models.base import Generator, State
+
+
+@dataclass
+class Hypothesis:
+    """One output: tokens without BOS/EOS, the score used for ranking and the raw log-probability."""
+
+    tokens: list[int]
+    score: float  # log_prob / length ** length_penalty, length counting the EOS when there is one
+    log_prob: float
+
+
+def normalise(log_prob: float, length: int, length_penalty: float) -> float:
+    """Length-normalised score; an empty output (max_len 0) has nothing to divide by and stays raw."""
+    if length_penalty == 0.0 or length == 0:
+        return log_prob
+    return log_prob / length**length_penalty
+
+
+def search(
+    model: Generator,
+    state: State,
+    *,
+    batch_size: int,
+    bos: int,
+    eos: int,
+    beam_size: int,
+    max_lens: Tensor,
+    length_penalty: float = 1.0,
+    nbest: int = 1,
+    min_len: int = 0,
+) -> list[list[Hypothesis]]:
+    """Beam search, or greedy search when ``beam_size`` is 1 (same result, less work)."""
+    _check(batch_size, beam_size, nbest, max_lens, min_len)
+    if beam_size == 1:
+        return greedy_search(
+            model,
+            state,
+            batch_size=batch_size,
+            bos=bos,
+            eos=eos,
+            max_lens=max_lens,
+            length_penalty=length_penalty,
+            min_len=min_len,
+        )
+    return beam_search(
+        model,
+        state,
+        batch_size=batch_size,
+        bos=bos,
+        eos=eos,
+        beam_size=beam_size,
+        max_lens=max_lens,
+        length_penalty=length_penalty,
+        nbest=nbest,
+        min_len=min_len,
+    )
+
+
+@torch.inference_mode()
+def greedy_search(
+    model: Generator,
+    state: State,
+    *,
+    batch_size: int,
+    bos: int,
+    eos: int,
+    max_lens: Tensor,
+    length_penalty: float = 1.0,
+    min_len: int = 0,
+) -> list[list[Hypothesis]]:
+    """Argmax decoding, batched; each sentence stops at its EOS or its max_len and leaves the batch."""
+    _check(batch_size, 1, 1, max_lens, min_len)
+    device = _device(state, max_lens)
+    max_lens = max_lens.to(device=device, dtype=torch.long)
+    results: list[list[Hypothesis]] = [[] for _ in range(batch_size)]
+    active = _start(results, max_lens)  # (n,) sentence ids still decoding
+    if active.numel() < batch_size:
+        state = model.reorder(state, active)
+    ids = active.tolist()
+    n = len(ids)
+    tokens = torch.empty(n, 0, dtype=torch.long, device=device)  # (n, t)
+    log_prob = torch.zeros(n, device=device)  # (n,) float32
+    prev = torch.full((n,), bos, dtype=torch.long, device=device)  # (n,)
+    step = 0
+    while n:
+        features, state = model.step(prev, state)  # (n, d)
+        lprobs = _step_scores(model, features, eos, step < min_len)  # (n, V)
+        best_score, best = lprobs.max(dim=1)  # (n,), (n,)
+        log_prob = log_prob + best_score
+        tokens = torch.cat([tokens, best.unsqueeze(1)], dim=1)
+        step += 1
+        ended = best.eq(eos) | max_lens[active].le(step)  # (n,)
+        prev = best
+        if not bool(ended.any()):
+            continue
+        for pos, row, lp in zip(
+            ended.nonzero().flatten().tolist(), tokens[ended].tolist(), log_prob[ended].tolist()
+        ):
+            if row and row[-1] == eos:
+                row = row[:-1]
+            results[ids[pos]].append(Hypothesis(row, normalise(lp, step, length_penalty), lp))
+        live = (~ended).nonzero().flatten()  # (n',)
+        active, tokens, log_prob, prev = active[live], tokens[live], log_prob[live], prev[live]
+        ids = active.tolist()
+        n = len(ids)
+        if n:
+            state = model.reorder(state, live)
+    return results
+
+
+@torch.inference_mode()
+def beam_search(
+    model: Generator,
+    state: State,
+    *,
+    batch_size: int,
+    bos: int,
+    eos: int,
+    beam_size: int,
+    max_lens: Tensor,
+    length_penalty: float = 1.0,
+    nbest: int = 1,
+    min_len: int = 0,
+) -> list[list[Hypothesis]]:
+    """Batched beam search; returns per sentence its ``nbest`` best hypotheses, best first."""
+    _check(batch_size, beam_size, nbest, max_lens, min_len)
+    k = beam_size
+    device = _device(state, max_lens)
+    max_lens = max_lens.to(device=device, dtype=torch.long)
+    finished: list[list[Hypothesis]] = [[] for _ in range(batch_size)]
+    active = _start(finished, max_lens)  # (n,) sentence ids still decoding
+    state = model.reorder(state, active.repeat_interleave(k))  # every tensor (n·k, …)
+    ids = active.tolist()
+    n = len(ids)
+    beam_range = torch.arange(k, device=device)
+    # Only beam 0 is alive at the first step: the k copies would otherwise propose the same words.
+    scores = torch.full((n, k), -math.inf, device=device)  # (n, k) float32 cumulative log-probs
+    scores[:, 0] = 0.0
+    tokens = torch.empty(n * k, 0, dtype=torch.long, device=device)  # (n·k, t)
+    prev = torch.full((n * k,), bos, dtype=torch.long, device=device)  # (n·k,)
+    step = 0
+    while n:
+        features, state = model.step(prev, state)  # (n·k, d)
+        lprobs = _step_scores(model, features, eos, step < min_len)  # (n·k, V)
+        vocab = lprobs.size(1)
+        candidates = (scores.view(-1, 1) + lprobs).view(n, k * vocab)  # (n, k·V)
+        top_scores, top_index = candidates.topk(min(2 * k, k * vocab), dim=1)  # (n, 2k)
+        top_beams = torch.div(top_index, vocab, rounding_mode="floor")  # (n, 2k)
+        top_words = top_index - top_beams * vocab  # (n, 2k)
+        top_rows = top_beams + torch.arange(n, device=device).unsqueeze(1) * k  # (n, 2k) rows of n·k
+        is_eos = top_words.eq(eos)  # (n, 2k)
+        step += 1
+
+        # EOS candidates within the top k end their hypothesis (at most k finished per sentence).
+        ending = is_eos[:, :k] & top_scores[:, :k].isfinite()  # (n, k)
+        if bool(ending.any()):
+            sent, rank = ending.nonzero(as_tuple=True)
+            rows = top_rows[sent, rank]
+            for pos, row, lp in zip(sent.tolist(), tokens[rows].tolist(), top_scores[sent, rank].tolist()):
+                if len(finished[ids[pos]]) < k:
+                    finished[ids[pos]].append(Hypothesis(row, normalise(lp, step, length_penalty), lp))
+
+        # The first k non-EOS candidates stay active: EOS ones are pushed behind all others.
+        width = top_scores.size(1)
+        order = torch.arange(width, device=device) + is_eos.long() * width  # (n, 2k)
+        keep = order.topk(k, dim=1, largest=False).indices  # (n, k), in rank order
+        scores = top_scores.gather(1, keep)  # (n, k)
+        keep_rows = top_rows.gather(1, keep).view(-1)  # (n·k,) the row each new hypothesis extends
+        prev = top_words.gather(1, keep).view(-1)  # (n·k,)
+        tokens = torch.cat([tokens[keep_rows], prev.unsqueeze(1)], dim=1)  # (n·k, t+1)
+
+        full = torch.tensor([len(finished[i]) >= k for i in ids], device=device)  # (n,)
+        at_limit = max_lens[active].le(step)  # (n,)
+        done = full | at_limit
+        if bool(done.any()):
+            _finalise_at_limit(finished, ids, at_limit & ~full, tokens, scores, step, length_penalty)
+            live = (~done).nonzero().flatten()  # (n',)
+            live_rows = (live.unsqueeze(1) * k + beam_range).view(-1)  # (n'·k,)
+            active, scores = active[live], scores[live]
+            keep_rows, tokens, prev = keep_rows[live_rows], tokens[live_rows], prev[live_rows]
+            ids = active.tolist()
+            n = len(ids)
+        if n:
+            state = model.reorder(state, keep_rows)  # state rows follow their hypotheses
+    return [sorted(hyps, key=lambda h: h.score, reverse=True)[:nbest] for hyps in finished]
+
+
+def _finalise_at_limit(
+    finished: list[list[Hypothesis]],
+    ids: list[int],
+    mask: Tensor,
+    tokens: Tensor,
+    scores: Tensor,
+    step: int,
+    length_penalty: float,
+) -> None:
+    """Sentences that reached max_len keep their live active hypotheses as they are, without EOS."""
+    k = scores.size(1)
+    for pos in mask.nonzero().flatten().tolist():
+        rows = tokens[pos * k : (pos + 1) * k].tolist()
+        for row, lp in zip(rows, scores[pos].tolist()):
+            if math.isfinite(lp):
+                finished[ids[pos]].append(Hypothesis(row, normalise(lp, step, length_penalty), lp))
+
+
+def _step_scores(model: Generator, features: Tensor, eos: int, forbid_eos: bool) -> Tensor:
+    """Float32 log-scores (B, V); EOS is masked out (out of place) before ``min_len`` tokens."""
+    lprobs = model.head.log_probs(features).float()  # (B, V)
+    if forbid_eos:
+        lprobs = lprobs.index_fill(1, torch.tensor([eos], device=lprobs.device), -math.inf)
+    return lprobs
+
+
+def _start(results: list[list[Hypothesis]], max_lens: Tensor) -> Tensor:
+    """Give sentences with max_len 0 their empty output; return the ids of the others (n,)."""
+    for i in max_lens.le(0).nonzero().flatten().tolist():
+        results[i].append(Hypothesis([], 0.0, 0.0))
+    return max_lens.gt(0).nonzero().flatten()
+
+
+def _device(state: State, max_lens: Tensor) -> torch.device:
+    """Decode where the state lives (max_lens may come from the CPU)."""
+    for value in state.values():
+        return value.device
+    return max_lens.device
+
+
+def _check(batch_size: int, beam_size: int, nbest: int, max_lens: Tensor, min_len: int) -> None:
+    """Reject options a user can get wrong with one clear message."""
+    if beam_size < 1:
+        raise ConfigError(f"beam_size = {beam_size}: must be at least 1")
+    if not 1 <= nbest <= beam_size:
+        raise ConfigError(f"nbest = {nbest}: must be between 1 and beam_size ({beam_size})")
+    if min_len < 0:
+        raise ConfigError(f"min_len = {min_len}: must not be negative")
+    if tuple(max_lens.shape) != (batch_size,):
+        raise ValueError(f"max_lens has shape {tuple(max_lens.shape)}, expected ({batch_size},)")

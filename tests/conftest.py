@@ -1,0 +1,19 @@
+"""Shared fixtures: the real data beside the checkout, and small slices of it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = ROOT.parent / "shared"
+MULTI30K = SHARED / "data" / "multi30k"
+
+
+@pytest.fixture(scope="session")
+def multi30k_source() -> Path:
+    """The verbatim Multi30K files (task1/raw/*.gz) shipped beside the checkout."""
+    if not (MULTI30K / "task1" / "raw" / "train.de.gz").is_file():
+        pytest.skip(f"{MULTI30K} not available")
+    return MULTI30K

@@ -1,0 +1,74 @@
+"""Recipes: unknown keys, wrong types and bad overrides are one-line errors naming the key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from nlgkit.config import RunConfig, config_from_dict, load_recipe, to_dict
+from nlgkit.errors import ConfigError
+
+RECIPES = Path(__file__).resolve().parents[1] / "recipes"
+
+
+@pytest.mark.parametrize("path", sorted(RECIPES.glob("*.toml")), ids=lambda p: p.name)
+def test_every_shipped_recipe_loads_and_round_trips(path: Path) -> None:
+    config = load_recipe(path)
+    assert config_from_dict(to_dict(config)) == config
+
+
+def test_paper_recipes_use_the_papers_settings() -> None:
+    fixed = load_recipe(RECIPES / "multi30k_fixed.toml")
+    assert (fixed.head.type, fixed.head.init, fixed.head.bias) == ("fixed", "l2", "fixed")
+    assert (fixed.train.lr, fixed.train.batch_size, fixed.train.lr_decay) == (0.001, 128, 0.8)
+    assert (fixed.train.lr_patience, fixed.train.early_stop_patience) == (8, 20)
+    assert fixed.data.prepare.min_freq == 2 and fixed.data.prepare.lowercase
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "r.toml"
+    path.write_text(text)
+    return path
+
+
+@pytest.mark.parametrize("text,expected", [
+    ("[train]\nlrr = 0.1\n", "unknown key 'train.lrr' (did you mean 'train.lr'?)"),
+    ("[train]\nlr = \"fast\"\n", "train.lr = 'fast': expected a number"),
+    ("[train]\nbatch_size = 1.5\n", "train.batch_size = 1.5: expected an integer"),
+    ("[head]\ntype = \"fixd\"\n", "unknown head 'fixd' (did you mean 'fixed'?)"),
+    ("[head]\ntype = \"fixed\"\ninit = \"gauss\"\n", "head.init = 'gauss': expected one of"),
+    ("[head]\ntype = \"learned\"\ninit = \"l2\"\n", "unknown key 'head.init'"),
+    ("[model]\ntype = \"rnn\"\ncell = \"gru\"\nhiden = 3\n", "unknown key 'model.hiden'"),
+    ("[nonsense]\n", "unknown key 'nonsense'"),
+    ("[train\n", "invalid TOML"),
+    ("[train]\nlr = -1.0\n", "train.lr = -1.0: must be positive"),
+])
+def test_bad_recipes_name_the_key(tmp_path: Path, text: str, expected: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        load_recipe(write(tmp_path, text))
+    message = str(info.value)
+    assert expected in message and str(tmp_path / "r.toml") in message and "\n" not in message
+
+
+def test_overrides_are_toml_values_and_type_checked(tmp_path: Path) -> None:
+    path = write(tmp_path, "[head]\ntype = \"fixed\"\n")
+    config = load_recipe(path, ["train.lr=0.5", "head.init=uniform", "head.scale=3", "run.dir='x y'"])
+    assert config.train.lr == 0.5 and config.head.init == "uniform" and config.head.scale == 3.0
+    assert config.run.dir == "x y"
+    with pytest.raises(ConfigError, match="train.batch_size = 'big': expected an integer"):
+        load_recipe(path, ["train.batch_size=big"])
+    with pytest.raises(ConfigError, match="expected section.key=value"):
+        load_recipe(path, ["train.lr"])
+
+
+def test_missing_keys_take_defaults_so_old_configs_load() -> None:
+    old = {"head": {"type": "fixed"}, "train": {"lr": 0.01}}
+    config = config_from_dict(old)
+    assert config.train.lr == 0.01 and config.train.batch_size == RunConfig().train.batch_size
+    assert config.head.init == "l2"
+
+
+def test_missing_recipe_is_an_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="recipe not found"):
+        load_recipe(tmp_path / "nope.toml")

@@ -1,0 +1,260 @@
+"""Output heads: one contract for every registered head, then what is special to each."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from nlgkit.errors import ConfigError
+from nlgkit.heads import HEADS, HeadContext, OutputHead, build_head
+from nlgkit.heads.hadamard import fwht, sylvester_hadamard
+
+PAD = 1
+D, V, E = 8, 13, 6  # feature dim, vocabulary, embedding dim (≠ D: the tied head gets a projection)
+
+# Small per-head settings; a head not listed here is tested with its defaults.
+SMALL: dict[str, dict[str, Any]] = {"fixed": {"init": "l2"}, "tied": {"projection_activation": "tanh"}}
+FIXED_CASES = [("fixed", {"init": init}) for init in ("uniform", "normal", "l2", "rademacher", "orthogonal")]
+FIXED_CASES.append(("hadamard", {}))
+FIXED_IDS = [options.get("init", name) for name, options in FIXED_CASES]
+
+
+def make_head(name: str, d: int = D, vocab: int = V, emb: nn.Embedding | None = None, seed: int = 1,
+              **options: Any) -> OutputHead:
+    config = HEADS.config_class(name)(type=name, **{**SMALL.get(name, {}), **options})
+    emb = emb if emb is not None else nn.Embedding(vocab, E, padding_idx=PAD)
+    context = HeadContext(feature_dim=d, vocab_size=vocab, pad_index=PAD, target_embedding=emb, seed=seed)
+    return build_head(config, context)
+
+
+def trainable(module: nn.Module) -> int:
+    return sum(p.numel() for p in module.parameters() if p.requires_grad)
+
+
+def batch(seed: int = 0, b: int = 3, t: int = 5, d: int = D, vocab: int = V) -> tuple[torch.Tensor, torch.Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    features = torch.randn(b, t, d, generator=g)  # (B, T, d)
+    targets = torch.randint(0, vocab, (b, t), generator=g)  # (B, T)
+    targets[targets == PAD] = 0
+    targets[0, -2:] = PAD
+    targets[2, -1] = PAD
+    return features, targets
+
+
+# --- the contract -----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", HEADS.names())
+def test_contract(name: str) -> None:
+    torch.manual_seed(0)
+    head = make_head(name)
+    features, targets = batch()
+    log_probs = head.log_probs(features)
+    assert log_probs.shape == (3, 5, V)
+    torch.testing.assert_close(log_probs.logsumexp(-1), torch.zeros(3, 5), atol=1e-5, rtol=0)
+
+    features.requires_grad_(True)
+    loss = head.loss(features, targets)
+    assert loss.dim() == 0 and torch.isfinite(loss)
+    reference = F.nll_loss(log_probs.reshape(-1, V), targets.reshape(-1), ignore_index=PAD, reduction="sum")
+    torch.testing.assert_close(loss, reference, atol=1e-4, rtol=1e-5)
+    loss.backward()
+    assert features.grad is not None and features.grad.abs().sum() > 0
+
+    moved = features.detach().clone()
+    moved[targets.eq(PAD)] = 100.0  # only padding positions change
+    torch.testing.assert_close(head.loss(moved, targets), loss.detach())
+    assert head.loss(moved, targets, label_smoothing=0.1).isfinite()
+
+    vectors = head.target_vectors()
+    assert vectors is None or vectors.shape[0] == V
+
+
+def test_parameter_counts() -> None:
+    assert trainable(make_head("learned")) == (D + 1) * V
+    assert trainable(make_head("learned", bias=False)) == D * V
+    assert trainable(make_head("fixed")) == 0 and trainable(make_head("hadamard")) == 0
+    assert trainable(make_head("fixed", bias="learned")) == V
+    assert make_head("fixed", bias="none").bias is None
+
+
+# --- fixed heads ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("name", "options"), FIXED_CASES, ids=FIXED_IDS)
+def test_fixed_heads_never_train(name: str, options: dict[str, Any]) -> None:
+    torch.manual_seed(0)
+    head = make_head(name, **options)
+    assert list(head.parameters()) == []
+    before = {key: value.clone() for key, value in head.state_dict().items()}
+    encoder = nn.Linear(D, D)  # the features are what learns
+    optimizer = torch.optim.Adam(list(encoder.parameters()) + list(head.parameters()), lr=0.1)
+    inputs, targets = batch()
+    start = encoder.weight.detach().clone()
+    for _ in range(3):
+        optimizer.zero_grad()
+        head.loss(encoder(inputs), targets).backward()
+        optimizer.step()
+    assert not torch.equal(encoder.weight, start)
+    for key, value in head.state_dict().items():
+        assert torch.equal(value, before[key]), key
+
+
+@pytest.mark.parametrize(("name", "options"), FIXED_CASES, ids=FIXED_IDS)
+def test_fixed_heads_are_regenerable(name: str, options: dict[str, Any]) -> None:
+    vectors = make_head(name, seed=3, **options).target_vectors()
+    torch.testing.assert_close(make_head(name, seed=3, **options).target_vectors(), vectors, rtol=0, atol=0)
+    assert not torch.equal(make_head(name, seed=4, **options).target_vectors(), vectors)
+    assert not torch.equal(make_head(name, seed=3, seed_offset=1, **options).target_vectors(), vectors)
+
+    saved = make_head(name, seed=3, **options)
+    loaded = make_head(name, seed=9, **options)
+    loaded.load_state_dict(saved.state_dict())
+    features, _ = batch()
+    torch.testing.assert_close(loaded.logits(features), saved.logits(features), rtol=0, atol=0)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.parametrize(("name", "options"), FIXED_CASES, ids=FIXED_IDS)
+def test_fixed_heads_same_on_gpu(name: str, options: dict[str, Any]) -> None:
+    cpu = make_head(name, d=16, vocab=40, **options)
+    gpu = make_head(name, d=16, vocab=40, **options).cuda()
+    features = torch.randn(4, 16)
+    torch.testing.assert_close(gpu.logits(features.cuda()).cpu(), cpu.logits(features), atol=1e-4, rtol=1e-4)
+
+
+def test_fixed_initialisations() -> None:
+    rows = make_head("fixed", init="l2").weight
+    torch.testing.assert_close(rows.norm(dim=1), torch.ones(V))
+    torch.testing.assert_close(make_head("fixed", init="l2", row_norm=2.0).weight.norm(dim=1), torch.full((V,), 2.0))
+    for a in (10.0, 0.5):
+        cells = make_head("fixed", d=64, init="uniform", scale=a).weight
+        assert cells.abs().max() <= a and cells.abs().max() > a / 2
+    cells = make_head("fixed", d=64, vocab=200, init="normal", scale=3.0).weight
+    assert 2.7 < cells.std() < 3.3
+    cells = make_head("fixed", init="rademacher").weight
+    torch.testing.assert_close(cells.abs(), torch.full((V, D), D**-0.5))
+    wide = make_head("fixed", d=16, vocab=5, init="orthogonal").weight  # V ≤ d: orthonormal rows
+    torch.testing.assert_close(wide @ wide.t(), torch.eye(5), atol=1e-5, rtol=0)
+    tall = make_head("fixed", init="orthogonal", row_norm=2.0).weight  # V > d: orthogonal columns
+    torch.testing.assert_close(tall.t() @ tall, torch.eye(D) * 4 * V / D, atol=1e-4, rtol=0)
+    torch.testing.assert_close(tall.pow(2).sum(1).mean(), torch.tensor(4.0))
+    with pytest.raises(ConfigError):
+        HEADS.config_class("fixed")(type="fixed", scale=0.0).validate("recipe", None)
+
+
+# --- tied -------------------------------------------------------------------------------------------------
+
+
+def test_tied_shares_the_embedding() -> None:
+    emb = nn.Embedding(V, E, padding_idx=PAD)
+    head = make_head("tied", emb=emb)
+    assert head.weight is emb.weight and head.weight.data_ptr() == emb.weight.data_ptr()
+    assert sum(p.numel() for p in nn.ModuleList([emb, head]).parameters()) == V * E + D * E + V
+    features, targets = batch()
+    before = head.logits(features).detach()
+    optimizer = torch.optim.SGD(emb.parameters(), lr=1.0)
+    emb(targets).sum().backward()  # an update through the input path only
+    optimizer.step()
+    assert not torch.allclose(head.logits(features), before)
+    torch.testing.assert_close(head.logits(features),
+                               F.linear(torch.tanh(head.projection(features)), emb.weight, head.bias))
+
+
+def test_tied_model_saves_and_loads(tmp_path: Any) -> None:
+    from safetensors.torch import load_file, save_file
+
+    def model() -> nn.ModuleDict:
+        emb = nn.Embedding(V, E, padding_idx=PAD)
+        return nn.ModuleDict({"emb": emb, "head": make_head("tied", emb=emb)})
+
+    saved, loaded = model(), model()
+    assert "head.weight" not in saved.state_dict()  # one name per storage: safetensors accepts it
+    save_file({k: v.contiguous() for k, v in saved.state_dict().items()}, str(tmp_path / "m.safetensors"))
+    loaded.load_state_dict(load_file(str(tmp_path / "m.safetensors")))
+    assert loaded["head"].weight is loaded["emb"].weight
+    features, _ = batch()
+    torch.testing.assert_close(loaded["head"].logits(features), saved["head"].logits(features))
+    with_weight = {**saved.state_dict(), "head.weight": saved["emb"].weight}  # older layout still loads
+    model().load_state_dict(with_weight)
+
+
+def test_tied_equals_learned_with_copied_weights() -> None:
+    torch.manual_seed(0)
+    learned = make_head("learned")
+    emb = nn.Embedding(V, D, padding_idx=PAD)
+    tied = make_head("tied", emb=emb)
+    assert tied.projection is None
+    with torch.no_grad():
+        emb.weight.copy_(learned.weight)
+        tied.bias.copy_(learned.bias)
+    features, _ = batch()
+    torch.testing.assert_close(tied.logits(features), learned.logits(features))
+
+
+# --- hadamard ---------------------------------------------------------------------------------------------
+
+
+def dense_rows(head: OutputHead) -> torch.Tensor:
+    """Reference (V, d) rows from the dense Sylvester matrix."""
+    matrix = sylvester_hadamard(head.order)
+    return matrix[: head.vocab_size, head.columns] * head.signs * head.coefficient
+
+
+def test_sylvester_and_fwht() -> None:
+    matrix = sylvester_hadamard(16)
+    torch.testing.assert_close(matrix @ matrix.t(), 16 * torch.eye(16))
+    j, c = torch.meshgrid(torch.arange(16), torch.arange(16), indexing="ij")
+    parity = torch.zeros_like(j)
+    for bit in range(4):
+        parity ^= ((j & c) >> bit) & 1
+    torch.testing.assert_close(matrix, 1.0 - 2.0 * parity.float())
+    x = torch.randn(4, 16)
+    torch.testing.assert_close(fwht(x), x @ matrix.t(), atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize(("d", "vocab"), [(8, 13), (16, 5), (12, 40), (16, 16), (10, 300)])
+def test_hadamard_matches_dense(d: int, vocab: int) -> None:
+    head = make_head("hadamard", d=d, vocab=vocab, bias="learned", scale=2.0)
+    with torch.no_grad():
+        head.bias.normal_()
+    rows = dense_rows(head)
+    torch.testing.assert_close(head.target_vectors(), rows, atol=1e-5, rtol=0)
+    features = torch.randn(3, 4, d)
+    torch.testing.assert_close(head.logits(features), F.linear(features, rows, head.bias), atol=1e-4, rtol=0)
+    torch.testing.assert_close(rows.norm(dim=1), torch.full((vocab,), 2.0))
+    assert torch.unique(rows, dim=0).shape[0] == vocab  # every word its own target vector
+    if d == head.order:
+        torch.testing.assert_close(rows @ rows.t(), 4.0 * torch.eye(vocab), atol=1e-5, rtol=0)
+    else:
+        assert 0 not in head.columns.tolist()  # the all-ones column adds nothing under softmax
+
+
+def test_hadamard_gradient_and_limits() -> None:
+    head = make_head("hadamard", d=4, vocab=6).double()
+    features = torch.randn(2, 4, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(head.logits, (features,))
+    with pytest.raises(ConfigError):
+        make_head("hadamard", d=2, vocab=13)  # 2 ±1 coordinates cannot give 13 distinct rows
+
+
+def test_hadamard_memory_is_linear() -> None:
+    d, vocab = 512, 6000
+    head = make_head("hadamard", d=d, vocab=vocab, bias="learned")
+    stored = sum(t.numel() for t in head.buffers()) + sum(p.numel() for p in head.parameters())
+    assert stored < vocab * d and stored <= 2 * d + vocab
+    features = torch.randn(2, 3, d)
+    logits = head.logits(features)  # (2, 3, V)
+    assert logits.shape == (2, 3, vocab)
+    j = torch.arange(0, vocab, 97)[:, None]  # a sample of rows, by the popcount formula
+    bits = j & head.columns[None, :]
+    parity = torch.zeros_like(bits)
+    for bit in range(13):
+        parity ^= (bits >> bit) & 1
+    rows = (1.0 - 2.0 * parity.float()) * head.signs * head.coefficient  # (k, d)
+    torch.testing.assert_close(logits[..., j[:, 0]], F.linear(features, rows, head.bias[j[:, 0]]),
+                               atol=1e-4, rtol=1e-4)

@@ -1,0 +1,68 @@
+"""The RNN model: step-by-step decoding equals teacher forcing, the attention split is exact."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from nlgkit.heads import HEADS
+from nlgkit.models.rnn import RNNConfig, RNNModel
+
+
+def tiny_model(cell: str = "gru", layers: int = 1, head: str = "learned") -> RNNModel:
+    torch.manual_seed(0)
+    config = RNNConfig(cell=cell, embedding_dim=8, encoder_dim=10, decoder_dim=12, attention_dim=7,
+                       pre_output_dim=9, decoder_layers=layers, encoder_layers=layers)
+    return RNNModel(config, 30, 25, pad_index=1, head_config=HEADS.config_class(head)(type=head)).eval()
+
+
+def batch() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    src = torch.tensor([[5, 6, 7, 8, 3], [9, 10, 3, 1, 1]])
+    lengths = torch.tensor([5, 3])
+    prev = torch.tensor([[2, 11, 12, 13], [2, 14, 15, 1]])
+    return src, lengths, prev
+
+
+@pytest.mark.parametrize("cell,layers", [("gru", 1), ("gru", 2), ("lstm", 1), ("lstm", 2)])
+def test_step_by_step_equals_teacher_forcing(cell: str, layers: int) -> None:
+    model = tiny_model(cell, layers)
+    src, lengths, prev = batch()
+    with torch.no_grad():
+        forced = model.features(src, lengths, prev_tokens=prev)  # (B, T, d)
+        state = model.encode(src, lengths)
+        for t in range(prev.size(1)):
+            features, state = model.step(prev[:, t], state)
+            torch.testing.assert_close(features, forced[:, t], rtol=1e-5, atol=1e-6)
+
+
+def test_split_attention_equals_one_linear_over_the_concatenation() -> None:
+    model = tiny_model()
+    attention = model.attention
+    state, keys_in = torch.randn(3, 12), torch.randn(3, 4, 20)
+    split = attention.project_keys(keys_in) + attention.project_query(state).unsqueeze(1)
+    full = attention.energy(torch.cat([state.unsqueeze(1).expand(-1, 4, -1), keys_in], dim=-1))
+    torch.testing.assert_close(split, full)
+
+
+def test_padding_in_the_source_is_not_attended() -> None:
+    model = tiny_model()
+    src, lengths, prev = batch()
+    changed = src.clone()
+    changed[1, 3:] = torch.tensor([20, 21])  # real tokens beyond sentence 1's length
+    with torch.no_grad():
+        a = model.features(src, lengths, prev_tokens=prev)
+        b = model.features(changed, lengths, prev_tokens=prev)
+        c = model.features(changed, torch.tensor([5, 5]), prev_tokens=prev)
+    torch.testing.assert_close(a, b)
+    assert not torch.allclose(a[1], c[1])  # the same tokens inside the length do matter
+
+
+def test_reorder_duplicates_state_rows() -> None:
+    model = tiny_model()
+    src, lengths, _ = batch()
+    state = model.encode(src, lengths)
+    reordered = model.reorder(state, torch.tensor([1, 1, 0]))
+    for key, value in reordered.items():
+        assert value.size(0) == 3
+        torch.testing.assert_close(value[0], state[key][1])
+        torch.testing.assert_close(value[2], state[key][0])

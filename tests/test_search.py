@@ -1,0 +1,270 @@
+"""Beam and greedy search: scripted probabilities with hand-derived beams, then equivalences on a toy GRU.
+
+The scripted model (after fairseq's sequence_generator tests) looks its next-token probabilities up by
+(sentence, prefix), where the prefix is what the *state* has accumulated: if a state row did not follow
+its hypothesis, the lookup would use the wrong prefix and the expected beams below would not come out.
+Unlisted prefixes put all mass on EOS.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from nlgkit.errors import ConfigError
+from nlgkit.heads.base import HeadContext, OutputHead
+from nlgkit.models.base import Generator, State
+from nlgkit.search import Hypothesis, beam_search, greedy_search, search
+
+PAD, BOS, EOS, A, B, C = range(6)
+VOCAB = 6
+Script = dict[tuple[int, ...], dict[int, float]]
+
+# Greedy takes A (.6) but every continuation of A is worse than B·B (.4 × .9 = .36 > .6 × .5 = .30).
+GREEDY_TRAP: Script = {(): {A: 0.6, B: 0.4}, (A,): {A: 0.5, EOS: 0.3, C: 0.2}, (B,): {B: 0.9, EOS: 0.1}}
+# [A]+EOS has the higher total (.33 > .22) but [A, C]+EOS the higher per-token average.
+LENGTH: Script = {
+    (): {A: 0.55, B: 0.45},
+    (A,): {EOS: 0.6, C: 0.4},
+    (B,): {B: 0.95, EOS: 0.05},
+    (B, B): {B: 0.95, EOS: 0.05},
+}
+EOS_FIRST: Script = {(): {EOS: 0.7, A: 0.3}}
+log = math.log
+
+
+class TableHead(OutputHead):
+    """Features are one-hot row numbers of a fixed log-probability table (rows, V)."""
+
+    def __init__(self, table: Tensor) -> None:
+        super().__init__(HeadContext(table.size(0), VOCAB, PAD, nn.Embedding(VOCAB, 1)))
+        self.register_buffer("table", table)
+
+    def log_probs(self, features: Tensor) -> Tensor:
+        return self.table[features.argmax(-1)]  # (B, V)
+
+
+class ScriptedModel(Generator):
+    """Next-token distributions scripted per (sentence, prefix); records the batch size of every step."""
+
+    def __init__(self, scripts: list[Script]) -> None:
+        super().__init__()
+        rows = [[1.0 if v == EOS else 0.0 for v in range(VOCAB)]]  # row 0: unlisted prefixes end
+        self.rows: dict[tuple[int, tuple[int, ...]], int] = {}
+        for sentence, script in enumerate(scripts):
+            for prefix, probs in script.items():
+                self.rows[sentence, prefix] = len(rows)
+                rows.append([probs.get(v, 0.0) for v in range(VOCAB)])
+        self.head = TableHead(torch.tensor(rows).log())
+        self.feature_dim = len(rows)
+        self.batch_sizes: list[int] = []
+
+    def encode(self, sentences: Tensor) -> State:
+        return {"sentence": sentences, "prefix": torch.empty(len(sentences), 0, dtype=torch.long)}
+
+    def step(self, prev_tokens: Tensor, state: State) -> tuple[Tensor, State]:
+        self.batch_sizes.append(len(prev_tokens))
+        prefix = torch.cat([state["prefix"], prev_tokens.unsqueeze(1)], dim=1)  # (B, t+1), BOS first
+        rows = [
+            self.rows.get((s, tuple(p[1:])), 0) for s, p in zip(state["sentence"].tolist(), prefix.tolist())
+        ]
+        features = F.one_hot(torch.tensor(rows), self.feature_dim).float()  # (B, rows)
+        return features, {"sentence": state["sentence"], "prefix": prefix}
+
+
+def decode(
+    model: Generator,
+    inputs: Tensor,
+    max_lens: Sequence[int] | Tensor,
+    beam: int,
+    run: Any = search,
+    **options: Any,
+) -> list[list[Hypothesis]]:
+    """Encode ``inputs`` and decode them as one batch with ``run`` (search, beam_search)."""
+    state = model.encode(inputs)
+    max_lens = torch.as_tensor(max_lens)
+    return run(
+        model, state, batch_size=len(inputs), bos=BOS, eos=EOS, beam_size=beam, max_lens=max_lens, **options
+    )
+
+
+def run(scripts: list[Script], beam: int, max_lens: list[int], **options: Any) -> list[list[Hypothesis]]:
+    return decode(ScriptedModel(scripts), torch.arange(len(scripts)), max_lens, beam, **options)
+
+
+def outputs(hyps: list[Hypothesis]) -> list[tuple[list[int], float]]:
+    return [(h.tokens, pytest.approx(h.log_prob, abs=1e-5)) for h in hyps]
+
+
+def test_greedy_and_beam_differ() -> None:
+    assert outputs(run([GREEDY_TRAP], 1, [10])[0]) == [([A, A], log(0.30))]
+    beam = run([GREEDY_TRAP], 2, [10], nbest=2, length_penalty=0.0)[0]
+    assert outputs(beam) == [([B, B], log(0.36)), ([A, A], log(0.30))]
+
+
+def test_eos_candidate_finishes_and_its_slot_is_refilled() -> None:
+    # Beam 3, step 2: A+EOS (.18) ranks 3rd → finished; the slots go to B·B, A·A, A·C (.12). Step 3 ends
+    # all three, but only two more fit (3 finished per sentence), so A·C never makes it.
+    hyps = run([GREEDY_TRAP], 3, [10], nbest=3, length_penalty=1.0)[0]
+    assert outputs(hyps) == [([B, B], log(0.36)), ([A, A], log(0.30)), ([A], log(0.18))]
+    assert [h.score for h in hyps] == pytest.approx([log(0.36) / 3, log(0.30) / 3, log(0.18) / 2])
+
+
+def test_length_normalisation_changes_the_winner() -> None:
+    raw = run([LENGTH], 2, [10], nbest=2, length_penalty=0.0)[0]
+    assert outputs(raw) == [([A], log(0.33)), ([A, C], log(0.22))]
+    normalised = run([LENGTH], 2, [10], nbest=2, length_penalty=1.0)[0]
+    assert outputs(normalised) == [([A, C], log(0.22)), ([A], log(0.33))]
+    assert [h.score for h in normalised] == pytest.approx([log(0.22) / 3, log(0.33) / 2])
+    assert outputs(run([LENGTH], 2, [10], nbest=1, length_penalty=1.0)[0]) == [([A, C], log(0.22))]
+
+
+def test_max_len_truncates_without_eos() -> None:
+    # One step: both live hypotheses are kept as they are, length 1.
+    assert outputs(run([LENGTH], 2, [1], nbest=2)[0]) == [([A], log(0.55)), ([B], log(0.45))]
+    # Two steps: [A]+EOS finished at step 2; B·B (.4275, no EOS) beats it per token, A·C is third.
+    hyps = run([LENGTH], 2, [2], nbest=2, length_penalty=1.0)[0]
+    assert outputs(hyps) == [([B, B], log(0.4275)), ([A], log(0.33))]
+    assert [h.score for h in hyps] == pytest.approx([log(0.4275) / 2, log(0.33) / 2])
+    assert outputs(run([LENGTH], 1, [1])[0]) == [([A], log(0.55))]
+    assert run([LENGTH], 2, [0])[0] == [Hypothesis([], 0.0, 0.0)]
+
+
+def test_min_len_forbids_early_eos() -> None:
+    hyps = run([LENGTH], 2, [10], nbest=2, length_penalty=0.0, min_len=2)[0]
+    assert outputs(hyps) == [([B, B, B], log(0.45 * 0.95 * 0.95)), ([A, C], log(0.22))]
+    assert outputs(run([LENGTH], 1, [10], min_len=2)[0]) == [([A, C], log(0.22))]
+
+
+def test_eos_at_the_first_step_gives_an_empty_output() -> None:
+    hyps = run([EOS_FIRST], 2, [10], nbest=2, length_penalty=1.0)[0]
+    assert outputs(hyps) == [([], log(0.7)), ([A], log(0.3))]
+    assert [h.score for h in hyps] == pytest.approx([log(0.7), log(0.3) / 2])
+
+
+def test_scripted_batch_equals_one_at_a_time_and_drops_finished_sentences() -> None:
+    scripts, max_lens = [GREEDY_TRAP, LENGTH, EOS_FIRST], [10, 2, 10]
+    model = ScriptedModel(scripts)
+    together = decode(model, torch.arange(3), max_lens, 2, beam_search, nbest=2)
+    for i in range(3):
+        alone = ScriptedModel([{}] * i + [scripts[i]])  # same sentence id, so the same script
+        assert together[i] == decode(alone, torch.tensor([i]), [max_lens[i]], 2, beam_search, nbest=2)[0]
+    # LENGTH stops at its max_len and EOS_FIRST with 2 finished after step 2: step 3 runs GREEDY_TRAP only.
+    assert model.batch_sizes == [6, 6, 2]
+
+
+def test_greedy_drops_finished_sentences() -> None:
+    model = ScriptedModel([GREEDY_TRAP, EOS_FIRST, LENGTH])
+    state = model.encode(torch.arange(3))
+    hyps = greedy_search(model, state, batch_size=3, bos=BOS, eos=EOS, max_lens=torch.tensor([10, 10, 1]))
+    assert [outputs(h) for h in hyps] == [[([A, A], log(0.3))], [([], log(0.7))], [([A], log(0.55))]]
+    assert model.batch_sizes == [3, 1, 1]
+
+
+def test_invalid_options() -> None:
+    with pytest.raises(ConfigError, match="nbest"):
+        run([LENGTH], 2, [5], nbest=3)
+    with pytest.raises(ConfigError, match="beam_size"):
+        run([LENGTH], 0, [5])
+
+
+# --- A small real-ish model: GRU decoder with dot attention over a 3-D memory, random weights. ---
+
+
+class LinearHead(OutputHead):
+    def __init__(self, context: HeadContext) -> None:
+        super().__init__(context)
+        self.proj = nn.Linear(context.feature_dim, context.vocab_size)
+
+    def logits(self, features: Tensor) -> Tensor:
+        return self.proj(features)
+
+
+class ToyGRU(Generator):
+    """Random GRU decoder; the state has a 2-D hidden and a 3-D memory, both reordered by search."""
+
+    def __init__(self, seed: int, vocab: int = 12, dim: int = 16) -> None:
+        super().__init__()
+        with torch.random.fork_rng():  # seeded weights without touching the global generator
+            torch.manual_seed(seed)
+            self.embed = nn.Embedding(vocab, dim)
+            self.cell = nn.GRUCell(2 * dim, dim)
+            self.head = LinearHead(HeadContext(dim, vocab, PAD, self.embed))
+        self.feature_dim = dim
+        with torch.no_grad():
+            self.head.proj.weight.mul_(3.0)  # peaked distributions: fewer near-ties
+            self.head.proj.bias[EOS] += 1.0  # outputs of varied lengths, some ending before max_len
+        self.double()  # batched and single matmuls then agree far below float32 resolution
+
+    def encode(self, src: Tensor) -> State:
+        memory = self.embed(src)  # (B, S, d)
+        return {"hidden": memory.mean(1).tanh(), "memory": memory}
+
+    def step(self, prev_tokens: Tensor, state: State) -> tuple[Tensor, State]:
+        hidden, memory = state["hidden"], state["memory"]
+        weights = torch.softmax((memory @ hidden.unsqueeze(2)).squeeze(2), dim=1)  # (B, S)
+        context = (weights.unsqueeze(2) * memory).sum(1)  # (B, d)
+        hidden = self.cell(torch.cat([self.embed(prev_tokens), context], dim=1), hidden)  # (B, d)
+        return hidden + context, {"hidden": hidden, "memory": memory}
+
+
+def toy_batch(seed: int, batch: int = 6) -> tuple[ToyGRU, Tensor, Tensor]:
+    model = ToyGRU(seed)
+    generator = torch.Generator().manual_seed(seed)
+    src = torch.randint(3, 12, (batch, 5), generator=generator)  # (B, S)
+    max_lens = torch.randint(1, 12, (batch,), generator=generator)  # (B,)
+    return model, src, max_lens
+
+
+def assert_same(got: list[list[Hypothesis]], expected: list[list[Hypothesis]]) -> None:
+    assert [[h.tokens for h in hyps] for hyps in got] == [[h.tokens for h in hyps] for hyps in expected]
+    for hyps, other in zip(got, expected):
+        for h, o in zip(hyps, other):
+            assert h.score == pytest.approx(o.score, abs=1e-5)
+            assert h.log_prob == pytest.approx(o.log_prob, abs=1e-5)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_beam_one_equals_greedy(seed: int) -> None:
+    model, src, max_lens = toy_batch(seed)
+    greedy = greedy_search(model, model.encode(src), batch_size=len(src), bos=BOS, eos=EOS, max_lens=max_lens)
+    assert_same(decode(model, src, max_lens, 1, beam_search), greedy)
+
+
+@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("beam", [1, 4])
+def test_batched_equals_one_at_a_time(seed: int, beam: int) -> None:
+    model, src, max_lens = toy_batch(seed)
+    batched = decode(model, src, max_lens, beam=beam, nbest=beam)
+    single = [
+        decode(model, src[i : i + 1], max_lens[i : i + 1], beam=beam, nbest=beam)[0] for i in range(len(src))
+    ]
+    assert_same(batched, single)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_state_rows_follow_their_hypotheses(seed: int) -> None:
+    """Rescoring each output by teacher forcing, sentence by sentence, gives the search's own log-prob."""
+    model, src, max_lens = toy_batch(seed)
+    results = decode(model, src, max_lens, beam=4, nbest=4)
+    lengths = set()
+    for i, hyps in enumerate(results):
+        assert len(hyps) == 4 and len({tuple(h.tokens) for h in hyps}) == 4  # no duplicates
+        for hyp in hyps:
+            ended = len(hyp.tokens) < int(max_lens[i])  # shorter than max_len only by choosing EOS
+            targets = hyp.tokens + ([EOS] if ended else [])
+            state, prev, total = model.encode(src[i : i + 1]), torch.tensor([BOS]), 0.0
+            with torch.no_grad():
+                for target in targets:
+                    features, state = model.step(prev, state)
+                    total += float(model.head.log_probs(features)[0, target])
+                    prev = torch.tensor([target])
+            assert hyp.log_prob == pytest.approx(total, abs=1e-4)
+            lengths.add((len(hyp.tokens), ended))
+    assert any(ended for _, ended in lengths) and not all(ended for _, ended in lengths)
