@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from safetensors import SafetensorsError
+from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 from torch import nn
 
@@ -73,7 +73,7 @@ def load_weights(directory: Path, model: nn.Module) -> None:
     path = found / MODEL_FILE
     try:
         tensors = load_file(str(path))
-    except (SafetensorsError, OSError) as exc:
+    except (SafetensorError, OSError) as exc:
         raise CheckpointError(f"{path}: unreadable weights ({exc})") from None
     expected = model.state_dict()
     missing = sorted(set(expected) - set(tensors))
