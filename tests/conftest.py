@@ -17,3 +17,12 @@ def multi30k_source() -> Path:
     if not (MULTI30K / "task1" / "raw" / "train.de.gz").is_file():
         pytest.skip(f"{MULTI30K} not available")
     return MULTI30K
+
+
+@pytest.fixture(scope="session")
+def paper(tmp_path_factory: pytest.TempPathFactory, multi30k_source: Path) -> tuple[Path, dict]:
+    """Multi30K DE-EN in the paper's setting (raw files, spaCy, lowercase, min-freq 2), prepared once."""
+    from nlgkit.data.prepare import prepare_multi30k
+
+    out = tmp_path_factory.mktemp("paper") / "multi30k_de-en"
+    return out, prepare_multi30k(out, "de", "en", source=str(multi30k_source))

@@ -30,13 +30,6 @@ def count_lines(path: Path) -> int:
 
 
 @pytest.fixture(scope="module")
-def paper(tmp_path_factory: pytest.TempPathFactory, multi30k_source: Path) -> tuple[Path, dict]:
-    """The paper setting (raw files, spaCy, lowercase, min_freq 2) prepared once for the module."""
-    out = tmp_path_factory.mktemp("paper") / "multi30k_de-en"
-    return out, prepare_multi30k(out, "de", "en", source=str(multi30k_source))
-
-
-@pytest.fixture(scope="module")
 def small_corpus(tmp_path_factory: pytest.TempPathFactory, multi30k_source: Path) -> Path:
     """First 400 / 50 / 50 lines of Multi30K de-en as plain files ``{split}.{lang}`` in the returned dir."""
     root = tmp_path_factory.mktemp("small")

@@ -1,0 +1,224 @@
+"""End to end through the CLI on real Multi30K slices: train, resume, translate, evaluate, bad input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+from typer.testing import CliRunner
+
+from nlgkit.cli.main import app
+from nlgkit.config import load_recipe
+from nlgkit.evaluate.metrics import bleu
+from nlgkit.inference import translate_ids
+from nlgkit.io import read_lines
+from nlgkit.runs import load_trained
+from nlgkit.train.builders import build_model
+from nlgkit.train.rundata import load_vocabularies
+
+RECIPES = Path(__file__).resolve().parents[1] / "recipes"
+
+
+def cli(*args: str, input: bytes | str | None = None):  # type: ignore[no-untyped-def]
+    return CliRunner().invoke(app, list(args), input=input)
+
+
+def tiny_recipe(tmp: Path, data_dir: Path, run_dir: Path, **train: object) -> Path:
+    """A small model on a slice of real data; the loop, data and heads are the production ones."""
+    settings = {"lr": 0.005, "batch_size": 25, "max_epochs": 14, "log_every": 5, "seed": 3,
+                "lr_patience": 20, "early_stop_patience": 30, **train}
+    lines = "\n".join(f"{k} = {json.dumps(v)}" for k, v in settings.items())
+    path = tmp / f"{run_dir.name}.toml"
+    path.write_text(f"""
+[run]
+dir = "{run_dir}"
+[data]
+dir = "{data_dir}"
+train_limit = 300
+valid_limit = 60
+[data.prepare]
+corpus = "none"
+[model]
+type = "rnn"
+embedding_dim = 48
+encoder_dim = 64
+decoder_dim = 64
+attention_dim = 48
+pre_output_dim = 64
+dropout = 0.1
+[head]
+type = "fixed"
+init = "l2"
+bias = "fixed"
+[train]
+{lines}
+[search]
+beam = 3
+""")
+    return path
+
+
+@pytest.fixture(scope="module")
+def trained(paper: tuple[Path, dict], tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    tmp = tmp_path_factory.mktemp("trained")
+    run_dir = tmp / "run"
+    recipe = tiny_recipe(tmp, paper[0], run_dir)
+    result = cli("train", str(recipe))
+    assert result.exit_code == 0, result.output
+    return recipe, run_dir
+
+
+def test_training_beats_an_untrained_model_by_a_clear_margin(trained: tuple[Path, Path], paper) -> None:  # type: ignore[no-untyped-def]
+    recipe, run_dir = trained
+    data_dir = paper[0]
+    sources = [line.split() for line in read_lines(data_dir / "train.de")[:100]]
+    refs = read_lines(data_dir / "train.en")[:100]
+
+    def score(model, src_vocab, tgt_vocab, pipeline) -> float:  # type: ignore[no-untyped-def]
+        hyps = translate_ids(model, [src_vocab.encode(s) for s in sources], tgt_vocab, beam=3)
+        return bleu([pipeline.decode(tgt_vocab.decode(h[0].tokens)) for h in hyps], refs)
+
+    run = load_trained(run_dir, "last", "cpu")
+    trained_bleu = score(run.model, run.src_vocab, run.tgt_vocab, run.tgt_pipeline)
+    torch.manual_seed(3)
+    config = load_recipe(recipe)
+    untrained = build_model(config, *load_vocabularies(data_dir, "de", "en")).eval()
+    untrained_bleu = score(untrained, run.src_vocab, run.tgt_vocab, run.tgt_pipeline)
+    assert trained_bleu > untrained_bleu + 10, (trained_bleu, untrained_bleu)
+
+    events = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    losses = [e["loss"] for e in events if e["event"] == "train"]
+    valid = [e for e in events if e["event"] == "valid"]
+    assert losses[-1] < 0.6 * losses[0]
+    assert valid[-1]["loss"] < valid[0]["loss"]
+    assert {"start", "train", "valid", "end"} <= {e["event"] for e in events}
+
+
+def test_run_directory_records_everything(trained: tuple[Path, Path]) -> None:
+    _, run_dir = trained
+    config = json.loads((run_dir / "config.json").read_text())
+    assert config["head"] == {"type": "fixed", "init": "l2", "scale": 10.0, "row_norm": 1.0, "bias": "fixed",
+                              "seed_offset": 0}
+    assert json.loads((run_dir / "manifest.json").read_text())["vocab_size"]
+    provenance = json.loads((run_dir / "provenance.json").read_text())
+    assert "commit" in provenance["git"] and provenance["env"]["torch"] == torch.__version__
+    meta = json.loads((run_dir / "checkpoints" / "best" / "meta.json").read_text())
+    assert set(meta["vocab_checksums"]) == {"de", "en"} and meta["config"] == config
+    assert (run_dir / "checkpoints" / "last" / "train_state.pt").is_file()
+    # the fixed head's matrix is saved with the model, so a reload reproduces it exactly
+    weights = load_file(str(run_dir / "checkpoints" / "last" / "model.safetensors"))
+    run = load_trained(run_dir, "last", "cpu")
+    head_keys = [k for k in weights if k.startswith("head.")]
+    assert head_keys and all(torch.equal(weights[k], run.model.state_dict()[k]) for k in head_keys)
+
+
+def test_translate_keeps_one_line_per_input_whatever_the_input(trained: tuple[Path, Path], tmp_path: Path) -> None:
+    _, run_dir = trained
+    long_line = " ".join(["ein"] * 10_000)
+    raw = ("ein mann fährt fahrrad .\n\n   \n" + long_line + "\nzwei hunde \xff spielen\n").encode("utf-8")
+    raw = raw.replace("\xff".encode(), b"\xff")  # a byte that is not UTF-8
+    source = tmp_path / "in.de"
+    source.write_bytes(raw)
+    out = tmp_path / "out.en"
+    result = cli("translate", "--model", str(run_dir), "--input", str(source), "--output", str(out),
+                 "--max-input-tokens", "50")
+    assert result.exit_code == 0, result.output
+    lines = out.read_text(encoding="utf-8").split("\n")[:-1]
+    assert len(lines) == 5
+    assert lines[0].strip() and lines[1] == "" and lines[2] == "" and lines[4].strip()
+    assert "line 4: 10000 tokens, cut to 50" in result.stderr
+    assert "line 5: invalid UTF-8" in result.stderr
+    # stdin → stdout, n-best format
+    result = cli("translate", "--model", str(run_dir), "--beam", "3", "--nbest", "2", input="ein hund .\n\n")
+    assert result.exit_code == 0, result.output
+    rows = result.stdout.splitlines()
+    assert [r.split(" ||| ")[0] for r in rows] == ["0", "0", "1", "1"]
+    assert float(rows[0].split(" ||| ")[2]) >= float(rows[1].split(" ||| ")[2])
+    # empty input → empty output
+    result = cli("translate", "--model", str(run_dir), input="")
+    assert result.exit_code == 0 and result.stdout == ""
+
+
+def test_translate_then_evaluate(trained: tuple[Path, Path], paper, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    _, run_dir = trained
+    data_dir = paper[0]
+    refs = read_lines(data_dir / "valid.ref.en")[:20]
+    src = tmp_path / "valid.de"
+    src.write_text("\n".join(read_lines(data_dir / "valid.ref.de")[:20]) + "\n")
+    ref = tmp_path / "valid.en"
+    ref.write_text("\n".join(refs) + "\n")
+    hyp = tmp_path / "hyp.en"
+    assert cli("translate", "-m", str(run_dir), "-i", str(src), "-o", str(hyp)).exit_code == 0
+    result = cli("evaluate", "--hyp", str(hyp), "--ref", str(ref), "--json")
+    assert result.exit_code == 0, result.output
+    scores = json.loads(result.stdout)
+    assert scores["bleu"]["score"] == pytest.approx(bleu(read_lines(hyp), refs))
+
+
+def test_resume_gives_the_same_weights_as_an_uninterrupted_run(paper, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    data_dir = paper[0]
+    # 300 pairs / 25 per batch = 12 updates per epoch: 18 updates cross an epoch end (validation, schedule)
+    whole = tiny_recipe(tmp_path, data_dir, tmp_path / "whole", max_updates=18)
+    assert cli("train", str(whole)).exit_code == 0
+    parts = tiny_recipe(tmp_path, data_dir, tmp_path / "parts", max_updates=5)
+    assert cli("train", str(parts)).exit_code == 0
+    assert cli("train", str(parts), "--resume", "--set", "train.max_updates=14").exit_code == 0
+    result = cli("train", str(parts), "--resume", "--set", "train.max_updates=18")
+    assert result.exit_code == 0, result.output
+    a = load_file(str(tmp_path / "whole" / "checkpoints" / "last" / "model.safetensors"))
+    b = load_file(str(tmp_path / "parts" / "checkpoints" / "last" / "model.safetensors"))
+    assert a.keys() == b.keys()
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    summary = json.loads((tmp_path / "parts" / "summary.json").read_text())
+    assert summary["update"] == 18 and summary["epoch"] == 2
+
+
+def test_dry_run_prints_the_papers_parameter_counts(paper) -> None:  # type: ignore[no-untyped-def]
+    data_dir = str(paper[0])
+    expected = {"multi30k_learned": 13_893_381, "multi30k_fixed": 10_870_272,
+                "multi30k_en_de_learned": 14_898_861, "multi30k_en_de_fixed": 10_870_272}
+    for recipe, count in expected.items():
+        result = cli("train", str(RECIPES / f"{recipe}.toml"), "--dry-run", "--set", f"data.dir='{data_dir}'")
+        assert result.exit_code == 0, result.output
+        assert f"trainable parameters: {count}" in result.stdout
+
+
+def one_line_error(result, *needles: str) -> None:  # type: ignore[no-untyped-def]
+    assert result.exit_code == 2, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+    assert "Traceback" not in result.output
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+
+
+def test_bad_input_gives_one_line_errors(trained: tuple[Path, Path], paper, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    recipe, run_dir = trained
+    one_line_error(cli("train", str(recipe), "--set", "train.lrr=1"), "unknown key 'train.lrr'", str(recipe))
+    one_line_error(cli("train", str(recipe), "--set", "train.batch_size='x'"), "train.batch_size")
+    one_line_error(cli("train", str(tmp_path / "missing.toml")), "missing.toml")
+    one_line_error(cli("train", str(recipe), "--set", f"data.dir='{tmp_path / 'nodata'}'", "--run-dir",
+                       str(tmp_path / "r")), "nodata")
+    one_line_error(cli("train", str(recipe)), "already holds a trained run")
+    one_line_error(cli("train", str(recipe), "--resume", "--set", "model.decoder_dim=32"), "model.decoder_dim")
+    one_line_error(cli("translate", "--model", str(tmp_path / "norun")), "norun")
+    one_line_error(cli("translate", "--model", str(run_dir), "--input", str(tmp_path / "none.de")), "none.de")
+    # a vocabulary that does not match the checkpoint
+    other = tmp_path / "other_run"
+    import shutil
+
+    shutil.copytree(run_dir, other)
+    with open(other / "data" / "vocab.en.txt", "a", encoding="utf-8") as handle:
+        handle.write("extra\t1\n")
+    out = tmp_path / "never.en"
+    one_line_error(cli("translate", "--model", str(other), "--output", str(out), input="ein hund\n"), "vocab.en.txt")
+    assert not out.exists()
+    # evaluate: lengths differ
+    h, r = tmp_path / "h.txt", tmp_path / "r.txt"
+    h.write_text("a\nb\n")
+    r.write_text("a\n")
+    result = cli("evaluate", "--hyp", str(h), "--ref", str(r))
+    assert result.exit_code != 0 and "Traceback" not in result.output
