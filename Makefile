@@ -29,6 +29,7 @@ demo: $(STAMP)
 	$(NLGKIT) evaluate --hyp runs/demo/test.hyp.en --ref $(DE_EN)/test.ref.en
 
 test: $(STAMP)
+	$(VENV)/bin/ruff check nlgkit tests
 	$(PY) -m pytest -q
 
 test-slow: $(STAMP)

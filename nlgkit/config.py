@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-import tomllib
 import types
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
+
+import tomllib
 
 from nlgkit.errors import ConfigError
 from nlgkit.registry import PluginConfig, Registry
@@ -182,7 +183,7 @@ def from_dict(cls: type, data: dict[str, Any], prefix: str = "", source: str = "
             extra = f" (did you mean '{dot}{hint[0]}'?)" if hint else ""
             raise ConfigError(f"{source}: unknown key '{dot}{key}'{extra}")
     kwargs: dict[str, Any] = {}
-    for name, spec in fields.items():
+    for name in fields:
         if name not in data:
             continue
         where = f"{dot}{name}"

@@ -7,8 +7,9 @@ each module by name, so the set of plug-ins is visible in one place and nothing 
 from __future__ import annotations
 
 import difflib
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable, Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from nlgkit.errors import ConfigError
 

@@ -56,8 +56,8 @@ def table3(output: str | None) -> str:
         "Computed by `make reproduce-table3` (`python -m nlgkit.reproduce table3`) from the recipes in `recipes/`,",
         "with vocabularies from `nlgkit prepare multi30k` (raw files, spaCy tokenizer, lowercase, min-freq 2).",
         "",
-        "| model | learned (nlgkit) | learned (paper) | fixed (nlgkit) | fixed (paper) | decrease | tied (nlgkit) "
-        "| equal to paper |",
+        ("| model | learned (nlgkit) | learned (paper) | fixed (nlgkit) | fixed (paper) | decrease | tied (nlgkit) "
+         "| equal to paper |"),
         "|---|---:|---:|---:|---:|---:|---:|---|",
         *rows,
         "",

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import Annotated
 
 import typer
 from rich.console import Console
@@ -15,12 +15,12 @@ from nlgkit.config import load_recipe
 
 @handle_errors
 def train(
-    recipe: Path = typer.Argument(..., help="TOML recipe, e.g. recipes/multi30k_fixed.toml"),
-    overrides: Optional[list[str]] = typer.Option(None, "--set", help="Override a key: section.key=value"),
-    resume: bool = typer.Option(False, "--resume", help="Continue the run in run.dir from its last checkpoint"),
-    device: Optional[str] = typer.Option(None, "--device", help="auto, cpu, cuda or cuda:N (train.device)"),
-    run_dir: Optional[Path] = typer.Option(None, "--run-dir", help="Where the run is written (run.dir)"),
-    dry_run: bool = typer.Option(False, "--dry-run", help="Build the model and print parameter counts; no training"),
+    recipe: Annotated[Path, typer.Argument(help="TOML recipe, e.g. recipes/multi30k_fixed.toml")],
+    overrides: Annotated[list[str] | None, typer.Option("--set", help="Override a key: section.key=value")] = None,
+    resume: Annotated[bool, typer.Option("--resume", help="Continue run.dir from its last checkpoint")] = False,
+    device: Annotated[str | None, typer.Option(help="auto, cpu, cuda or cuda:N (train.device)")] = None,
+    run_dir: Annotated[Path | None, typer.Option(help="Where the run is written (run.dir)")] = None,
+    dry_run: Annotated[bool, typer.Option(help="Build the model and print parameter counts; no training")] = False,
 ) -> None:
     """Train a model; every option of the recipe can be overridden with --set."""
     extra = list(overrides or [])

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Optional
+from typing import Annotated
 
 import typer
 
@@ -22,7 +22,7 @@ from nlgkit.errors import DataError
 from nlgkit.io import atomic_write
 
 
-def read_input(path: Optional[Path]) -> tuple[list[str], str]:
+def read_input(path: Path | None) -> tuple[list[str], str]:
     """Lines of the input (stdin when ``path`` is None), decoding leniently with a warning per bad line."""
     name = str(path) if path else "<stdin>"
     if path is not None:
@@ -47,20 +47,20 @@ def read_input(path: Optional[Path]) -> tuple[list[str], str]:
 
 @handle_errors
 def translate(
-    model: Path = typer.Option(..., "--model", "-m", help="Run directory written by `nlgkit train`"),
-    checkpoint: str = typer.Option("best", help="best, last, or a checkpoint directory"),
-    beam: Optional[int] = typer.Option(None, help="Beam size (1 = greedy); default from the run's [search]"),
-    nbest: Optional[int] = typer.Option(None, help="Hypotheses per input (Moses n-best format when > 1)"),
-    length_penalty: Optional[float] = typer.Option(None, help="Scores divided by length**this"),
-    max_len_a: Optional[float] = typer.Option(None, help="Output length limit: a * source length + b"),
-    max_len_b: Optional[int] = typer.Option(None, help="Output length limit: a * source length + b"),
-    batch_size: Optional[int] = typer.Option(None, help="Sentences per search batch"),
-    max_input_tokens: int = typer.Option(400, help="Longer input lines are cut to this many tokens"),
-    input: Optional[Path] = typer.Option(None, "--input", "-i", help="Input file (default: stdin)"),
-    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Output file (default: stdout)"),
-    pretokenized: bool = typer.Option(False, help="Input is already in the data directory's token form"),
-    detokenize: bool = typer.Option(True, help="Detokenise output to the form of the training text"),
-    device: str = typer.Option("auto", help="auto, cpu, cuda or cuda:N"),
+    model: Annotated[Path, typer.Option("--model", "-m", help="Run directory written by `nlgkit train`")],
+    checkpoint: Annotated[str, typer.Option(help="best, last, or a checkpoint directory")] = "best",
+    beam: Annotated[int | None, typer.Option(help="Beam size (1 = greedy); default from the run's [search]")] = None,
+    nbest: Annotated[int | None, typer.Option(help="Hypotheses per input (Moses n-best format when > 1)")] = None,
+    length_penalty: Annotated[float | None, typer.Option(help="Scores divided by length**this")] = None,
+    max_len_a: Annotated[float | None, typer.Option(help="Output length limit: a * source length + b")] = None,
+    max_len_b: Annotated[int | None, typer.Option(help="Output length limit: a * source length + b")] = None,
+    batch_size: Annotated[int | None, typer.Option(help="Sentences per search batch")] = None,
+    max_input_tokens: Annotated[int, typer.Option(help="Longer input lines are cut to this many tokens")] = 400,
+    input: Annotated[Path | None, typer.Option("--input", "-i", help="Input file (default: stdin)")] = None,
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="Output file (default: stdout)")] = None,
+    pretokenized: Annotated[bool, typer.Option(help="Input is already in the data directory's token form")] = False,
+    detokenize: Annotated[bool, typer.Option(help="Detokenise output to the form of the training text")] = True,
+    device: Annotated[str, typer.Option(help="auto, cpu, cuda or cuda:N")] = "auto",
 ) -> None:
     """Translate text with a trained run (stdin → stdout by default)."""
     from nlgkit.inference import translate_ids

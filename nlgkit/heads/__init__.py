@@ -6,10 +6,10 @@ from nlgkit.registry import Registry
 HEADS: Registry[OutputHead] = Registry("head")
 
 # Plain imports, one per head: each module registers itself in HEADS.
-from nlgkit.heads import learned as _learned  # noqa: E402,F401
-from nlgkit.heads import tied as _tied  # noqa: E402,F401
-from nlgkit.heads import fixed as _fixed  # noqa: E402,F401
-from nlgkit.heads import hadamard as _hadamard  # noqa: E402,F401
+from nlgkit.heads import fixed as _fixed  # noqa: F401
+from nlgkit.heads import hadamard as _hadamard  # noqa: F401
+from nlgkit.heads import learned as _learned  # noqa: F401
+from nlgkit.heads import tied as _tied  # noqa: F401
 
 
 def build_head(config, context: HeadContext) -> OutputHead:  # type: ignore[no-untyped-def]

@@ -5,6 +5,6 @@ from nlgkit.registry import Registry
 
 MODELS: Registry[Generator] = Registry("model")
 
-from nlgkit.models import rnn as _rnn  # noqa: E402,F401
+from nlgkit.models import rnn as _rnn  # noqa: F401
 
 __all__ = ["MODELS", "Generator", "State"]

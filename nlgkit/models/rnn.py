@@ -133,7 +133,7 @@ class RNNModel(Generator):
         ))
 
     @classmethod
-    def from_config(cls, config: RNNConfig, **context: Any) -> "RNNModel":
+    def from_config(cls, config: RNNConfig, **context: Any) -> RNNModel:
         return cls(config, **context)
 
     # -- encoder ------------------------------------------------------------------------------------------
@@ -195,13 +195,14 @@ class RNNModel(Generator):
         # One matmul per step for both uses of the top state: attention query and the cell's hidden gates.
         fused_weight = torch.cat([top.weight_hh, self.attention.query_weight], dim=0)  # (G·H + A, D)
         fused_bias = torch.cat([top.bias_hh, top.bias_hh.new_zeros(self.config.attention_dim)])
-        gate_size = top.weight_hh.size(0)
+        split = [top.weight_hh.size(0), self.config.attention_dim]
         outputs, contexts = [], []
-        for t in range(prev_tokens.size(1)):
-            projected = F.linear(hidden[-1], fused_weight, fused_bias)
-            hidden_gates, query = projected[:, :gate_size], projected[:, gate_size:]
+        # unbind/split rather than indexing: their backward is one concatenation, where indexing
+        # would zero-fill a full-size gradient at every step
+        for step_gates in embedding_gates.unbind(1):
+            hidden_gates, query = F.linear(hidden[-1], fused_weight, fused_bias).split(split, dim=1)
             context = self.attention(query, state["keys"], state["encoder_out"], state["pad_mask"])
-            hidden, cells = self.decoder(embedding_gates[:, t], context, hidden, cells, hidden_gates)
+            hidden, cells = self.decoder(step_gates, context, hidden, cells, hidden_gates)
             outputs.append(hidden[-1])
             contexts.append(context)
         output = torch.stack(outputs, dim=1)  # (B, T, D)

@@ -27,9 +27,20 @@ from nlgkit.errors import CheckpointError, NlgkitError
 from nlgkit.evaluate.metrics import bleu
 from nlgkit.inference import translate_ids
 from nlgkit.io import atomic_write, write_json
-from nlgkit.train.builders import (build_model, build_optimizer, build_scheduler, count_parameters,
-                                   select_device)
-from nlgkit.train.checkpoint import find_checkpoint, load_meta, load_train_state, load_weights, save_checkpoint
+from nlgkit.train.builders import (
+    build_model,
+    build_optimizer,
+    build_scheduler,
+    count_parameters,
+    select_device,
+)
+from nlgkit.train.checkpoint import (
+    find_checkpoint,
+    load_meta,
+    load_train_state,
+    load_weights,
+    save_checkpoint,
+)
 from nlgkit.train.provenance import environment, git_revision
 from nlgkit.train.rundata import RunData, copy_model_assets, ensure_data_dir, load_run_data
 

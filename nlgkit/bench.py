@@ -1,0 +1,162 @@
+"""``make bench``: training throughput, beam-search speed and peak memory, written to BENCHMARKS.md.
+
+Each measurement runs in its own process, so peak memory (max RSS) belongs to that measurement alone.
+Figures are measured on this machine when the command runs; nothing here is asserted in tests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _peak_rss_mib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def measure_training(recipe: str, updates: int, warmup: int) -> dict[str, Any]:
+    """Target tokens/s over ``updates`` real batches of the recipe's first epoch (after ``warmup``)."""
+    from nlgkit.config import load_recipe
+    from nlgkit.data.batching import bucketed_batches, collate
+    from nlgkit.train.builders import build_model, build_optimizer, count_parameters, select_device
+    from nlgkit.train.rundata import ensure_data_dir, load_run_data
+    from nlgkit.train.trainer import Trainer
+
+    config = load_recipe(ROOT / recipe)
+    torch.manual_seed(config.train.seed)
+    device = select_device(config.train.device)
+    data = load_run_data(config, ensure_data_dir(config, log=lambda *a: None))
+    model = build_model(config, data.src_vocab, data.tgt_vocab).to(device).train()
+    optimizer = build_optimizer(config, model)
+    trainer = Trainer(config, show_progress=False)
+    batches = bucketed_batches(data.train, config.train.batch_size, config.train.batch_unit, config.train.seed, 1)
+    from contextlib import nullcontext
+
+    tokens, seconds = 0, 0.0
+    for i, indices in enumerate(batches[: warmup + updates]):
+        batch = collate(data.train, indices, data.tgt_vocab).to(device)
+        start = time.perf_counter()
+        trainer._train_step(model, optimizer, batch, nullcontext())
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        if i >= warmup:
+            seconds += time.perf_counter() - start
+            tokens += batch.num_target_tokens
+    head_grads = sum(p.grad.numel() for p in model.head.parameters() if p.grad is not None)
+    optimizer_bytes = sum(t.numel() * t.element_size() for s in optimizer.state.values() for t in s.values()
+                          if torch.is_tensor(t))
+    return {"recipe": recipe, "head": config.head.type, "updates": updates, "target_tokens": tokens,
+            "seconds": seconds, "tokens_per_s": tokens / seconds, "threads": torch.get_num_threads(),
+            "trainable_parameters": count_parameters(model)["trainable"], "head_gradient_elements": head_grads,
+            "optimizer_state_mib": optimizer_bytes / 2**20, "peak_rss_mib": _peak_rss_mib()}
+
+
+def measure_translation(run_dir: str, beam: int, limit: int) -> dict[str, Any]:
+    """Beam search over test2016 (tokenised source file) with a trained run's best checkpoint."""
+    from nlgkit.inference import translate_ids
+    from nlgkit.io import read_lines
+    from nlgkit.runs import load_trained
+
+    run = load_trained(Path(run_dir), "best")
+    cfg = run.config
+    lines = read_lines(Path(cfg.data.dir) / f"test.{cfg.data.src_lang}")[: limit or None]
+    sources = [run.src_vocab.encode(line.split()) for line in lines]
+    start = time.perf_counter()
+    hyps = translate_ids(run.model, sources, run.tgt_vocab, beam=beam, batch_size=cfg.search.batch_size,
+                         device=run.device)
+    seconds = time.perf_counter() - start
+    out_tokens = sum(len(h[0].tokens) for h in hyps)
+    return {"run": run_dir, "beam": beam, "sentences": len(sources), "seconds": seconds,
+            "sentences_per_s": len(sources) / seconds, "output_tokens_per_s": out_tokens / seconds,
+            "threads": torch.get_num_threads(), "peak_rss_mib": _peak_rss_mib()}
+
+
+def _worker(args: argparse.Namespace) -> None:
+    if args.worker == "train":
+        result = measure_training(args.recipe, args.updates, args.warmup)
+    else:
+        result = measure_translation(args.run, args.beam, args.limit)
+    print(json.dumps(result))
+
+
+def _spawn(*argv: str) -> dict[str, Any]:
+    out = subprocess.run([sys.executable, "-m", "nlgkit.bench", *argv], capture_output=True, text=True, cwd=ROOT,
+                         check=False)
+    if out.returncode != 0:
+        raise SystemExit(f"error: benchmark {' '.join(argv)} failed: {out.stderr.strip().splitlines()[-1:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m nlgkit.bench", description=__doc__)
+    parser.add_argument("--output", default="BENCHMARKS.md")
+    parser.add_argument("--updates", type=int, default=30)
+    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--translate-run", default="runs/multi30k_fixed",
+                        help="trained run used for the beam-search benchmark")
+    parser.add_argument("--beam", type=int, default=5)
+    parser.add_argument("--limit", type=int, default=0, help="translate only the first N test sentences")
+    parser.add_argument("--worker", choices=["train", "translate"], help=argparse.SUPPRESS)
+    parser.add_argument("--recipe", help=argparse.SUPPRESS)
+    parser.add_argument("--run", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.worker:
+        _worker(args)
+        return
+    from nlgkit.io import atomic_write
+    from nlgkit.train.provenance import cpu_name, git_revision
+
+    training = [_spawn("--worker", "train", "--recipe", f"recipes/{name}.toml", "--updates", str(args.updates),
+                       "--warmup", str(args.warmup)) for name in ("multi30k_learned", "multi30k_fixed")]
+    translation = None
+    if (ROOT / args.translate_run / "checkpoints" / "best").exists():
+        translation = _spawn("--worker", "translate", "--run", args.translate_run, "--beam", str(args.beam),
+                             "--limit", str(args.limit))
+    git = git_revision()
+    lines = [
+        "# Benchmarks",
+        "",
+        (f"Measured by `make bench` (`python -m nlgkit.bench`) on {cpu_name()}, {training[0]['threads']} threads, "
+         f"torch {torch.__version__}, commit {str(git['commit'])[:10]}{' (dirty)' if git['dirty'] else ''}, "
+         f"{time.strftime('%Y-%m-%d')}. Each row runs in its own process; peak memory is that process's max RSS."),
+        "",
+        f"## Training (Multi30K DE-EN recipes, real batches of epoch 1, after {args.warmup} warm-up updates)",
+        "",
+        ("| recipe | head | updates | target tokens/s | trainable params | head weight-gradient elements "
+         "| Adam state (MiB) | peak RSS (MiB) |"),
+        "|---|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in training:
+        lines.append(f"| `{r['recipe']}` | {r['head']} | {r['updates']} | {r['tokens_per_s']:,.0f} | "
+                     f"{r['trainable_parameters']:,} | {r['head_gradient_elements']:,} | "
+                     f"{r['optimizer_state_mib']:.1f} | {r['peak_rss_mib']:,.0f} |")
+    lines += ["", "## Translation (test2016, batched beam search)", ""]
+    if translation:
+        t = translation
+        lines += ["| run | beam | sentences | sentences/s | output tokens/s | peak RSS (MiB) |",
+                  "|---|---:|---:|---:|---:|---:|",
+                  (f"| `{t['run']}` | {t['beam']} | {t['sentences']} | {t['sentences_per_s']:.1f} | "
+                   f"{t['output_tokens_per_s']:,.0f} | {t['peak_rss_mib']:,.0f} |")]
+    else:
+        lines.append(f"Not measured: no trained run at `{args.translate_run}` (train it first).")
+    lines.append("")
+    text = "\n".join(lines)
+    with atomic_write(ROOT / args.output) as handle:
+        handle.write(text)
+    with atomic_write((ROOT / args.output).with_suffix(".json")) as handle:
+        json.dump({"training": training, "translation": translation}, handle, indent=2)
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
