@@ -12,7 +12,7 @@ import hashlib
 import json
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
@@ -76,17 +76,25 @@ def read_lines(path: str | Path) -> list[str]:
     return decode_lines(raw, str(path))
 
 
-def decode_lines(raw: bytes, name: str) -> list[str]:
-    """Split bytes into lines and decode each as UTF-8, naming ``name`` and the line on failure."""
+def decode_lines(raw: bytes, name: str, on_invalid: Callable[[int], None] | None = None) -> list[str]:
+    """Split bytes into lines and decode each as UTF-8.
+
+    Strict by default: an undecodable line is an error naming ``name`` and the line. With ``on_invalid``,
+    bad bytes become U+FFFD and ``on_invalid(line_number)`` is called instead (keeps line alignment).
+    """
     lines = raw.split(b"\n")
     if lines and lines[-1] == b"":
         lines.pop()
     out = []
     for number, line in enumerate(lines, start=1):
         try:
-            out.append(line.decode("utf-8").rstrip("\r"))
+            text = line.decode("utf-8")
         except UnicodeDecodeError as exc:
-            raise DataError(f"{name}: line {number}: not valid UTF-8 (byte {exc.start})") from None
+            if on_invalid is None:
+                raise DataError(f"{name}: line {number}: not valid UTF-8 (byte {exc.start})") from None
+            on_invalid(number)
+            text = line.decode("utf-8", errors="replace")
+        out.append(text.rstrip("\r"))
     return out
 
 

@@ -19,7 +19,7 @@ import typer
 
 from nlgkit.cli.common import handle_errors
 from nlgkit.errors import DataError
-from nlgkit.io import atomic_write
+from nlgkit.io import atomic_write, decode_lines
 
 
 def read_input(path: Path | None) -> tuple[list[str], str]:
@@ -31,18 +31,11 @@ def read_input(path: Path | None) -> tuple[list[str], str]:
         raw = path.read_bytes()
     else:
         raw = sys.stdin.buffer.read()
-    lines = raw.split(b"\n")
-    if lines and lines[-1] == b"":
-        lines.pop()
-    out = []
-    for number, line in enumerate(lines, start=1):
-        try:
-            text = line.decode("utf-8")
-        except UnicodeDecodeError:
-            text = line.decode("utf-8", errors="replace")
-            typer.echo(f"warning: {name}: line {number}: invalid UTF-8 replaced by U+FFFD", err=True)
-        out.append(text.rstrip("\r"))
-    return out, name
+
+    def warn(number: int) -> None:
+        typer.echo(f"warning: {name}: line {number}: invalid UTF-8 replaced by U+FFFD", err=True)
+
+    return decode_lines(raw, name, on_invalid=warn), name
 
 
 @handle_errors
