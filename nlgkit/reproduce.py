@@ -92,7 +92,8 @@ def _run_row(run_dir: Path) -> dict[str, Any] | None:
     with atomic_write(run_dir / f"test.hyp.{cfg.data.tgt_lang}") as handle:
         handle.writelines(t + "\n" for t in texts)
     scores = corpus_scores(texts, [refs], metrics=("bleu",))
-    summary = json.loads((run_dir / "summary.json").read_text()) if (run_dir / "summary.json").exists() else {}
+    # progress from the last checkpoint: present even when a run was stopped from outside
+    summary = json.loads((run_dir / "checkpoints" / "last" / "meta.json").read_text()).get("loop", {})
     provenance = json.loads((run_dir / "provenance.json").read_text())
     from nlgkit.train.provenance import hardware_label
 
@@ -143,6 +144,37 @@ def table2(run_dirs: list[str], output: str | None) -> str:
     return text
 
 
+def log_summary(run_dirs: list[str], output: str | None) -> str:
+    """Per-epoch validation figures of each run, from its metrics.jsonl (the run logs behind a table)."""
+    parts = ["# Run logs", "", "Per-epoch validation (greedy search on the 1,014 validation sentences) from each run's",
+             "`metrics.jsonl`; written by `python -m nlgkit.reproduce log-summary`.", ""]
+    for run_dir in run_dirs:
+        path = Path(run_dir) / "metrics.jsonl"
+        if not path.is_file():
+            parts += [f"## `{run_dir}`", "", "no metrics.jsonl", ""]
+            continue
+        events = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+        start = next((e for e in events if e["event"] == "start"), {})
+        train = [e for e in events if e["event"] == "train"]
+        speed = sum(e["tokens_per_s"] for e in train) / max(len(train), 1)
+        end = [e for e in events if e["event"] == "end"]
+        parts += [f"## `{run_dir}`", "",
+                  f"{start.get('parameters', 0):,} trainable parameters; mean training speed {speed:,.0f} target "
+                  f"tokens/s over {len(train)} logged windows; "
+                  + (f"ended: {end[-1]['reason']}." if end else "no end event: the run was stopped from outside "
+                     "(or is still running)."),
+                  "", "| epoch | updates | valid loss | valid ppl | valid BLEU | best | lr | wall (min) |",
+                  "|---:|---:|---:|---:|---:|---:|---:|---:|"]
+        for e in events:
+            if e["event"] == "valid" and not e.get("partial"):
+                parts.append(f"| {e['epoch']} | {e['update']} | {e['loss']:.3f} | {e['ppl']:.2f} | {e['bleu']:.2f} | "
+                             f"{e['best_bleu']:.2f} | {e['lr']:.2e} | {e['wall_s'] / 60:.1f} |")
+        parts.append("")
+    text = "\n".join(parts)
+    _write(text, output)
+    return text
+
+
 def show(hyp: str, ref: str, source: str | None, n: int) -> None:
     """Print the first ``n`` hypotheses beside their references (and sources)."""
     from rich.console import Console
@@ -168,6 +200,9 @@ def main(argv: list[str] | None = None) -> None:
     p2 = sub.add_parser("table2")
     p2.add_argument("runs", nargs="+")
     p2.add_argument("--output")
+    pl = sub.add_parser("log-summary")
+    pl.add_argument("runs", nargs="+")
+    pl.add_argument("--output")
     ps = sub.add_parser("show")
     ps.add_argument("hyp")
     ps.add_argument("ref")
@@ -181,6 +216,8 @@ def main(argv: list[str] | None = None) -> None:
             table3(args.output)
         elif args.command == "table2":
             table2(args.runs, args.output)
+        elif args.command == "log-summary":
+            log_summary(args.runs, args.output)
         else:
             show(args.hyp, args.ref, args.source, args.n)
     except NlgkitError as exc:

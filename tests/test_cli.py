@@ -222,3 +222,28 @@ def test_bad_input_gives_one_line_errors(trained: tuple[Path, Path], paper, tmp_
     r.write_text("a\n")
     result = cli("evaluate", "--hyp", str(h), "--ref", str(r))
     assert result.exit_code != 0 and "Traceback" not in result.output
+
+
+def test_a_signal_stops_cleanly_between_updates_and_resume_continues(paper, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    import os
+    import signal
+
+    from nlgkit.train.trainer import Trainer
+
+    recipe = tiny_recipe(tmp_path, paper[0], tmp_path / "sig", max_updates=8)
+    config = load_recipe(recipe)
+    trainer = Trainer(config, show_progress=False)
+    original = trainer._train_step
+    calls = []
+
+    def step_then_signal(*args, **kwargs):  # type: ignore[no-untyped-def]
+        calls.append(1)
+        if len(calls) == 3:
+            os.kill(os.getpid(), signal.SIGTERM)  # as `kill` or a cluster scheduler would
+        return original(*args, **kwargs)
+
+    trainer._train_step = step_then_signal  # type: ignore[method-assign]
+    summary = trainer.run()
+    assert summary["update"] == 3 and "signal" in summary["stop_reason"]
+    assert cli("train", str(recipe), "--resume").exit_code == 0
+    assert json.loads((tmp_path / "sig" / "summary.json").read_text())["update"] == 8

@@ -10,6 +10,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import signal
+import threading
 import time
 from contextlib import nullcontext
 from dataclasses import dataclass
@@ -19,6 +21,7 @@ from typing import Any
 import torch
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from typing_extensions import Self
 
 from nlgkit.config import RunConfig, config_from_dict, to_dict
 from nlgkit.data.batching import Batch, bucketed_batches, collate
@@ -74,6 +77,32 @@ class MetricsLog:
         record = {"event": event, "time": round(time.time(), 3), **fields}
         with open(self.path, "a", encoding="utf-8") as handle:
             handle.write(json.dumps(record) + "\n")
+
+
+class StopOnSignal:
+    """Turn SIGINT/SIGTERM into a request to stop after the current update (a second SIGINT aborts).
+
+    Stopping between updates means the saved checkpoint is consistent and ``--resume`` continues exactly.
+    """
+
+    def __init__(self) -> None:
+        self.requested = False
+        self._previous: dict[int, Any] = {}
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        if self.requested and signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        self.requested = True
+
+    def __enter__(self) -> Self:
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                self._previous[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
 
 
 class Trainer:
@@ -221,7 +250,7 @@ class Trainer:
             console=self.console, disable=not (self.show_progress and self.console.is_terminal), transient=True,
         )
         interrupted = False
-        with progress:
+        with progress, StopOnSignal() as stop_signal:
             while not (loop.finished or interrupted):
                 batches = bucketed_batches(data.train, t.batch_size, t.batch_unit, t.seed, loop.epoch)
                 task = progress.add_task("train", total=len(batches), completed=loop.batch_in_epoch,
@@ -248,6 +277,9 @@ class Trainer:
                         interrupted = True
                     elif t.max_minutes and loop.wall_seconds >= 60 * t.max_minutes:
                         loop.stop_reason = f"train.max_minutes = {t.max_minutes} reached"
+                        interrupted = True
+                    elif stop_signal.requested:
+                        loop.stop_reason = "stopped by a signal (resume with --resume)"
                         interrupted = True
                     if interrupted:
                         break
