@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import tomllib
 import types
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
-
-import tomllib
 
 from nlgkit.errors import ConfigError
 from nlgkit.registry import PluginConfig, Registry

@@ -16,12 +16,11 @@ import time
 from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import torch
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
-from typing_extensions import Self
 
 from nlgkit.config import RunConfig, config_from_dict, to_dict
 from nlgkit.data.batching import Batch, bucketed_batches, collate
