@@ -10,16 +10,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
 
-# Shalev et al. (2020), Table 2 (BLEU) and Table 3 (trainable parameters), Multi30K rows.
-PAPER_TABLE2 = {
-    ("de", "en"): {"learned": 33.02, "tied": 33.08, "fixed": 33.17},
-    ("en", "de"): {"learned": 31.63, "tied": 31.49, "fixed": 32.12},
-}
-PAPER_TABLE2_UNCOVERED = [("IWSLT 2014", "DE-EN", 28.77, 28.94, 29.03), ("IWSLT 2014", "EN-DE", 25.48, 25.66, 25.97),
-                          ("WMT-14", "EN-DE", 25.84, 25.62, 25.49)]
-PAPER_TABLE3 = {("de", "en"): (13_893_381, 10_870_272), ("en", "de"): (14_898_861, 10_870_272)}
 RECIPES = Path(__file__).resolve().parents[1] / "recipes"
 
 
@@ -33,13 +24,18 @@ def _write(text: str, output: str | None) -> None:
 
 
 def table3(output: str | None) -> str:
+    """Trainable parameters of the Multi30K recipes, checked to the unit against the paper's counts."""
     from nlgkit.config import load_recipe
+    from nlgkit.evaluate.papers import load_table
     from nlgkit.train.builders import build_model, count_parameters
     from nlgkit.train.rundata import ensure_data_dir, load_vocabularies
 
+    paper = load_table("shalev2020_table3")
     rows = []
-    for (src, tgt), (paper_learned, paper_fixed) in PAPER_TABLE3.items():
+    for src, tgt in (("de", "en"), ("en", "de")):
         prefix = "multi30k_" if (src, tgt) == ("de", "en") else "multi30k_en_de_"
+        paper_learned, paper_fixed = (paper.find(dataset="multi30k", pair=f"{src}-{tgt}", model="rnn",
+                                                 head=head).values["params"] for head in ("learned", "fixed"))
         counts = {}
         for head in ("learned", "fixed", "tied"):
             config = load_recipe(RECIPES / f"{prefix}{head}.toml")
@@ -69,78 +65,36 @@ def table3(output: str | None) -> str:
     return text
 
 
-def _run_row(run_dir: Path) -> dict[str, Any] | None:
-    """Translate test2016 with a finished run's best checkpoint and score it."""
-    from nlgkit.evaluate.metrics import corpus_scores
-    from nlgkit.inference import translate_ids
-    from nlgkit.io import read_lines
-    from nlgkit.runs import load_trained
-
-    if not (run_dir / "checkpoints" / "best").exists():
-        return None
-    run = load_trained(run_dir, "best")
-    cfg = run.config
-    data_dir = Path(cfg.data.dir)
-    sources = [run.src_vocab.encode(line.split()) for line in read_lines(data_dir / f"test.{cfg.data.src_lang}")]
-    refs = read_lines(data_dir / f"test.ref.{cfg.data.tgt_lang}")
-    s = cfg.search
-    hyps = translate_ids(run.model, sources, run.tgt_vocab, beam=s.beam, length_penalty=s.length_penalty,
-                         max_len_a=s.max_len_a, max_len_b=s.max_len_b, batch_size=s.batch_size, device=run.device)
-    texts = [run.tgt_pipeline.decode(run.tgt_vocab.decode(h[0].tokens)) for h in hyps]
-    from nlgkit.io import atomic_write
-
-    with atomic_write(run_dir / f"test.hyp.{cfg.data.tgt_lang}") as handle:
-        handle.writelines(t + "\n" for t in texts)
-    scores = corpus_scores(texts, [refs], metrics=("bleu",))
-    # progress from the last checkpoint: present even when a run was stopped from outside
-    summary = json.loads((run_dir / "checkpoints" / "last" / "meta.json").read_text()).get("loop", {})
-    provenance = json.loads((run_dir / "provenance.json").read_text())
-    from nlgkit.train.provenance import hardware_label
-
-    return {"src": cfg.data.src_lang, "tgt": cfg.data.tgt_lang, "head": cfg.head.type,
-            "bleu": scores["bleu"]["score"], "signature": scores["bleu"]["signature"],
-            "epochs": summary.get("epoch"), "best_epoch": summary.get("best_epoch"),
-            "finished": summary.get("finished"), "stop": summary.get("stop_reason", ""),
-            "hours": summary.get("wall_seconds", 0) / 3600, "hardware": hardware_label(provenance["env"]),
-            "run": str(run_dir), "beam": s.beam}
-
-
 def table2(run_dirs: list[str], output: str | None) -> str:
-    rows, signature, results = [], "", []
+    """Shalev et al.'s Table 2 beside the given runs (see :mod:`nlgkit.evaluate.report`)."""
+    from nlgkit.errors import CheckpointError, DataError
+    from nlgkit.evaluate.collect import best_meta
+    from nlgkit.evaluate.report import build_report, collect_runs, render_markdown, report_to_dict
+
+    ready, waiting = [], []
     for run_dir in run_dirs:
-        row = _run_row(Path(run_dir))
-        if row is None:
-            rows.append(f"| `{run_dir}` | – | – | – | not run yet | | | |")
-            continue
-        results.append(row)
-        signature = row["signature"]
-        paper = PAPER_TABLE2[(row["src"], row["tgt"])][row["head"]]
-        status = "finished" if row["finished"] else f"stopped early: {row['stop']}"
-        rows.append(f"| Multi30K {row['src'].upper()}-{row['tgt'].upper()} | {row['head']} | {row['bleu']:.2f} | "
-                    f"{paper:.2f} | {row['bleu'] - paper:+.2f} | {row['best_epoch']} / {row['epochs']} ({status}) | "
-                    f"{row['hardware']}, {row['hours']:.2f} h | `{row['run']}` |")
-    uncovered = [f"| {name} {pair} | learned / tied / fixed | not yet covered | {a} / {b} / {c} | | | | |"
-                 for name, pair, a, b, c in PAPER_TABLE2_UNCOVERED]
-    text = "\n".join([
-        "# Shalev et al., Table 2: BLEU on Multi30K test2016",
-        "",
+        try:
+            best_meta(Path(run_dir))
+            ready.append(run_dir)
+        except (CheckpointError, DataError):
+            waiting.append(run_dir)  # not trained yet: listed, not an error (make reproduce-table2 runs them)
+    intro = [
         "Written by `make reproduce-table2` (`python -m nlgkit.reproduce table2 RUN_DIR…`): each run's best",
         "checkpoint (by validation BLEU) translates test2016 with the recipe's beam; sacreBLEU on detokenised,",
         "lowercased output against the lowercased raw references.",
-        "",
-        "| test set | head | BLEU (nlgkit) | BLEU (paper) | Δ | best epoch / epochs | hardware, wall time | run |",
-        "|---|---|---:|---:|---:|---|---|---|",
-        *rows,
-        *uncovered,
-        "",
-        f"sacreBLEU signature: `{signature}`" if signature else "",
-        "",
-    ])
+        *([""] + [f"Not run yet: `{run_dir}`" for run_dir in waiting] if waiting else []),
+    ]
+    if not ready:
+        text = "\n".join(["# Shalev et al., Table 2: BLEU on Multi30K test2016", "", *intro, ""])
+        _write(text, output)
+        return text
+    report = build_report(collect_runs(ready, log=lambda m: print(m, file=sys.stderr)), "shalev2020_table2")
+    text = render_markdown(report, title="Shalev et al., Table 2: BLEU on Multi30K test2016", intro=intro)
     _write(text, output)
     if output:
         from nlgkit.io import write_json
 
-        write_json(Path(output).with_suffix(".json"), results)
+        write_json(Path(output).with_suffix(".json"), report_to_dict(report))
     return text
 
 

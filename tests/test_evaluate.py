@@ -141,7 +141,7 @@ def bad_inputs(tmp_path: Path, files: dict[str, Path]) -> dict[str, tuple[list[s
         "not utf-8": (["--hyp", str(latin1), "--ref", ref], f"{latin1}: line 2"),
         "no hyp": (["--ref", ref], "--hyp"),
         "no ref": (["--hyp", hyp], "--ref"),
-        "unknown metric": (["--hyp", hyp, "--ref", ref, "--metrics", "bleu,meteor"], "meteor"),
+        "unknown metric": (["--hyp", hyp, "--ref", ref, "--metrics", "bleu,rouge"], "rouge"),
     }
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from nlgkit.cli import bpe, evaluate, prepare
+from nlgkit.cli import analyze, bpe, evaluate, prepare, report
 from nlgkit.cli.train import train
 from nlgkit.cli.translate import translate
 
@@ -19,7 +19,10 @@ app.add_typer(prepare.app, name="prepare", help="Prepare a corpus: tokenise, sub
 app.add_typer(bpe.app, name="bpe", help="Learn or apply subword models (subword-nmt BPE, sentencepiece).")
 app.command()(train)
 app.command()(translate)
-app.add_typer(evaluate.app, name="evaluate", help="Score hypotheses against references (BLEU, chrF, TER).")
+analyze.register(evaluate.app)  # nlgkit evaluate norms | wordsim | neighbours | geometry | params
+report.register(evaluate.app)  # nlgkit evaluate report RUN_DIR… [--paper TABLE]
+app.add_typer(evaluate.app, name="evaluate",
+              help="Score outputs (BLEU, chrF, TER, METEOR, captioning metrics) and analyse trained models.")
 
 
 def main() -> None:

@@ -1,21 +1,27 @@
-"""Corpus-level BLEU, chrF and TER, computed by sacrebleu only.
+"""Corpus-level BLEU, chrF and TER, computed by sacrebleu only, and the dispatcher for every other metric.
 
 Scores are only comparable across papers when computed the standard way, so nothing here re-implements a
 metric: each score comes with sacrebleu's signature (tokeniser, casing, smoothing, version), which is
-what should be reported next to the number.
+what should be reported next to the number. :func:`score_all` adds METEOR (``meteor``), the COCO caption
+metrics (``caption``) and vocabulary usage (``vu``), each from its own module.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sacrebleu.metrics import BLEU, CHRF, TER
 from sacrebleu.metrics.base import Metric
 
 from nlgkit.errors import ConfigError, DataError
 
-METRICS = ("bleu", "chrf", "ter")
+if TYPE_CHECKING:
+    from nlgkit.data.vocab import Vocabulary
+
+METRICS = ("bleu", "chrf", "ter")  # sacrebleu's corpus metrics (the ones with sufficient statistics)
+ALL_METRICS = (*METRICS, "meteor", "caption", "vu")
+HIGHER_IS_BETTER = {"bleu": True, "chrf": True, "ter": False}
 
 
 def _metric(name: str, lowercase: bool) -> Metric:
@@ -33,6 +39,22 @@ def _metric(name: str, lowercase: bool) -> Metric:
     raise ConfigError(f"unknown metric {name!r} (choose from {', '.join(METRICS)})")
 
 
+def sacrebleu_metric(name: str, lowercase: bool = False) -> Metric:
+    """The sacrebleu metric object ``corpus_scores`` uses for ``name`` (e.g. for its sufficient statistics)."""
+    return _metric(name, lowercase)
+
+
+def check_streams(hyps: Sequence[str], refs: Sequence[Sequence[str]]) -> None:
+    """At least one reference stream, each exactly as long as ``hyps``."""
+    if not refs:
+        raise DataError("no reference stream given")
+    for number, stream in enumerate(refs, start=1):
+        if len(stream) != len(hyps):
+            raise DataError(
+                f"reference stream {number} has {len(stream)} lines but there are {len(hyps)} hypotheses"
+            )
+
+
 def corpus_scores(
     hyps: Sequence[str],
     refs: Sequence[Sequence[str]],
@@ -44,13 +66,7 @@ def corpus_scores(
     Returns ``{metric: {"score", "signature", …}}``; BLEU adds its n-gram counts, totals, precisions,
     brevity penalty and the system/reference lengths.
     """
-    if not refs:
-        raise DataError("no reference stream given")
-    for number, stream in enumerate(refs, start=1):
-        if len(stream) != len(hyps):
-            raise DataError(
-                f"reference stream {number} has {len(stream)} lines but there are {len(hyps)} hypotheses"
-            )
+    check_streams(hyps, refs)
     scorers = {name: _metric(name, lowercase) for name in dict.fromkeys(metrics)}  # validate all names first
     if not scorers:
         raise ConfigError(f"no metric given (choose from {', '.join(METRICS)})")
@@ -74,3 +90,43 @@ def corpus_scores(
 def bleu(hyps: Sequence[str], refs_stream: Sequence[str], lowercase: bool = False) -> float:
     """Corpus BLEU against a single reference stream (e.g. for validation during training)."""
     return float(corpus_scores(hyps, [refs_stream], metrics=("bleu",), lowercase=lowercase)["bleu"]["score"])
+
+
+def score_all(
+    hyps: Sequence[str],
+    refs: Sequence[Sequence[str]],
+    metrics: Sequence[str] = METRICS,
+    lowercase: bool = False,
+    lang: str = "en",
+    train_vocab: Vocabulary | None = None,
+    edges: Sequence[int] | None = None,
+) -> dict[str, dict[str, Any]]:
+    """Every requested metric of :data:`ALL_METRICS`, in the order asked, against reference streams ``refs``.
+
+    ``meteor`` is METEOR 1.5 for target language ``lang``; ``caption`` the COCO metrics (one image per
+    line, its captions across the streams); ``vu`` vocabulary usage, plus rare share and word F1 by
+    training-frequency bin (``edges``) when ``train_vocab`` is given. Unavailable scores (no java, SPICE)
+    are entries with ``"available": False`` and a reason, never a number.
+    """
+    names = list(dict.fromkeys(metrics))
+    for name in names:
+        if name not in ALL_METRICS:
+            raise ConfigError(f"unknown metric {name!r} (choose from {', '.join(ALL_METRICS)})")
+    if not names:
+        raise ConfigError(f"no metric given (choose from {', '.join(ALL_METRICS)})")
+    check_streams(hyps, refs)
+    sacre = [name for name in names if name in METRICS]
+    results = corpus_scores(hyps, refs, metrics=sacre, lowercase=lowercase) if sacre else {}
+    if "meteor" in names:
+        from nlgkit.evaluate.meteor import meteor_score
+
+        results["meteor"] = meteor_score(hyps, refs, lang)
+    if "caption" in names:
+        from nlgkit.evaluate.caption_metrics import caption_scores, segment_refs
+
+        results["caption"] = caption_scores(hyps, segment_refs(refs))
+    if "vu" in names:
+        from nlgkit.evaluate.vocabulary import DEFAULT_EDGES, vocab_report
+
+        results["vu"] = vocab_report(hyps, refs, train_vocab, edges or DEFAULT_EDGES, lowercase)
+    return {name: results[name] for name in names}

@@ -1,0 +1,225 @@
+"""``nlgkit evaluate norms|wordsim|neighbours|geometry|params RUN_DIR``: analyses of a trained model.
+
+Each command loads the run, hands tensors and vocabularies to :mod:`nlgkit.evaluate.analysis`, and prints
+a rich table or, with ``--json``, one JSON object. All work is done before a PNG is written, and PNGs are
+written atomically, so a failed command leaves no file behind. Vector sets: ``src_input`` (encoder
+embedding), ``tgt_input`` (decoder embedding), ``tgt_output`` (the head's target vectors).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from nlgkit import runs
+from nlgkit.cli.common import handle_errors
+from nlgkit.errors import NlgkitError
+from nlgkit.evaluate.analysis import geometry, neighbours, norms, params, wordsim
+from nlgkit.evaluate.analysis.plots import check_output_path, save_png
+from nlgkit.evaluate.analysis.vectors import VectorSet, select_sets, vector_sets
+from nlgkit.train.checkpoint import load_train_state
+
+RunDir = Annotated[Path, typer.Argument(help="Run directory written by `nlgkit train`", show_default=False)]
+Checkpoint = Annotated[str, typer.Option(help="best, last, or a checkpoint directory")]
+Device = Annotated[str, typer.Option(help="auto, cpu, cuda or cuda:N")]
+JsonFlag = Annotated[bool, typer.Option("--json", help="Print one JSON object instead of tables")]
+Png = Annotated[Path | None, typer.Option("--png", metavar="FILE", help="Also write a PNG figure")]
+Vectors = Annotated[list[str] | None, typer.Option(
+    "--vectors", metavar="SET",
+    help="Vector set, repeatable: src_input, tgt_input, tgt_output (default: per command)")]
+
+
+def _load_sets(run_dir: Path, checkpoint: str, device: str, names: list[str] | None,
+               default: list[str] | None) -> tuple[runs.TrainedRun, list[VectorSet]]:
+    """Load the run and pick vector sets: ``names``, else ``default`` where available, else all."""
+    run = runs.load_trained(run_dir, checkpoint, device)
+    available = vector_sets(run.model, run.src_vocab, run.tgt_vocab)
+    if not names:
+        names = [name for name in (default or available) if name in available]
+    if not names:
+        wanted = ", ".join(default or [])
+        raise NlgkitError(f"{run.checkpoint}: the model has none of the vector sets {wanted}")
+    return run, select_sets(available, names)
+
+
+def _emit(payload: dict[str, Any], json_output: bool, tables: list[Table]) -> None:
+    if json_output:
+        typer.echo(json.dumps(payload, ensure_ascii=False, allow_nan=False))
+        return
+    console = Console()
+    console.print(f"checkpoint: {payload['checkpoint']}  (head: {payload['head']})", highlight=False,
+                  soft_wrap=True)
+    for table in tables:
+        console.print(table)
+
+
+def _fmt(value: float | None, digits: int = 3) -> str:
+    return "–" if value is None else f"{round(value, digits) + 0.0:.{digits}f}"  # + 0.0: no "-0.000"
+
+
+def _table(title: str, *columns: str) -> Table:
+    table = Table(title=title)
+    for position, column in enumerate(columns):
+        table.add_column(column, justify="left" if position == 0 else "right")
+    return table
+
+
+def _header(run: runs.TrainedRun) -> dict[str, Any]:
+    return {"checkpoint": str(run.checkpoint), "head": getattr(run.config.head, "type", None)}
+
+
+@handle_errors
+def norms_command(run_dir: RunDir, checkpoint: Checkpoint = "best", device: Device = "auto",
+                  vectors: Vectors = None, png: Png = None, json_output: JsonFlag = False) -> None:
+    """Spearman ρ between vector L2 norm and training frequency (Shalev et al. Fig. 2); default: all sets."""
+    if png is not None:
+        check_output_path(png)
+    run, sets = _load_sets(run_dir, checkpoint, device, vectors, None)
+    results = {entry.name: norms.norm_frequency(entry.matrix, entry.vocab) for entry in sets}
+    if png is not None:
+        save_png(norms.norm_figure(results), png)
+    table = _table("norm vs training frequency", "vectors", "spearman ρ", "p-value", "words")
+    for name, result in results.items():
+        pvalue = "–" if result.pvalue is None else f"{result.pvalue:.1e}"
+        table.add_row(name, _fmt(result.rho), pvalue, str(result.words))
+    payload = {**_header(run), "sets": {name: result.summary() for name, result in results.items()},
+               "png": None if png is None else str(png)}
+    _emit(payload, json_output, [table])
+
+
+@handle_errors
+def wordsim_command(run_dir: RunDir, checkpoint: Checkpoint = "best", device: Device = "auto",
+                    vectors: Vectors = None,
+                    data_dir: Annotated[Path, typer.Option(help="Directory of the benchmark files")]
+                    = wordsim.DEFAULT_DIR,
+                    benchmark: Annotated[list[str] | None, typer.Option(
+                        help=f"Repeatable: {', '.join(wordsim.BENCHMARKS)} (default: all)")] = None,
+                    json_output: JsonFlag = False) -> None:
+    """Spearman ρ between cosines and human similarity, with pairs covered (Shalev et al. Table 4)."""
+    benchmarks = {name: wordsim.read_benchmark(path)
+                  for name, path in wordsim.benchmark_paths(data_dir, benchmark).items()}
+    run, sets = _load_sets(run_dir, checkpoint, device, vectors, None)
+    results = {entry.name: {name: wordsim.word_similarity(entry.matrix, entry.vocab, pairs)
+                            for name, pairs in benchmarks.items()} for entry in sets}
+    columns = [f"{name} ρ (covered/total)" for name in benchmarks]
+    table = _table("word similarity", "vectors", *columns)
+    for name, scores in results.items():
+        table.add_row(name, *(f"{_fmt(r.rho)} ({r.covered}/{r.total})" for r in scores.values()))
+    payload = {**_header(run), "sets": {name: {bench: result.summary() for bench, result in scores.items()}
+                                        for name, scores in results.items()}}
+    _emit(payload, json_output, [table])
+
+
+def _parse_pair(text: str) -> tuple[str, str]:
+    parts = [part.strip() for part in text.split(",")]
+    if len(parts) != 2 or not all(parts):
+        raise NlgkitError(f"--pair {text!r}: expected WORD,WORD")
+    return parts[0], parts[1]
+
+
+@handle_errors
+def neighbours_command(run_dir: RunDir, checkpoint: Checkpoint = "best", device: Device = "auto",
+                       query: Annotated[list[str] | None, typer.Option(
+                           metavar="WORD", help="Query word, repeatable")] = None,
+                       k: Annotated[int, typer.Option("-k", help="Neighbours per query")] = 10,
+                       pair: Annotated[list[str] | None, typer.Option(
+                           metavar="A,B", help="Word pair whose cosine to print, repeatable")] = None,
+                       vectors: Vectors = None, json_output: JsonFlag = False) -> None:
+    """Nearest neighbours by cosine (Pappas et al. Table 1) and pair cosines; default: tgt_input/output."""
+    pairs = [_parse_pair(text) for text in pair or []]
+    if not query and not pairs:
+        raise NlgkitError("nothing to look up: give --query WORD and/or --pair A,B")
+    if k < 1:
+        raise NlgkitError(f"-k {k}: must be at least 1")
+    run, sets = _load_sets(run_dir, checkpoint, device, vectors, ["tgt_input", "tgt_output"])
+    payload: dict[str, Any] = {**_header(run), "sets": {}}
+    tables = []
+    for entry in sets:
+        found = neighbours.nearest_neighbours(entry.matrix, entry.vocab, query or [], k)
+        cosines = neighbours.cosine_of_pairs(entry.matrix, entry.vocab, pairs)
+        payload["sets"][entry.name] = {
+            "neighbours": {word: [[w, c] for w, c in hits] for word, hits in found.found.items()},
+            "oov": found.oov,
+            "pairs": [{"a": a, "b": b, "cosine": c} for a, b, c in cosines],
+        }
+        table = _table(f"{entry.name} nearest neighbours", "query", f"top {k} (cosine)")
+        for word, hits in found.found.items():
+            table.add_row(word, ", ".join(f"{w} ({c:.2f})" for w, c in hits), end_section=True)
+        for word in found.oov:
+            table.add_row(word, "OOV (not in the vocabulary)")
+        for a, b, c in cosines:
+            table.add_row(f"{a} ~ {b}", "OOV" if c is None else f"cosine {c:.3f}")
+        tables.append(table)
+    _emit(payload, json_output, tables)
+
+
+@handle_errors
+def geometry_command(run_dir: RunDir, checkpoint: Checkpoint = "best", device: Device = "auto",
+                     bins: Annotated[int, typer.Option(help="Equal-size rank bins")] = 10,
+                     bin_size: Annotated[int | None, typer.Option(help="Ranks per bin (overrides --bins)")]
+                     = None,
+                     vectors: Vectors = None, png: Png = None, json_output: JsonFlag = False) -> None:
+    """Cosine to, and rank of, the 1st/5th nearest neighbour per frequency-rank bin (Tokarchuk & Niculae)."""
+    if bins < 1 or (bin_size is not None and bin_size < 1):
+        raise NlgkitError("--bins and --bin-size must be at least 1")
+    if png is not None:
+        check_output_path(png)
+    run, sets = _load_sets(run_dir, checkpoint, device, vectors, ["tgt_output"])
+    orders = (1, 5)
+    results = {}
+    for entry in sets:
+        found = geometry.neighbour_geometry(entry.matrix, entry.vocab, orders)
+        edges = geometry.rank_bins(found.ranks.numel(), bins, bin_size)
+        results[entry.name] = geometry.bin_geometry(found, edges)
+    if png is not None:
+        save_png(geometry.geometry_figure(results, orders), png)
+    tables = []
+    for name, rows in results.items():
+        table = _table(f"{name}: neighbours by frequency rank (medians)", "ranks", "words",
+                       *(f"cos@{n}" for n in orders), *(f"rank@{n}" for n in orders))
+        for row in rows:
+            cells = [_fmt(row[f"cos@{n}"]["median"]) if row["words"] else "–" for n in orders]
+            cells += [f"{row[f'rank@{n}']['median']:.0f}" if row["words"] else "–" for n in orders]
+            table.add_row(f"{row['ranks'][0]}–{row['ranks'][1]}", str(row["words"]), *cells)
+        tables.append(table)
+    payload = {**_header(run), "orders": list(orders), "sets": results,
+               "png": None if png is None else str(png)}
+    _emit(payload, json_output, tables)
+
+
+@handle_errors
+def params_command(run_dir: RunDir, checkpoint: Checkpoint = "best", device: Device = "cpu",
+                   measure_optimizer: Annotated[bool, typer.Option(
+                       "--measure-optimizer", help="Also measure Adam state from train_state.pt"
+                   )] = False,
+                   json_output: JsonFlag = False) -> None:
+    """Trainable/frozen/buffer elements and bytes per component, plus Adam state (Shalev et al. Table 3)."""
+    run = runs.load_trained(run_dir, checkpoint, device)
+    state = load_train_state(run.checkpoint).get("optimizer") if measure_optimizer else None
+    if measure_optimizer and not isinstance(state, dict):
+        raise NlgkitError(f"{run.checkpoint}: training state holds no optimizer state")
+    report = params.parameter_report(run.model, state)
+    table = _table("parameters", "component", "trainable", "frozen", "buffers", "MiB")
+    for name, entry in report["components"].items():
+        table.add_row(name, f"{entry['trainable']:,}", f"{entry['frozen']:,}", f"{entry['buffers']:,}",
+                      f"{entry['bytes'] / 2**20:.2f}")
+    table.add_row("total", f"{report['trainable']:,}", f"{report['frozen']:,}", f"{report['buffers']:,}",
+                  f"{report['bytes'] / 2**20:.2f}", end_section=True)
+    table.add_row("Adam state (fp32 estimate)", "", "", "", f"{report['adam_bytes'] / 2**20:.2f}")
+    if report["adam_bytes_measured"] is not None:
+        table.add_row("Adam state (measured)", "", "", "", f"{report['adam_bytes_measured'] / 2**20:.2f}")
+    _emit({**_header(run), **report}, json_output, [table])
+
+
+def register(app: typer.Typer) -> None:
+    """Add the analysis commands to ``app`` (the ``nlgkit evaluate`` group)."""
+    app.command("norms")(norms_command)
+    app.command("wordsim")(wordsim_command)
+    app.command("neighbours")(neighbours_command)
+    app.command("geometry")(geometry_command)
+    app.command("params")(params_command)

@@ -1,0 +1,79 @@
+"""``nlgkit evaluate report RUN_DIR…``: runs beside a paper table, with seeds, significance and provenance.
+
+Registered on the ``evaluate`` app by :func:`register` (``nlgkit evaluate report``). Inputs are all checked
+before any hypothesis is translated: an unknown paper table or a run without a checkpoint is one line on
+stderr and exit code 2.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from nlgkit.cli.common import handle_errors
+from nlgkit.errors import ConfigError
+from nlgkit.evaluate.metrics import METRICS
+
+
+def report(
+    run_dirs: Annotated[list[Path], typer.Argument(metavar="RUN_DIR...", help="Run directories to report")],
+    paper: Annotated[
+        str | None, typer.Option(help="Paper table to compare with, e.g. shalev2020_table2")
+    ] = None,
+    baseline: Annotated[
+        Path | None, typer.Option(metavar="RUN_DIR", help="Run every other run is tested against (bootstrap)")
+    ] = None,
+    metrics: Annotated[str, typer.Option(help="Comma-separated metrics, the first one primary")] = "bleu",
+    samples: Annotated[int, typer.Option(help="Bootstrap samples for the significance test")] = 1000,
+    output: Annotated[
+        Path | None, typer.Option(metavar="FILE.md", help="Write the Markdown report here")
+    ] = None,
+    html: Annotated[Path | None, typer.Option(metavar="FILE.html", help="Write an HTML report here")] = None,
+    json_output: Annotated[bool, typer.Option("--json", help="Print JSON instead of Markdown")] = False,
+    device: Annotated[str, typer.Option(help="Device for runs that must translate first")] = "auto",
+) -> None:
+    """Score each run's test hypotheses (translating with its best checkpoint only when needed) and report."""
+    from nlgkit.evaluate.collect import best_meta
+    from nlgkit.evaluate.papers import load_table
+    from nlgkit.evaluate.report import (
+        build_report,
+        collect_runs,
+        render_html,
+        render_markdown,
+        report_to_dict,
+    )
+    from nlgkit.io import atomic_write
+
+    names = [name.strip().lower() for name in metrics.split(",") if name.strip()]
+    unknown = [name for name in names if name not in METRICS]
+    if not names or unknown:
+        raise ConfigError(f"--metrics {metrics!r}: choose from {', '.join(METRICS)}")
+    if samples < 1:
+        raise ConfigError(f"--samples {samples}: must be positive")
+    table = load_table(paper) if paper else None
+    dirs = list(run_dirs)
+    if baseline is not None and all(d.resolve() != baseline.resolve() for d in dirs):
+        dirs.append(baseline)
+    for run_dir in dirs:
+        best_meta(run_dir)
+    results = collect_runs(
+        dirs, metrics=names, device=device, log=lambda message: print(message, file=sys.stderr)
+    )
+    built = build_report(results, table, baseline=baseline, samples=samples, metrics=names)
+    markdown = render_markdown(built)
+    if output:
+        with atomic_write(output) as handle:
+            handle.write(markdown)
+    if html:
+        with atomic_write(html) as handle:
+            handle.write(render_html(built))
+    typer.echo(json.dumps(report_to_dict(built), ensure_ascii=False) if json_output else markdown)
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``report`` to ``app`` (the ``nlgkit evaluate`` group)."""
+    app.command("report")(handle_errors(report))

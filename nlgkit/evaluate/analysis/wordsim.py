@@ -1,0 +1,91 @@
+"""Word similarity: do cosines between a model's word vectors rank pairs as people do? (Shalev Table 4)
+
+The standard protocol (Press & Wolf 2017, Shalev et al.): for every benchmark pair whose two words are in
+the vocabulary, the cosine of their vectors; Spearman's ρ against the human scores; and how many pairs
+were covered, since a ρ over 20 of 999 pairs means little. Lookup is as-is, then lowercased.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from torch import Tensor
+
+from nlgkit.data.vocab import Vocabulary
+from nlgkit.errors import DataError
+from nlgkit.evaluate.analysis.norms import spearman
+from nlgkit.evaluate.analysis.similarity import pair_cosines
+from nlgkit.evaluate.analysis.vectors import lookup
+from nlgkit.io import read_lines
+
+# name → file in the wordsim directory (copies of mfaruqui/eval-word-vectors data/word-sim)
+BENCHMARKS: dict[str, str] = {
+    "simlex999": "EN-SIMLEX-999.txt",
+    "men": "EN-MEN-TR-3k.txt",
+    "mturk771": "EN-MTurk-771.txt",
+}
+DEFAULT_DIR = Path("..") / "shared" / "data" / "wordsim"  # relative to the working directory
+
+Pair = tuple[str, str, float]
+
+
+@dataclass
+class WordSimResult:
+    rho: float | None  # None when fewer than 3 pairs are covered (or all cosines are equal)
+    covered: int
+    total: int
+
+    def summary(self) -> dict[str, float | int | None]:
+        return {"rho": self.rho, "covered": self.covered, "total": self.total}
+
+
+def read_benchmark(path: Path) -> list[Pair]:
+    """``word1<TAB>word2<TAB>score`` lines (blank lines skipped); a malformed line is a DataError."""
+    pairs = []
+    for number, line in enumerate(read_lines(path), start=1):
+        if not line.strip():
+            continue
+        fields = line.split("\t")
+        if len(fields) != 3:
+            fields = line.split()  # tolerate space-separated copies of the same files
+        try:
+            left, right, score = fields
+            pairs.append((left, right, float(score)))
+        except ValueError:
+            raise DataError(f"{path}: line {number}: expected 'word1<TAB>word2<TAB>score', "
+                            f"got {line!r}") from None
+    if not pairs:
+        raise DataError(f"{path}: no word pairs")
+    return pairs
+
+
+def benchmark_paths(data_dir: Path, names: list[str] | None = None) -> dict[str, Path]:
+    """Existing benchmark files by name; an unknown name or a missing file is a DataError."""
+    chosen = names or list(BENCHMARKS)
+    paths = {}
+    for name in chosen:
+        if name not in BENCHMARKS:
+            raise DataError(f"unknown word-similarity benchmark {name!r} (known: {', '.join(BENCHMARKS)})")
+        path = Path(data_dir) / BENCHMARKS[name]
+        if not path.is_file():
+            raise DataError(f"{path}: word-similarity file not found (set the directory with --data-dir)")
+        paths[name] = path
+    return paths
+
+
+def word_similarity(matrix: Tensor, vocab: Vocabulary, pairs: list[Pair]) -> WordSimResult:
+    """Spearman ρ between cos(v_a, v_b) over in-vocabulary pairs of matrix (V, d) and the human scores."""
+    left, right, human = [], [], []
+    for a, b, score in pairs:
+        ia, ib = lookup(vocab, a), lookup(vocab, b)
+        if ia is not None and ib is not None:
+            left.append(ia)
+            right.append(ib)
+            human.append(score)
+    if not left:
+        return WordSimResult(None, 0, len(pairs))
+    cosines = pair_cosines(matrix, torch.tensor(left), torch.tensor(right)).cpu().tolist()  # (covered,)
+    rho, _ = spearman(cosines, human)
+    return WordSimResult(rho, len(left), len(pairs))

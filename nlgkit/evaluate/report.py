@@ -1,0 +1,189 @@
+"""Reports: nlgkit's runs beside a paper's table, with seeds, significance and provenance.
+
+``collect_runs`` reads (or produces) each run's test hypotheses and scores them; ``build_report`` groups seed
+repetitions (mean ± sd), matches each run to its paper row by keys, and compares every run with a chosen baseline
+run by paired bootstrap; ``render_markdown`` / ``render_html`` print it. A number in a report therefore always
+comes with the runs, hardware and wall time behind it, and with how far it is from the published one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from nlgkit.errors import DataError
+from nlgkit.evaluate.collect import RunResult, collect_runs, group_runs
+from nlgkit.evaluate.metrics import METRICS
+from nlgkit.evaluate.papers import Metric, PaperRow, PaperTable, load_table
+from nlgkit.evaluate.render import delta, render_html, render_markdown
+from nlgkit.evaluate.significance import BootstrapResult, mean_sd, paired_bootstrap
+
+__all__ = [
+    "Report",
+    "ReportRow",
+    "RunResult",
+    "build_report",
+    "collect_runs",
+    "render_html",
+    "render_markdown",
+    "report_to_dict",
+]
+
+
+@dataclass
+class ReportRow:
+    """One run, or (``summary``) the mean over a group of seed repetitions."""
+
+    label: str
+    runs: list[RunResult]  # the run itself, or every run of the group
+    summary: bool
+    values: dict[str, float]  # the run's values, or the group means
+    group_size: int  # runs in this row's seed group
+    spread: tuple[float, float] | None = None  # (mean, sd) of the primary metric over the group
+    paper: PaperRow | None = None
+    significance: BootstrapResult | None = None  # this run (B) against the baseline (A)
+    is_baseline: bool = False
+
+    @property
+    def hardware(self) -> str:
+        return ", ".join(dict.fromkeys(run.hardware for run in self.runs))
+
+    @property
+    def wall_seconds(self) -> float | None:
+        walls = [run.wall_seconds for run in self.runs if run.wall_seconds is not None]
+        return sum(walls) if walls else None
+
+    @property
+    def status(self) -> str:
+        if not self.summary:
+            return self.runs[0].status
+        done = sum(1 for run in self.runs if run.progress.get("finished"))
+        return f"{done}/{len(self.runs)} finished"
+
+
+@dataclass
+class Report:
+    metrics: list[str]  # nlgkit quantities shown, primary first
+    compared: list[Metric]  # paper metrics whose nlgkit counterpart every run has
+    rows: list[ReportRow]
+    table: PaperTable | None = None
+    uncovered: list[PaperRow] = field(default_factory=list)  # paper rows no run matched
+    baseline: RunResult | None = None
+    samples: int = 1000
+    signatures: dict[str, str] = field(default_factory=dict)
+
+
+def build_report(
+    results: Sequence[RunResult],
+    paper_table: PaperTable | str | None = None,
+    baseline: RunResult | str | Path | None = None,
+    samples: int = 1000,
+    metrics: Sequence[str] | None = None,
+) -> Report:
+    """Group, match and compare ``results``; ``metrics`` defaults to the scores the first run carries."""
+    if not results:
+        raise DataError("no runs to report")
+    table = load_table(paper_table) if isinstance(paper_table, str) else paper_table
+    shown = list(metrics or [name for name in results[0].values if name != "params"])
+    compared = [
+        m for m in (table.metrics.values() if table else []) if m.nlgkit and _available(m.nlgkit, results)
+    ]
+    shown += [m.nlgkit for m in compared if m.nlgkit not in shown]
+    base = _find_baseline(results, baseline)
+    rows: list[ReportRow] = []
+    for group in group_runs(results):
+        summary = _summary_row(group, shown, table) if len(group) > 1 else None
+        for run in group:
+            row = ReportRow(
+                _run_label(run, len(group)),
+                [run],
+                False,
+                dict(run.values),
+                len(group),
+                spread=summary.spread if summary else None,
+                paper=table.match(run.keys) if table else None,
+                is_baseline=run is base,
+            )
+            if base is not None and run is not base and run.refs == base.refs and shown[0] in METRICS:
+                # A = baseline, B = this run: delta = run − baseline, p = P(run not better)
+                row.significance = paired_bootstrap(
+                    base.hyps, run.hyps, [run.refs], metric=shown[0], samples=samples
+                )
+            rows.append(row)
+        if summary:
+            rows.append(summary)
+    matched = {id(row.paper) for row in rows if row.paper is not None}
+    uncovered = [row for row in (table.rows if table else ()) if id(row) not in matched]
+    signatures = {name: sig for run in results for name, sig in run.signatures.items()}
+    return Report(shown, compared, rows, table, uncovered, base, samples, signatures)
+
+
+def _available(name: str, results: Sequence[RunResult]) -> bool:
+    return all(name in run.values for run in results)
+
+
+def _find_baseline(results: Sequence[RunResult], baseline: RunResult | str | Path | None) -> RunResult | None:
+    if baseline is None or isinstance(baseline, RunResult):
+        return baseline
+    wanted = Path(baseline).resolve()
+    for run in results:
+        if run.run_dir.resolve() == wanted:
+            return run
+    raise DataError(f"{baseline}: baseline is not one of the reported runs")
+
+
+def _run_label(run: RunResult, group_size: int) -> str:
+    return f"{run.name} (seed {run.keys['seed']})" if group_size > 1 else run.name
+
+
+def _summary_row(group: list[RunResult], shown: list[str], table: PaperTable | None) -> ReportRow:
+    means = {
+        name: mean_sd([run.values[name] for run in group])[0] for name in shown if _available(name, group)
+    }
+    primary = [run.values[shown[0]] for run in group]
+    return ReportRow(
+        f"{group[0].name}: mean of {len(group)} seeds",
+        list(group),
+        True,
+        means,
+        len(group),
+        spread=mean_sd(primary),
+        paper=table.match(group[0].keys) if table else None,
+    )
+
+
+def report_to_dict(report: Report) -> dict[str, Any]:
+    """Plain JSON-ready data: what ``--json`` prints and what sits beside a written table."""
+    table = report.table
+    rows = []
+    for row in report.rows:
+        rows.append(
+            {
+                "label": row.label,
+                "summary": row.summary,
+                "runs": [str(run.run_dir) for run in row.runs],
+                "values": row.values,
+                "group_size": row.group_size,
+                "mean_sd": list(row.spread) if row.spread else None,
+                "paper": row.paper.values if row.paper else None,
+                "delta": {m.name: delta(row, m) for m in report.compared} if row.paper else None,
+                "significance": asdict(row.significance) if row.significance is not None else None,
+                "baseline": row.is_baseline,
+                "hardware": row.hardware,
+                "wall_seconds": row.wall_seconds,
+                "status": row.status,
+                "progress": row.runs[0].progress if not row.summary else None,
+                "hypotheses": None if row.summary else str(row.runs[0].hyp_file),
+            }
+        )
+    return {
+        "paper": {"id": table.id, "table": table.table, "citation": table.citation} if table else None,
+        "metrics": report.metrics,
+        "signatures": report.signatures,
+        "samples": report.samples,
+        "baseline": str(report.baseline.run_dir) if report.baseline else None,
+        "rows": rows,
+        "uncovered": [{"keys": row.keys, "values": row.values} for row in report.uncovered],
+    }

@@ -1,0 +1,297 @@
+"""Reports: paper tables as data, runs matched to their rows, seed statistics, rendering and the CLI.
+
+Run directories here are fakes (config, checkpoint meta, hypotheses, references): hypotheses newer than the
+checkpoint are reused, so no model is trained or loaded.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from nlgkit.cli.report import register
+from nlgkit.evaluate.collect import RunResult, collect_runs
+from nlgkit.evaluate.papers import available_tables, load_table
+from nlgkit.evaluate.report import build_report, render_html, render_markdown, report_to_dict
+
+REFS = [
+    "a man is riding a red bike down the street .",
+    "two dogs play in the snow .",
+    "a woman reads a book on a bench .",
+    "children are running on the beach .",
+    "a cat sleeps on the warm window sill .",
+    "three people are cooking in a small kitchen .",
+]
+WRONG = ["xx yy zz ww"] * len(REFS)  # shares no word with any reference: BLEU 0
+HALF = REFS[:3] + WRONG[3:]
+runner = CliRunner()
+
+
+@pytest.fixture()
+def data_dir(tmp_path: Path) -> Path:
+    data = tmp_path / "data" / "multi30k_de-en"
+    data.mkdir(parents=True)
+    (data / "test.ref.en").write_text("\n".join(REFS) + "\n", encoding="utf-8")
+    (data / "manifest.json").write_text(
+        json.dumps({"corpus": "multi30k", "subword": "none"}), encoding="utf-8"
+    )
+    return data
+
+
+def fake_run(
+    root: Path,
+    data: Path,
+    name: str,
+    head: str = "fixed",
+    seed: int = 1,
+    hyps: list[str] = REFS,
+    finished: bool = True,
+) -> Path:
+    """A run directory as training leaves it, minus the weights, with test hypotheses newer than the checkpoint."""
+    run = root / "runs" / name
+    config = {
+        "run": {"dir": str(run), "name": name},
+        "data": {"dir": str(data), "src_lang": "de", "tgt_lang": "en", "prepare": {"corpus": "multi30k"}},
+        "head": {"type": head},
+        "train": {"seed": seed},
+    }
+    loop = {
+        "epoch": 12,
+        "best_epoch": 9,
+        "finished": finished,
+        "stop_reason": "" if finished else "max_minutes",
+        "wall_seconds": 7200.0,
+    }
+    for which in ("best", "last"):
+        (run / "checkpoints" / which).mkdir(parents=True)
+        (run / "checkpoints" / which / "meta.json").write_text(json.dumps({"config": config, "loop": loop}))
+    (run / "config.json").write_text(json.dumps(config))
+    (run / "provenance.json").write_text(
+        json.dumps({"env": {"gpu": "Test GPU"}, "parameters": {"trainable": 42}})
+    )
+    hyp = run / "test.hyp.en"
+    hyp.write_text("\n".join(hyps) + "\n", encoding="utf-8")
+    later = (run / "checkpoints" / "best" / "meta.json").stat().st_mtime + 10
+    os.utime(hyp, (later, later))
+    return run
+
+
+def result(name: str, bleu: float, seed: int, group: str = "g", head: str = "fixed") -> RunResult:
+    keys = {"dataset": "multi30k", "pair": "de-en", "head": head, "seed": seed, "model": "rnn"}
+    return RunResult(
+        name,
+        Path("runs") / name,
+        keys,
+        group,
+        REFS,
+        REFS,
+        Path("hyp"),
+        True,
+        values={"bleu": bleu},
+        progress={"epoch": 3, "best_epoch": 2, "finished": True, "wall_seconds": 3600.0},
+        hardware="CPU",
+    )
+
+
+@pytest.mark.parametrize("table_id", available_tables())
+def test_paper_tables_parse_with_the_documented_schema(table_id: str) -> None:
+    table = load_table(table_id)
+    assert table.id == table_id and table.citation and table.caption and table.table.startswith("Table")
+    assert table.keys and table.metrics and table.rows
+    assert all(isinstance(m.higher_is_better, bool) and m.label for m in table.metrics.values())
+    for row in table.rows:
+        assert list(row.keys) == list(table.keys)
+        assert set(row.values) <= set(table.metrics) and row.values
+        assert all((value is None) == (name in row.unclear) for name, value in row.values.items())
+
+
+def test_shipped_tables_and_their_numbers() -> None:
+    assert {
+        "shalev2020_table1",
+        "shalev2020_table2",
+        "shalev2020_table3",
+        "shalev2020_table4",
+        "pappas2018_table2",
+        "tokarchuk2024_table1",
+    } <= set(available_tables())
+    table2 = load_table("shalev2020_table2")
+    assert table2.find(dataset="multi30k", pair="en-de", head="fixed").values == {"bleu": 32.12}
+    table3 = load_table("shalev2020_table3")
+    learned = table3.find(dataset="multi30k", pair="de-en", model="rnn", head="learned").values["params"]
+    fixed = table3.find(dataset="multi30k", pair="de-en", model="rnn", head="fixed").values["params"]
+    assert learned - fixed == (512 + 1) * 5893  # the fixed head freezes W and b over the 5,893 English types
+    unclear = load_table("pappas2018_table2").find(
+        dataset="wmt17", pair="en-de", subword="bpe:128000", head="tied"
+    )
+    assert unclear.values["bleu"] is None and "bleu" in unclear.unclear
+
+
+def test_collect_reuses_hypotheses_and_matches_paper_rows(tmp_path: Path, data_dir: Path) -> None:
+    run = fake_run(tmp_path, data_dir, "fixed_s1", finished=False)
+    (found,) = collect_runs([run], metrics=("bleu", "chrf"))
+    assert found.reused and found.values["bleu"] == pytest.approx(100.0) and found.values["params"] == 42
+    assert found.keys | {"dataset": "multi30k", "pair": "de-en", "head": "fixed", "seed": 1} == found.keys
+    assert found.status == "stopped early: max_minutes" and found.hardware == "Test GPU"
+    row = load_table("shalev2020_table2").match(found.keys)
+    assert row is not None and row.values["bleu"] == 33.17
+    assert load_table("shalev2020_table2").match(found.keys | {"pair": "fr-en"}) is None
+
+
+def test_seed_groups_mean_and_sd() -> None:
+    runs = [result("a", 30.0, 1), result("a", 34.0, 3), result("a", 32.0, 2), result("b", 20.0, 1, group="h")]
+    report = build_report(runs, "shalev2020_table2")
+    summaries = [row for row in report.rows if row.summary]
+    assert len(summaries) == 1 and summaries[0].group_size == 3
+    mean, sd = summaries[0].spread  # 30, 32, 34: mean 32, sample sd sqrt((4 + 0 + 4) / 2) = 2
+    assert (mean, sd) == (pytest.approx(32.0), pytest.approx(2.0))
+    assert [row.runs[0].keys["seed"] for row in report.rows[:3]] == [1, 2, 3]  # sorted by seed
+    assert "n = 3: 32.00 ± 2.00" in render_markdown(report)
+
+
+def test_markdown_and_html_show_paper_value_and_signed_delta() -> None:
+    report = build_report(
+        [result("up", 34.0, 1, "g1"), result("down", 31.5, 1, "g2", head="learned")], "shalev2020_table2"
+    )
+    markdown, page = render_markdown(report), render_html(report)
+    for text in (markdown, page):
+        assert "33.17" in text and "+0.83" in text  # fixed: 34.00 − 33.17
+        assert "33.02" in text and "-1.52" in text  # learned: 31.50 − 33.02
+        assert "iwslt14" in text and "28.77" in text  # paper rows no run covers are listed
+    assert "| up | 34.00 | 33.17 | +0.83 |" in markdown
+    assert page.startswith("<!DOCTYPE html>") and "<script" not in page
+
+
+def test_html_escapes_text() -> None:
+    page = render_html(build_report([result("<b>&", 30.0, 1)]))
+    assert "&lt;b&gt;&amp;" in page and "<b>&" not in page
+
+
+def test_significance_against_a_baseline(tmp_path: Path, data_dir: Path) -> None:
+    good = fake_run(tmp_path, data_dir, "good", hyps=REFS)
+    base = fake_run(tmp_path, data_dir, "base", hyps=HALF, head="learned")
+    report = build_report(collect_runs([good, base]), "shalev2020_table2", baseline=base, samples=50)
+    (row,) = [row for row in report.rows if row.runs[0].name == "good"]
+    assert row.significance.delta > 0 and row.significance.samples == 50
+    markdown = render_markdown(report)
+    assert "vs baseline" in markdown and "| baseline |" in markdown and ", p " in markdown
+    assert report_to_dict(report)["rows"][0]["significance"]["delta"] > 0
+
+
+def test_stale_hypotheses_are_translated_again_and_written(tmp_path: Path, data_dir: Path) -> None:
+    """A (tiny, untrained) real checkpoint newer than test.hyp.en translates test.de and replaces the file."""
+    import torch
+
+    from nlgkit.config import config_from_dict, to_dict
+    from nlgkit.data.vocab import SPECIALS, Vocabulary
+    from nlgkit.io import write_json
+    from nlgkit.train.builders import build_model
+    from nlgkit.train.checkpoint import save_checkpoint
+
+    (data_dir / "test.de").write_text("ein mann\nzwei hunde\n" * 3, encoding="utf-8")
+    run = tmp_path / "runs" / "tiny"
+    hyp = run / "test.hyp.en"
+    hyp.parent.mkdir(parents=True)
+    hyp.write_text("stale\n", encoding="utf-8")  # written before the checkpoint: must not be reused
+    config = config_from_dict(
+        {
+            "run": {"dir": str(run)},
+            "data": {"dir": str(data_dir), "src_lang": "de", "tgt_lang": "en"},
+            "model": {
+                "type": "rnn",
+                "embedding_dim": 8,
+                "encoder_dim": 10,
+                "decoder_dim": 12,
+                "attention_dim": 7,
+                "pre_output_dim": 9,
+            },
+            "head": {"type": "fixed"},
+            "search": {"beam": 2, "max_len_a": 0.0, "max_len_b": 4},
+        }
+    )
+    words = ["ein", "mann", "zwei", "hunde", "man", "dogs", "two", "a"]
+    src = tgt = Vocabulary(list(SPECIALS) + words, [0] * len(SPECIALS) + [1] * len(words))
+    for lang in ("de", "en"):
+        src.save(run / "data" / f"vocab.{lang}.txt")
+    write_json(
+        run / "data" / "manifest.json",
+        {"src_lang": "de", "tgt_lang": "en", "tokenizer": "none", "lowercase": True, "subword": "none"},
+    )
+    write_json(run / "config.json", to_dict(config))
+    torch.manual_seed(0)
+    meta = {"config": to_dict(config), "vocab_checksums": {"de": src.checksum(), "en": tgt.checksum()}}
+    save_checkpoint(run / "checkpoints" / "best", build_model(config, src, tgt), meta)
+    os.utime(hyp, (0, 0))
+    (first,) = collect_runs([run], device="cpu")
+    assert not first.reused and len(first.hyps) == len(REFS)
+    assert hyp.read_text(encoding="utf-8").splitlines() == first.hyps
+    (second,) = collect_runs([run], device="cpu")
+    assert second.reused and second.hyps == first.hyps
+
+
+def cli_app() -> typer.Typer:
+    app = typer.Typer()
+    app.callback()(lambda: None)
+    register(app)
+    return app
+
+
+def test_cli_writes_markdown_html_and_json(tmp_path: Path, data_dir: Path) -> None:
+    good = fake_run(tmp_path, data_dir, "good", hyps=REFS)
+    base = fake_run(tmp_path, data_dir, "base", hyps=HALF, head="learned")
+    md, page = tmp_path / "out" / "t.md", tmp_path / "out" / "t.html"
+    args = [
+        "report",
+        str(good),
+        "--paper",
+        "shalev2020_table2",
+        "--baseline",
+        str(base),
+        "--samples",
+        "20",
+        "--metrics",
+        "bleu,chrf",
+        "--output",
+        str(md),
+        "--html",
+        str(page),
+        "--json",
+    ]
+    out = runner.invoke(cli_app(), args)
+    assert out.exit_code == 0, out.output
+    data = json.loads(out.stdout)
+    assert data["paper"]["id"] == "shalev2020_table2" and data["metrics"] == ["bleu", "chrf"]
+    assert len(data["rows"]) == 2 and data["baseline"] == str(base)  # the baseline joins the report
+    assert "33.17" in md.read_text(encoding="utf-8") and "</table>" in page.read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("case", ["unknown table", "missing run dir", "no checkpoint"])
+def test_cli_bad_input_is_one_line(case: str, tmp_path: Path, data_dir: Path) -> None:
+    good = fake_run(tmp_path, data_dir, "good")
+    empty = tmp_path / "runs" / "untrained"
+    empty.mkdir()
+    args, named = {
+        "unknown table": ([str(good), "--paper", "shalev2099"], "shalev2020_table2"),
+        "missing run dir": ([str(tmp_path / "nope")], str(tmp_path / "nope")),
+        "no checkpoint": ([str(good), str(empty)], str(empty)),
+    }[case]
+    out = runner.invoke(cli_app(), ["report", *args])
+    assert out.exit_code == 2 and out.stdout == ""
+    message = out.stderr.strip()
+    assert "\n" not in message and message.startswith("error: ") and named in message
+
+
+def test_reproduce_table2_uses_the_paper_file(tmp_path: Path, data_dir: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    from nlgkit.reproduce import main
+
+    run, missing = fake_run(tmp_path, data_dir, "fixed"), tmp_path / "runs" / "not_trained"
+    out = tmp_path / "results" / "table2.md"
+    main(["table2", str(run), str(missing), "--output", str(out)])
+    text = out.read_text(encoding="utf-8")
+    assert "| fixed | 100.00 | 33.17 | +66.83 |" in text and f"Not run yet: `{missing}`" in text
+    assert json.loads(out.with_suffix(".json").read_text())["rows"][0]["paper"] == {"bleu": 33.17}
+    assert capsys.readouterr().out == text
