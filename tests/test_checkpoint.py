@@ -1,0 +1,67 @@
+"""Checkpoints: never half-written, fall back after a crash mid-swap, never unpickle arbitrary objects."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+from torch import nn
+
+from nlgkit.errors import CheckpointError
+from nlgkit.train import checkpoint as ckpt
+
+
+def model(value: float) -> nn.Module:
+    module = nn.Linear(3, 2)
+    with torch.no_grad():
+        module.weight.fill_(value)
+    return module
+
+
+def test_a_failed_save_leaves_the_previous_checkpoint_intact(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    target = tmp_path / "last"
+    ckpt.save_checkpoint(target, model(1.0), {"config": {}}, {"step": 1})
+
+    def crash(*args: object, **kwargs: object) -> None:
+        raise OSError("disk full")
+
+    monkeypatch.setattr(ckpt, "save_file", crash)
+    with pytest.raises(OSError):
+        ckpt.save_checkpoint(target, model(2.0), {"config": {}}, {"step": 2})
+    loaded = model(0.0)
+    ckpt.load_weights(target, loaded)
+    assert torch.all(loaded.weight == 1.0)
+    assert ckpt.load_train_state(target) == {"step": 1}
+
+
+def test_a_crash_between_the_two_renames_falls_back_to_the_old_directory(tmp_path: Path) -> None:
+    target = tmp_path / "last"
+    ckpt.save_checkpoint(target, model(3.0), {"config": {}}, {"step": 3})
+    shutil.move(target, tmp_path / "last.old")  # state after the first rename, before the second
+    assert ckpt.find_checkpoint(target) == tmp_path / "last.old"
+    loaded = model(0.0)
+    ckpt.load_weights(target, loaded)
+    assert torch.all(loaded.weight == 3.0)
+
+
+class Payload:
+    """Stands for any object a malicious file could ask the unpickler to build."""
+
+
+def test_training_state_with_arbitrary_objects_is_refused(tmp_path: Path) -> None:
+    target = tmp_path / "last"
+    ckpt.save_checkpoint(target, model(1.0), {"config": {}}, {"step": 1})
+    torch.save({"step": 1, "payload": Payload()}, target / ckpt.STATE_FILE)
+    with pytest.raises(CheckpointError, match="cannot load training state"):
+        ckpt.load_train_state(target)
+
+
+def test_weights_that_do_not_fit_the_model_are_a_clear_error(tmp_path: Path) -> None:
+    target = tmp_path / "best"
+    ckpt.save_checkpoint(target, nn.Linear(3, 2), {"config": {}})
+    with pytest.raises(CheckpointError, match=r"'(weight|bias)' has shape \(2.*the model expects \(4"):
+        ckpt.load_weights(target, nn.Linear(3, 4))
+    with pytest.raises(CheckpointError, match="no checkpoint here"):
+        ckpt.load_weights(tmp_path / "nothing", nn.Linear(3, 2))
