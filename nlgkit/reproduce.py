@@ -88,7 +88,9 @@ def table2(run_dirs: list[str], output: str | None) -> str:
         text = "\n".join(["# Shalev et al., Table 2: BLEU on Multi30K test2016", "", *intro, ""])
         _write(text, output)
         return text
-    report = build_report(collect_runs(ready, log=lambda m: print(m, file=sys.stderr)), "shalev2020_table2")
+    # significance against the first run (the learned head in the Makefile's order), for runs on the same test set
+    report = build_report(collect_runs(ready, log=lambda m: print(m, file=sys.stderr)), "shalev2020_table2",
+                          baseline=ready[0])
     text = render_markdown(report, title="Shalev et al., Table 2: BLEU on Multi30K test2016", intro=intro)
     _write(text, output)
     if output:
