@@ -1,6 +1,6 @@
 """``python -m nlgkit`` is the same as the ``nlgkit`` command."""
 
-from nlgkit.cli.main import app
+from nlgkit.cli.main import main
 
 if __name__ == "__main__":
-    app(prog_name="nlgkit")
+    main()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import typer
 
 from nlgkit.cli import analyze, bpe, evaluate, prepare, report
@@ -25,5 +27,21 @@ app.add_typer(evaluate.app, name="evaluate",
               help="Score outputs (BLEU, chrF, TER, METEOR, captioning metrics) and analyse trained models.")
 
 
-def main() -> None:
-    app(prog_name="nlgkit")
+def main(argv: list[str] | None = None) -> None:
+    """Entry point of ``nlgkit`` and ``python -m nlgkit``: usage errors too become one ``error:`` line."""
+    try:
+        code = app(args=argv, prog_name="nlgkit", standalone_mode=False)
+    except typer.Abort:
+        typer.echo("error: interrupted", err=True)
+        code = 130
+    except typer.TyperException as exc:  # click's usage errors (typer vendors click)
+        ctx = getattr(exc, "ctx", None)
+        message = " ".join(exc.format_message().split()) if hasattr(exc, "format_message") else str(exc)
+        if not message and ctx is not None:  # no arguments at all: show the help
+            typer.echo(ctx.get_help())
+            code = 0
+        else:
+            hint = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
+            typer.echo(f"error: {message}{hint}", err=True)
+            code = getattr(exc, "exit_code", 2)
+    sys.exit(code if isinstance(code, int) else 0)

@@ -40,7 +40,8 @@ def read_input(path: Path | None) -> tuple[list[str], str]:
 
 @handle_errors
 def translate(
-    model: Annotated[Path, typer.Option("--model", "-m", help="Run directory written by `nlgkit train`")],
+    model: Annotated[Path, typer.Option("--model", "-m", envvar="NLGKIT_MODEL",
+                                        help="Run directory written by `nlgkit train` (or $NLGKIT_MODEL)")],
     checkpoint: Annotated[str, typer.Option(help="best, last, or a checkpoint directory")] = "best",
     beam: Annotated[int | None, typer.Option(help="Beam size (1 = greedy); default from the run's [search]")] = None,
     nbest: Annotated[int | None, typer.Option(help="Hypotheses per input (Moses n-best format when > 1)")] = None,
