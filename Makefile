@@ -8,7 +8,7 @@ DE_EN  := data/multi30k_de-en
 EN_DE  := data/multi30k_en-de
 TABLE2_RUNS := multi30k_learned multi30k_tied multi30k_fixed multi30k_en_de_learned multi30k_en_de_tied multi30k_en_de_fixed
 
-.PHONY: install demo test test-slow lint bench reproduce-table2 reproduce-table3 clean
+.PHONY: install demo test test-slow lint bench reproduce-table2 reproduce-table3 reproduce-table4 clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -51,6 +51,10 @@ reproduce-table2: $(STAMP)
 	  $(NLGKIT) train recipes/$$run.toml $$( [ -d runs/$$run/checkpoints/last ] && echo --resume ) || exit 1; \
 	done
 	$(PY) -m nlgkit.reproduce table2 $(addprefix runs/,$(TABLE2_RUNS)) --output results/table2.md
+
+# Shalev et al. Table 4: word similarity of the trained DE-EN runs' target and input vectors.
+reproduce-table4: $(STAMP)
+	$(PY) -m nlgkit.reproduce table4 runs/multi30k_learned runs/multi30k_fixed --output results/table4.md
 
 clean:
 	rm -rf runs/demo .pytest_cache

@@ -100,6 +100,50 @@ def table2(run_dirs: list[str], output: str | None) -> str:
     return text
 
 
+def table4(run_dirs: list[str], output: str | None, wordsim_dir: str | None = None) -> str:
+    """Shalev et al. Table 4: word similarity of target and input vectors beside the paper's correlations.
+
+    For a DE-EN model the English vectors are the decoder's: "target" = the head's rows, "input" = the decoder's
+    input embeddings; for EN-DE they are the encoder's input embeddings (the paper has no EN-DE row).
+    """
+    from nlgkit.evaluate.analysis.vectors import vector_sets
+    from nlgkit.evaluate.analysis.wordsim import DEFAULT_DIR, benchmark_paths, read_benchmark, word_similarity
+    from nlgkit.evaluate.papers import load_table
+    from nlgkit.runs import load_trained
+
+    paper = load_table("shalev2020_table4")
+    benchmarks = {name: read_benchmark(path)
+                  for name, path in benchmark_paths(Path(wordsim_dir) if wordsim_dir else DEFAULT_DIR).items()}
+    lines = ["# Shalev et al., Table 4: word similarity (Spearman ρ), target / input vectors", "",
+             "Written by `make reproduce-table4` (`python -m nlgkit.reproduce table4 RUN_DIR…`): Spearman ρ between",
+             "the cosine of two words' vectors and the human score, over the pairs whose words are both in the",
+             "vocabulary (covered/total); each run's best checkpoint.", "",
+             ("| run | head | benchmark | target ρ (nlgkit) | target ρ (paper) | input ρ (nlgkit) | input ρ (paper) "
+              "| pairs |"), "|---|---|---|---:|---:|---:|---:|---:|"]
+    for run_dir in run_dirs:
+        run = load_trained(Path(run_dir), "best", "cpu")
+        cfg = run.config
+        sets = vector_sets(run.model, run.src_vocab, run.tgt_vocab)
+        english = ("tgt_output", "tgt_input") if cfg.data.tgt_lang == "en" else (None, "src_input")
+        row = paper.match({"dataset": "multi30k", "pair": f"{cfg.data.src_lang}-{cfg.data.tgt_lang}",
+                           "model": cfg.model.type}) if cfg.head.type == "learned" else None  # learned rows only
+        for name, pairs in benchmarks.items():
+            cells, covered = [], ""
+            for kind, set_name in zip(("target", "input"), english):
+                result = word_similarity(sets[set_name].matrix, sets[set_name].vocab, pairs) if set_name else None
+                ours = "–" if result is None or result.rho is None else f"{result.rho:.2f}"
+                theirs = row.values.get(f"{name}_{kind}") if row else None
+                cells += [ours, "–" if theirs is None else f"{theirs:.2f}"]
+                if result is not None:
+                    covered = f"{result.covered}/{result.total}"
+            lines.append(f"| `{run_dir}` | {cfg.head.type} | {name} | {' | '.join(cells)} | {covered} |")
+    lines += ["", "A fixed head's target vectors are random by construction; the paper reports learned models only.",
+              ""]
+    text = "\n".join(lines)
+    _write(text, output)
+    return text
+
+
 def log_summary(run_dirs: list[str], output: str | None) -> str:
     """Per-epoch validation figures of each run, from its metrics.jsonl (the run logs behind a table)."""
     parts = ["# Run logs", "", "Per-epoch validation (greedy search on the 1,014 validation sentences) from each run's",
@@ -156,6 +200,10 @@ def main(argv: list[str] | None = None) -> None:
     p2 = sub.add_parser("table2")
     p2.add_argument("runs", nargs="+")
     p2.add_argument("--output")
+    p4 = sub.add_parser("table4")
+    p4.add_argument("runs", nargs="+")
+    p4.add_argument("--output")
+    p4.add_argument("--wordsim-dir")
     pl = sub.add_parser("log-summary")
     pl.add_argument("runs", nargs="+")
     pl.add_argument("--output")
@@ -172,6 +220,8 @@ def main(argv: list[str] | None = None) -> None:
             table3(args.output)
         elif args.command == "table2":
             table2(args.runs, args.output)
+        elif args.command == "table4":
+            table4(args.runs, args.output, args.wordsim_dir)
         elif args.command == "log-summary":
             log_summary(args.runs, args.output)
         else:

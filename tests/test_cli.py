@@ -247,3 +247,16 @@ def test_a_signal_stops_cleanly_between_updates_and_resume_continues(paper, tmp_
     assert summary["update"] == 3 and "signal" in summary["stop_reason"]
     assert cli("train", str(recipe), "--resume").exit_code == 0
     assert json.loads((tmp_path / "sig" / "summary.json").read_text())["update"] == 8
+
+
+def test_table4_reports_word_similarity_for_each_benchmark(trained: tuple[Path, Path], tmp_path: Path) -> None:
+    from nlgkit.reproduce import table4
+
+    _, run_dir = trained
+    out = tmp_path / "table4.md"
+    text = table4([str(run_dir)], str(out))
+    rows = [line for line in text.splitlines() if line.startswith(f"| `{run_dir}`")]
+    assert [row.split(" | ")[2] for row in rows] == ["simlex999", "men", "mturk771"]
+    # a fixed head is not a paper row: the paper columns stay empty
+    assert all(row.split(" | ")[4] == "–" for row in rows)
+    assert out.read_text() == text
