@@ -66,3 +66,20 @@ def test_reorder_duplicates_state_rows() -> None:
         assert value.size(0) == 3
         torch.testing.assert_close(value[0], state[key][1])
         torch.testing.assert_close(value[2], state[key][0])
+
+
+@pytest.mark.parametrize("head", HEADS.names())
+def test_every_head_trains_under_bf16_autocast(head: str) -> None:
+    """CUDA training runs under bf16 autocast; CPU autocast exercises the same dtype paths without a GPU."""
+    model = tiny_model(head=head).train()
+    src, lengths, prev = batch()
+    targets = torch.tensor([[11, 12, 13, 3], [14, 15, 3, 1]])
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        features = model.features(src, lengths, prev_tokens=prev)
+        loss = model.head.loss(features, targets)
+        log_probs = model.head.log_probs(features[:, 0])
+    assert features.dtype == torch.bfloat16
+    assert loss.dtype == torch.float32 and torch.isfinite(loss)
+    torch.testing.assert_close(log_probs.logsumexp(-1), torch.zeros(2), atol=1e-5, rtol=0)
+    loss.backward()
+    assert all(p.grad is not None for p in model.parameters() if p.requires_grad)
