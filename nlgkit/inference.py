@@ -26,11 +26,15 @@ def translate_ids(
     length_penalty: float = 1.0,
     max_len_a: float = 1.5,
     max_len_b: int = 10,
+    max_len: int = 0,
     batch_size: int = 64,
     device: torch.device | None = None,
     on_batch: Callable[[int], None] | None = None,
 ) -> list[list[Hypothesis]]:
-    """Search every source sentence (ids without </s>); returns ``nbest`` hypotheses per input, in order."""
+    """Search every source sentence (ids without </s>); returns ``nbest`` hypotheses per input, in order.
+
+    Output length is limited to ``max_len_a * source_length + max_len_b`` tokens, and to ``max_len`` when > 0.
+    """
     device = device or next(model.parameters()).device
     order = sorted(range(len(sources)), key=lambda i: len(sources[i]))
     results: list[list[Hypothesis]] = [[] for _ in sources]
@@ -42,7 +46,10 @@ def translate_ids(
                 chunk = order[start : start + batch_size]
                 src, lengths = pad_sources([sources[i] for i in chunk], vocab.pad_index, vocab.eos_index)
                 state = model.encode(src.to(device), lengths.to(device))
-                max_lens = (lengths.float() * max_len_a + max_len_b).long().clamp(min=1).to(device)
+                max_lens = (lengths.float() * max_len_a + max_len_b).long().clamp(min=1)
+                if max_len > 0:
+                    max_lens = max_lens.clamp(max=max_len)
+                max_lens = max_lens.to(device)
                 found = search(model, state, batch_size=len(chunk), bos=vocab.bos_index, eos=vocab.eos_index,
                                beam_size=beam, max_lens=max_lens, length_penalty=length_penalty, nbest=nbest)
                 for i, hypotheses in zip(chunk, found):

@@ -260,3 +260,12 @@ def test_table4_reports_word_similarity_for_each_benchmark(trained: tuple[Path, 
     # a fixed head is not a paper row: the paper columns stay empty
     assert all(row.split(" | ")[4] == "–" for row in rows)
     assert out.read_text() == text
+
+
+def test_max_len_caps_every_output(trained: tuple[Path, Path]) -> None:
+    _, run_dir = trained
+    result = cli("translate", "-m", str(run_dir), "--max-len", "3", "--no-detokenize",
+                 input="ein mann mit einem hut fährt ein rotes fahrrad durch die stadt .\nein hund\n")
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.split("\n")[:-1]
+    assert len(lines) == 2 and all(len(line.split()) <= 3 for line in lines)

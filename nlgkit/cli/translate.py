@@ -48,6 +48,7 @@ def translate(
     length_penalty: Annotated[float | None, typer.Option(help="Scores divided by length**this")] = None,
     max_len_a: Annotated[float | None, typer.Option(help="Output length limit: a * source length + b")] = None,
     max_len_b: Annotated[int | None, typer.Option(help="Output length limit: a * source length + b")] = None,
+    max_len: Annotated[int, typer.Option(help="Absolute cap on output tokens (0 = only the a/b limit)")] = 0,
     batch_size: Annotated[int | None, typer.Option(help="Sentences per search batch")] = None,
     max_input_tokens: Annotated[int, typer.Option(help="Longer input lines are cut to this many tokens")] = 400,
     input: Annotated[Path | None, typer.Option("--input", "-i", help="Input file (default: stdin)")] = None,
@@ -82,7 +83,7 @@ def translate(
         length_penalty=search.length_penalty if length_penalty is None else length_penalty,
         max_len_a=search.max_len_a if max_len_a is None else max_len_a,
         max_len_b=search.max_len_b if max_len_b is None else max_len_b,
-        batch_size=batch_size or search.batch_size, device=run.device,
+        max_len=max_len, batch_size=batch_size or search.batch_size, device=run.device,
     )
     results: list[list] = [[] for _ in sources]
     for i, hyps in zip(todo, found):
