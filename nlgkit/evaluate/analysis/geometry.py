@@ -9,16 +9,18 @@ most frequent non-special word; equal counts keep vocabulary order.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
-from matplotlib.figure import Figure
 from torch import Tensor
 
 from nlgkit.data.vocab import Vocabulary
 from nlgkit.errors import NlgkitError
 from nlgkit.evaluate.analysis.similarity import DEFAULT_BUDGET, top_neighbours
 from nlgkit.evaluate.analysis.vectors import special_mask
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 
 @dataclass
@@ -93,6 +95,8 @@ def bin_geometry(geometry: Geometry, bins: list[tuple[int, int]]) -> list[dict[s
 
 def geometry_figure(results: dict[str, list[dict[str, Any]]], orders: tuple[int, ...]) -> Figure:
     """Two panels over bin centres: cosine to the n-th neighbour, and its rank; shaded 25–75% band."""
+    from matplotlib.figure import Figure  # imported here: only plots need matplotlib
+
     figure = Figure(figsize=(10, 4))
     cos_axes, rank_axes = figure.subplots(1, 2)
     for name, rows in results.items():

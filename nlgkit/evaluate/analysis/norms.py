@@ -11,14 +11,17 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
-from matplotlib.figure import Figure
 from scipy.stats import spearmanr
 from torch import Tensor
 
 from nlgkit.data.vocab import Vocabulary
 from nlgkit.evaluate.analysis.vectors import special_mask
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 
 @dataclass
@@ -56,6 +59,8 @@ def norm_frequency(matrix: Tensor, vocab: Vocabulary) -> NormFrequency:
 
 def norm_figure(results: dict[str, NormFrequency]) -> Figure:
     """One scatter per vector set: ‖w‖ against training count, log x-axis (Shalev et al., Fig. 2)."""
+    from matplotlib.figure import Figure  # imported here: only plots need matplotlib
+
     figure = Figure(figsize=(5 * max(1, len(results)), 4))
     for position, (name, result) in enumerate(results.items(), start=1):
         axes = figure.add_subplot(1, len(results), position)

@@ -8,8 +8,11 @@ drawing never leaves a truncated PNG.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from matplotlib.figure import Figure
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
 
 from nlgkit.errors import DataError
 from nlgkit.io import atomic_write
