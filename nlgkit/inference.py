@@ -11,6 +11,7 @@ from collections.abc import Callable
 import torch
 
 from nlgkit.data.batching import pad_sources
+from nlgkit.data.tokenize import TextPipeline
 from nlgkit.data.vocab import Vocabulary
 from nlgkit.models.base import Generator
 from nlgkit.search import Hypothesis, search
@@ -59,3 +60,8 @@ def translate_ids(
     finally:
         model.train(was_training)
     return results
+
+
+def best_texts(found: list[list[Hypothesis]], vocab: Vocabulary, pipeline: TextPipeline) -> list[str]:
+    """The best hypothesis of each input as text in the form of the training text (subword undone, detokenised)."""
+    return [pipeline.decode(vocab.decode(hyps[0].tokens)) if hyps else "" for hyps in found]

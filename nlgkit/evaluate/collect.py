@@ -134,7 +134,7 @@ def _newest(directory: Path) -> int:
 
 def translate_test(run_dir: Path, data_dir: Path, device: str = "auto") -> list[str]:
     """Detokenised translations of ``test.{src}`` by the best checkpoint, with the recipe's search settings."""
-    from nlgkit.inference import translate_ids
+    from nlgkit.inference import best_texts, translate_ids
     from nlgkit.runs import load_trained
 
     run = load_trained(run_dir, "best", device=device)
@@ -154,7 +154,7 @@ def translate_test(run_dir: Path, data_dir: Path, device: str = "auto") -> list[
         batch_size=s.batch_size,
         device=run.device,
     )
-    return [run.tgt_pipeline.decode(run.tgt_vocab.decode(hyps[0].tokens)) for hyps in found]
+    return best_texts(found, run.tgt_vocab, run.tgt_pipeline)
 
 
 def run_keys(config: RunConfig, run_dir: Path) -> dict[str, Any]:

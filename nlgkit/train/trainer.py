@@ -27,7 +27,7 @@ from nlgkit.data.batching import Batch, bucketed_batches, collate
 from nlgkit.data.tokenize import load_pipeline
 from nlgkit.errors import CheckpointError, NlgkitError
 from nlgkit.evaluate.metrics import bleu
-from nlgkit.inference import translate_ids
+from nlgkit.inference import best_texts, translate_ids
 from nlgkit.io import atomic_write, write_json
 from nlgkit.train.builders import (
     build_model,
@@ -174,7 +174,7 @@ class Trainer:
                              length_penalty=search.length_penalty, max_len_a=search.max_len_a,
                              max_len_b=search.max_len_b, batch_size=max(search.batch_size, 64), device=device)
         pipeline = load_pipeline(self.run_dir / "data", self.config.data.tgt_lang)
-        texts = [pipeline.decode(data.tgt_vocab.decode(h[0].tokens)) for h in hyps]
+        texts = best_texts(hyps, data.tgt_vocab, pipeline)
         model.train()
         loss = total / max(tokens, 1)
         return {"loss": loss, "ppl": math.exp(min(loss, 50.0)), "bleu": bleu(texts, data.valid_refs)}
