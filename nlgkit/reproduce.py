@@ -10,6 +10,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 RECIPES = Path(__file__).resolve().parents[1] / "recipes"
 
@@ -144,6 +145,20 @@ def table4(run_dirs: list[str], output: str | None, wordsim_dir: str | None = No
     return text
 
 
+def surviving_events(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Drop what a resume rolled back: events logged after the checkpoint a run was resumed from.
+
+    A run killed mid-epoch has already logged training windows past its last checkpoint; the resumed run
+    logs those updates again, and only the second copy belongs to the weights it ends with.
+    """
+    kept: list[dict[str, Any]] = []
+    for event in events:
+        if event["event"] == "resume":
+            kept = [e for e in kept if e.get("update") is None or e["event"] == "start" or e["update"] <= event["update"]]
+        kept.append(event)
+    return kept
+
+
 def log_summary(run_dirs: list[str], output: str | None) -> str:
     """Per-epoch validation figures of each run, from its metrics.jsonl (the run logs behind a table)."""
     parts = ["# Run logs", "", "Per-epoch validation (greedy search on the 1,014 validation sentences) from each run's",
@@ -153,7 +168,9 @@ def log_summary(run_dirs: list[str], output: str | None) -> str:
         if not path.is_file():
             parts += [f"## `{run_dir}`", "", "no metrics.jsonl", ""]
             continue
-        events = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+        events = surviving_events([json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()
+                                   if line.strip()])
+        resumes = [e for e in events if e["event"] == "resume"]
         start = next((e for e in events if e["event"] == "start"), {})
         train = [e for e in events if e["event"] == "train"]
         speed = sum(e["tokens_per_s"] for e in train) / max(len(train), 1)
@@ -161,6 +178,8 @@ def log_summary(run_dirs: list[str], output: str | None) -> str:
         parts += [f"## `{run_dir}`", "",
                   f"{start.get('parameters', 0):,} trainable parameters; mean training speed {speed:,.0f} target "
                   f"tokens/s over {len(train)} logged windows; "
+                  + (f"resumed {len(resumes)} time(s) from its last checkpoint (at updates "
+                     f"{', '.join(str(e['update']) for e in resumes)}); " if resumes else "")
                   + (f"ended: {end[-1]['reason']}." if end else "no end event: the run was stopped from outside "
                      "(or is still running)."),
                   "", "| epoch | updates | valid loss | valid ppl | valid BLEU | best | lr | wall (min) |",

@@ -295,3 +295,26 @@ def test_reproduce_table2_uses_the_paper_file(tmp_path: Path, data_dir: Path, ca
     assert "| fixed | 100.00 | 33.17 | +66.83 |" in text and f"Not run yet: `{missing}`" in text
     assert json.loads(out.with_suffix(".json").read_text())["rows"][0]["paper"] == {"bleu": 33.17}
     assert capsys.readouterr().out == text
+
+
+def test_log_summary_drops_what_a_resume_rolled_back(tmp_path: Path) -> None:
+    """A run killed after its last checkpoint logs updates twice; only the resumed copy is summarised."""
+    from nlgkit.reproduce import log_summary
+
+    def valid(epoch: int, update: int, bleu: float) -> dict[str, object]:
+        return {"event": "valid", "epoch": epoch, "update": update, "loss": 2.0, "ppl": 7.4, "bleu": bleu,
+                "best_bleu": bleu, "lr": 1e-3, "wall_s": 60.0 * epoch}
+
+    events = [{"event": "start", "parameters": 10}, valid(1, 100, 20.0),
+              {"event": "train", "update": 150, "tokens_per_s": 999.0},
+              valid(2, 200, 99.0),  # logged after the last checkpoint, then lost to the kill
+              {"event": "resume", "update": 100, "epoch": 2},
+              {"event": "train", "update": 150, "tokens_per_s": 1.0}, valid(2, 200, 25.0),
+              {"event": "end", "reason": "early stop", "update": 200}]
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "metrics.jsonl").write_text("\n".join(json.dumps(e) for e in events) + "\n", encoding="utf-8")
+    text = log_summary([str(run)], None)
+    assert "99.00" not in text and "25.00" in text and "20.00" in text
+    assert "resumed 1 time(s)" in text and "speed 1 target tokens/s over 1 logged windows" in text
+    assert "ended: early stop." in text

@@ -214,7 +214,7 @@ class Trainer:
             if device.type == "cuda" and "cuda_rng" in state:
                 torch.cuda.set_rng_state(state["cuda_rng"], device)
             loop = LoopState(**state["loop"])
-            log.write("resume", update=loop.update, epoch=loop.epoch)
+            log.write("resume", update=loop.update, epoch=loop.epoch, git=git_revision(), env=environment(device))
             if loop.finished:
                 self.console.print(f"{self.run_dir}: already finished ({loop.stop_reason})")
                 return self._summary(loop, params)
