@@ -15,14 +15,20 @@ from nlgkit.errors import ConfigError
 app = typer.Typer(help="Tokenise a corpus, learn subwords and vocabularies, write a data directory.",
                   no_args_is_help=True)
 
-TOKENIZER_HELP = "spacy (rule-based, spacy.blank), moses (sacremoses) or none (split on whitespace)"
-SUBWORD_HELP = "none, bpe:N (subword-nmt, N merges) or spm:N (SentencePiece, N pieces)"
 SOURCE_HELP = ("URL base or directory of the raw files "
                "(default: ../shared/data/multi30k if present, else the public GitHub repository)")
 OUT_HELP = "data directory (default: data/multi30k_PAIR)"
-MIN_FREQ_HELP = "drop vocabulary entries seen fewer times in train"
-MAX_LEN_HELP = "drop training pairs longer than this many tokens (0 = keep all)"
 TRAIN_HELP = "prefix of the training files PREFIX.SRC / PREFIX.TGT (.gz ok)"
+
+# Options every corpus shares, declared once so that both commands document them identically.
+TokenizerOption = Annotated[str, typer.Option(
+    "--tokenizer", help="spacy (rule-based, spacy.blank), moses (sacremoses) or none (split on whitespace)")]
+LowercaseOption = Annotated[bool, typer.Option("--lowercase/--no-lowercase")]
+MinFreqOption = Annotated[int, typer.Option("--min-freq", help="drop vocabulary entries seen fewer times in train")]
+MaxLenOption = Annotated[int, typer.Option(
+    "--max-len", help="drop training pairs longer than this many tokens (0 = keep all)")]
+SubwordOption = Annotated[str, typer.Option(
+    "--subword", help="none, bpe:N (subword-nmt, N merges) or spm:N (SentencePiece, N pieces)")]
 
 
 def _summary(out: Path, manifest: dict[str, Any]) -> None:
@@ -47,11 +53,11 @@ def multi30k(
     pair: Annotated[str, typer.Option("--pair", help="SRC-TGT, languages from en, de, fr, cs")] = "de-en",
     out: Annotated[Path | None, typer.Option("--out", help=OUT_HELP)] = None,
     source: Annotated[str, typer.Option("--source", help=SOURCE_HELP)] = "",
-    tokenizer: Annotated[str, typer.Option("--tokenizer", help=TOKENIZER_HELP)] = "spacy",
-    lowercase: Annotated[bool, typer.Option("--lowercase/--no-lowercase")] = True,
-    min_freq: Annotated[int, typer.Option("--min-freq", help=MIN_FREQ_HELP)] = 2,
-    max_len: Annotated[int, typer.Option("--max-len", help=MAX_LEN_HELP)] = 0,
-    subword: Annotated[str, typer.Option("--subword", help=SUBWORD_HELP)] = "none",
+    tokenizer: TokenizerOption = "spacy",
+    lowercase: LowercaseOption = True,
+    min_freq: MinFreqOption = 2,
+    max_len: MaxLenOption = 0,
+    subword: SubwordOption = "none",
 ) -> None:
     """Download (or locate) Multi30K task 1 and prepare it."""
     from nlgkit.data.prepare import prepare_multi30k
@@ -74,11 +80,11 @@ def parallel(
     src: Annotated[str, typer.Option("--src", help="source language code (file suffix)")],
     tgt: Annotated[str, typer.Option("--tgt", help="target language code (file suffix)")],
     out: Annotated[Path, typer.Option("--out", help="data directory to create")],
-    tokenizer: Annotated[str, typer.Option("--tokenizer", help=TOKENIZER_HELP)] = "spacy",
-    lowercase: Annotated[bool, typer.Option("--lowercase/--no-lowercase")] = True,
-    min_freq: Annotated[int, typer.Option("--min-freq", help=MIN_FREQ_HELP)] = 2,
-    max_len: Annotated[int, typer.Option("--max-len", help=MAX_LEN_HELP)] = 0,
-    subword: Annotated[str, typer.Option("--subword", help=SUBWORD_HELP)] = "none",
+    tokenizer: TokenizerOption = "spacy",
+    lowercase: LowercaseOption = True,
+    min_freq: MinFreqOption = 2,
+    max_len: MaxLenOption = 0,
+    subword: SubwordOption = "none",
 ) -> None:
     """Prepare your own sentence-aligned corpus."""
     from nlgkit.data.prepare import prepare_parallel

@@ -60,29 +60,11 @@ def search(
 ) -> list[list[Hypothesis]]:
     """Beam search, or greedy search when ``beam_size`` is 1 (same result, less work)."""
     _check(batch_size, beam_size, nbest, max_lens, min_len)
+    shared = {"batch_size": batch_size, "bos": bos, "eos": eos, "max_lens": max_lens,
+              "length_penalty": length_penalty, "min_len": min_len}
     if beam_size == 1:
-        return greedy_search(
-            model,
-            state,
-            batch_size=batch_size,
-            bos=bos,
-            eos=eos,
-            max_lens=max_lens,
-            length_penalty=length_penalty,
-            min_len=min_len,
-        )
-    return beam_search(
-        model,
-        state,
-        batch_size=batch_size,
-        bos=bos,
-        eos=eos,
-        beam_size=beam_size,
-        max_lens=max_lens,
-        length_penalty=length_penalty,
-        nbest=nbest,
-        min_len=min_len,
-    )
+        return greedy_search(model, state, **shared)  # type: ignore[arg-type]
+    return beam_search(model, state, beam_size=beam_size, nbest=nbest, **shared)  # type: ignore[arg-type]
 
 
 @torch.inference_mode()
