@@ -318,3 +318,25 @@ def test_log_summary_drops_what_a_resume_rolled_back(tmp_path: Path) -> None:
     assert "99.00" not in text and "25.00" in text and "20.00" in text
     assert "resumed 1 time(s)" in text and "speed 1 target tokens/s over 1 logged windows" in text
     assert "ended: early stop." in text
+
+
+@pytest.mark.parametrize(("loop", "shown"), [
+    ({"epoch": 15, "batch_in_epoch": 0, "best_epoch": 14, "finished": False}, "14 / 14"),  # stopped between epochs
+    ({"epoch": 15, "batch_in_epoch": 40, "best_epoch": 14, "finished": False}, "14 / 14"),  # stopped inside one
+    ({"epoch": 34, "batch_in_epoch": 227, "best_epoch": 14, "finished": True}, "14 / 34"),  # early stop
+])
+def test_epoch_column_counts_completed_epochs(loop: dict[str, object], shown: str) -> None:
+    from nlgkit.evaluate.collect import RunResult
+    from nlgkit.evaluate.render import _epochs
+    from nlgkit.evaluate.report import ReportRow
+
+    run = RunResult("r", Path("r"), {}, "g", [], [], Path("h"), False, progress=loop)
+    assert _epochs(ReportRow("r", [run], False, {}, 1)) == shown
+
+
+def test_hardware_label_counts_threads() -> None:
+    from nlgkit.train.provenance import hardware_label
+
+    assert hardware_label({"threads": 1, "cpu": "EPYC"}) == "CPU (1 thread, EPYC)"
+    assert hardware_label({"threads": 2, "cpu": "EPYC"}) == "CPU (2 threads, EPYC)"
+    assert hardware_label({"threads": 2, "gpu": "NVIDIA H100"}) == "NVIDIA H100"

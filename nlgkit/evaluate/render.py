@@ -63,7 +63,9 @@ def _epochs(row: ReportRow) -> str:
     progress = row.runs[0].progress
     if row.summary or "epoch" not in progress:
         return "–"
-    return f"{progress.get('best_epoch', '?')} / {progress['epoch']}"
+    # an unfinished run's loop already points at the epoch it would train next
+    completed = progress["epoch"] if progress.get("finished") else progress["epoch"] - 1
+    return f"{progress.get('best_epoch', '?')} / {completed}"
 
 
 def _hardware(row: ReportRow) -> str:

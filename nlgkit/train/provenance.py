@@ -54,4 +54,5 @@ def environment(device: torch.device) -> dict[str, Any]:
 def hardware_label(env: dict[str, Any]) -> str:
     if env.get("gpu"):
         return str(env["gpu"])
-    return f"CPU ({env.get('threads')} threads, {env.get('cpu')})"
+    threads = env.get("threads")
+    return f"CPU ({threads} thread{'' if threads == 1 else 's'}, {env.get('cpu')})"
