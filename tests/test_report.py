@@ -340,3 +340,12 @@ def test_hardware_label_counts_threads() -> None:
     assert hardware_label({"threads": 1, "cpu": "EPYC"}) == "CPU (1 thread, EPYC)"
     assert hardware_label({"threads": 2, "cpu": "EPYC"}) == "CPU (2 threads, EPYC)"
     assert hardware_label({"threads": 2, "gpu": "NVIDIA H100"}) == "NVIDIA H100"
+
+
+def test_collect_names_the_hardware_of_every_resumed_session(tmp_path: Path, data_dir: Path) -> None:
+    run = fake_run(tmp_path, data_dir, "fixed_s1")
+    events = [{"event": "start"}, {"event": "resume", "update": 5, "env": {"gpu": "Test GPU"}},
+              {"event": "resume", "update": 9, "env": {"threads": 2, "cpu": "EPYC"}}]
+    (run / "metrics.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events), encoding="utf-8")
+    (found,) = collect_runs([run], metrics=("bleu",))
+    assert found.hardware == "Test GPU + CPU (2 threads, EPYC)"
