@@ -174,7 +174,8 @@ def log_summary(run_dirs: list[str], output: str | None) -> str:
         start = next((e for e in events if e["event"] == "start"), {})
         train = [e for e in events if e["event"] == "train"]
         speed = sum(e["tokens_per_s"] for e in train) / max(len(train), 1)
-        end = [e for e in events if e["event"] == "end"]
+        # an "end" followed by a resume was a pause (a signal, a time limit), not the run's end
+        end = events[-1:] if events and events[-1]["event"] == "end" else []
         parts += [f"## `{run_dir}`", "",
                   f"{start.get('parameters', 0):,} trainable parameters; mean training speed {speed:,.0f} target "
                   f"tokens/s over {len(train)} logged windows; "

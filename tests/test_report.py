@@ -309,6 +309,8 @@ def test_log_summary_drops_what_a_resume_rolled_back(tmp_path: Path) -> None:
               {"event": "train", "update": 150, "tokens_per_s": 999.0},
               valid(2, 200, 99.0),  # logged after the last checkpoint, then lost to the kill
               {"event": "resume", "update": 100, "epoch": 2},
+              {"event": "end", "reason": "stopped by a signal", "update": 120},
+              {"event": "resume", "update": 120, "epoch": 2},
               {"event": "train", "update": 150, "tokens_per_s": 1.0}, valid(2, 200, 25.0),
               {"event": "end", "reason": "early stop", "update": 200}]
     run = tmp_path / "run"
@@ -316,7 +318,7 @@ def test_log_summary_drops_what_a_resume_rolled_back(tmp_path: Path) -> None:
     (run / "metrics.jsonl").write_text("\n".join(json.dumps(e) for e in events) + "\n", encoding="utf-8")
     text = log_summary([str(run)], None)
     assert "99.00" not in text and "25.00" in text and "20.00" in text
-    assert "resumed 1 time(s)" in text and "speed 1 target tokens/s over 1 logged windows" in text
+    assert "resumed 2 time(s)" in text and "signal" not in text and "speed 1 target tokens/s over 1 logged windows" in text
     assert "ended: early stop." in text
 
 
