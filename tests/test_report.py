@@ -136,7 +136,7 @@ def test_collect_reuses_hypotheses_and_matches_paper_rows(tmp_path: Path, data_d
     (found,) = collect_runs([run], metrics=("bleu", "chrf"))
     assert found.reused and found.values["bleu"] == pytest.approx(100.0) and found.values["params"] == 42
     assert found.keys | {"dataset": "multi30k", "pair": "de-en", "head": "fixed", "seed": 1} == found.keys
-    assert found.status == "stopped early: max_minutes" and found.hardware == "Test GPU"
+    assert found.status == "not finished: max_minutes" and found.hardware == "Test GPU"
     row = load_table("shalev2020_table2").match(found.keys)
     assert row is not None and row.values["bleu"] == 33.17
     assert load_table("shalev2020_table2").match(found.keys | {"pair": "fr-en"}) is None

@@ -42,10 +42,10 @@ class RunResult:
 
     @property
     def status(self) -> str:
-        if self.progress.get("finished"):
-            return "finished"
         reason = self.progress.get("stop_reason")
-        return f"stopped early: {reason}" if reason else "not finished (stopped from outside, or running)"
+        if self.progress.get("finished"):
+            return f"finished: {reason}" if reason else "finished"
+        return f"not finished: {reason}" if reason else "not finished (stopped from outside, or running)"
 
     @property
     def wall_seconds(self) -> float | None:
