@@ -7,10 +7,8 @@ wall time), so every number in ``results/`` traces back to the runs behind it.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
-from typing import Any
 
 RECIPES = Path(__file__).resolve().parents[1] / "recipes"
 
@@ -145,31 +143,17 @@ def table4(run_dirs: list[str], output: str | None, wordsim_dir: str | None = No
     return text
 
 
-def surviving_events(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Drop what a resume rolled back: events logged after the checkpoint a run was resumed from.
-
-    A run killed mid-epoch has already logged training windows past its last checkpoint; the resumed run
-    logs those updates again, and only the second copy belongs to the weights it ends with.
-    """
-    kept: list[dict[str, Any]] = []
-    for event in events:
-        if event["event"] == "resume":
-            kept = [e for e in kept if e.get("update") is None or e["event"] == "start" or e["update"] <= event["update"]]
-        kept.append(event)
-    return kept
-
-
 def log_summary(run_dirs: list[str], output: str | None) -> str:
     """Per-epoch validation figures of each run, from its metrics.jsonl (the run logs behind a table)."""
+    from nlgkit.train.metrics_log import MetricsLog
+
     parts = ["# Run logs", "", "Per-epoch validation (greedy search on the 1,014 validation sentences) from each run's",
              "`metrics.jsonl`; written by `python -m nlgkit.reproduce log-summary`.", ""]
     for run_dir in run_dirs:
-        path = Path(run_dir) / "metrics.jsonl"
-        if not path.is_file():
+        events = MetricsLog(Path(run_dir) / "metrics.jsonl").read()
+        if not events:
             parts += [f"## `{run_dir}`", "", "no metrics.jsonl", ""]
             continue
-        events = surviving_events([json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()
-                                   if line.strip()])
         resumes = [e for e in events if e["event"] == "resume"]
         start = next((e for e in events if e["event"] == "start"), {})
         train = [e for e in events if e["event"] == "train"]

@@ -119,24 +119,17 @@ def collect_run(
     result.progress = read_json(last if last.is_file() else meta_path).get("loop", {})
     provenance_path = run_dir / "provenance.json"
     if provenance_path.is_file():
+        from nlgkit.train.metrics_log import MetricsLog
         from nlgkit.train.provenance import hardware_label
 
         provenance = read_json(provenance_path)
         # a resumed session may have run elsewhere, or with other threads: name every set-up once
-        envs = [provenance.get("env", {})] + [event["env"] for event in _events(run_dir, "resume") if "env" in event]
+        resumes = [e for e in MetricsLog(run_dir / "metrics.jsonl").read() if e["event"] == "resume"]
+        envs = [provenance.get("env", {})] + [event["env"] for event in resumes if "env" in event]
         result.hardware = " + ".join(dict.fromkeys(hardware_label(env) for env in envs))
         if "trainable" in provenance.get("parameters", {}):
             result.values["params"] = provenance["parameters"]["trainable"]
     return result
-
-
-def _events(run_dir: Path, kind: str) -> list[dict[str, Any]]:
-    """The run's ``metrics.jsonl`` events of one kind (none when the log is missing)."""
-    path = run_dir / "metrics.jsonl"
-    if not path.is_file():
-        return []
-    events = (json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip())
-    return [event for event in events if event.get("event") == kind]
 
 
 def _newest(directory: Path) -> int:

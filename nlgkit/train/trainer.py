@@ -43,6 +43,7 @@ from nlgkit.train.checkpoint import (
     load_weights,
     save_checkpoint,
 )
+from nlgkit.train.metrics_log import MetricsLog
 from nlgkit.train.provenance import environment, git_revision
 from nlgkit.train.rundata import RunData, copy_model_assets, ensure_data_dir, load_run_data
 
@@ -64,18 +65,6 @@ class LoopState:
     train_tokens: int = 0
     finished: bool = False
     stop_reason: str = ""
-
-
-class MetricsLog:
-    """Append-only JSONL: one object per event, flushed at once so a crash loses nothing logged."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-
-    def write(self, event: str, **fields: Any) -> None:
-        record = {"event": event, "time": round(time.time(), 3), **fields}
-        with open(self.path, "a", encoding="utf-8") as handle:
-            handle.write(json.dumps(record) + "\n")
 
 
 class StopOnSignal:
