@@ -10,12 +10,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from matplotlib.figure import Figure
-
-
 from nlgkit.errors import DataError
 from nlgkit.io import atomic_write
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 
 def check_output_path(path: Path) -> None:
