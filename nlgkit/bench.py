@@ -27,26 +27,20 @@ def _peak_rss_mib() -> float:
 def measure_training(recipe: str, updates: int, warmup: int) -> dict[str, Any]:
     """Target tokens/s over ``updates`` real batches of the recipe's first epoch (after ``warmup``)."""
     from nlgkit.config import load_recipe
-    from nlgkit.data.batching import bucketed_batches, collate
-    from nlgkit.train.builders import build_model, build_optimizer, count_parameters, select_device
-    from nlgkit.train.rundata import ensure_data_dir, load_run_data
+    from nlgkit.data.batching import bucketed_batches
     from nlgkit.train.trainer import Trainer
 
     config = load_recipe(ROOT / recipe)
-    torch.manual_seed(config.train.seed)
-    device = select_device(config.train.device)
-    data = load_run_data(config, ensure_data_dir(config, log=lambda *a: None))
-    model = build_model(config, data.src_vocab, data.tgt_vocab).to(device).train()
-    optimizer = build_optimizer(config, model)
     trainer = Trainer(config, show_progress=False)
+    session = trainer.set_up()
+    model, data, optimizer, device = session.model, session.data, session.optimizer, session.device
+    model.train()
     batches = bucketed_batches(data.train, config.train.batch_size, config.train.batch_unit, config.train.seed, 1)
-    from contextlib import nullcontext
-
     tokens, seconds = 0, 0.0
     for i, indices in enumerate(batches[: warmup + updates]):
-        batch = collate(data.train, indices, data.tgt_vocab).to(device)
+        batch = session.task.collate(data.train, indices, session.tgt_vocab).to(device)
         start = time.perf_counter()
-        trainer._train_step(model, optimizer, batch, nullcontext())
+        trainer.train_step(session, batch)
         if device.type == "cuda":
             torch.cuda.synchronize()
         if i >= warmup:
@@ -57,13 +51,13 @@ def measure_training(recipe: str, updates: int, warmup: int) -> dict[str, Any]:
                           if torch.is_tensor(t))
     return {"recipe": recipe, "head": config.head.type, "updates": updates, "target_tokens": tokens,
             "seconds": seconds, "tokens_per_s": tokens / seconds, "threads": torch.get_num_threads(),
-            "trainable_parameters": count_parameters(model)["trainable"], "head_gradient_elements": head_grads,
+            "trainable_parameters": session.params["trainable"], "head_gradient_elements": head_grads,
             "optimizer_state_mib": optimizer_bytes / 2**20, "peak_rss_mib": _peak_rss_mib()}
 
 
 def measure_translation(run_dir: str, beam: int, limit: int) -> dict[str, Any]:
     """Beam search over test2016 (tokenised source file) with a trained run's best checkpoint."""
-    from nlgkit.inference import translate_ids
+    from nlgkit.inference import generate
     from nlgkit.io import read_lines
     from nlgkit.runs import load_trained
 
@@ -72,8 +66,8 @@ def measure_translation(run_dir: str, beam: int, limit: int) -> dict[str, Any]:
     lines = read_lines(Path(cfg.data.dir) / f"test.{cfg.data.src_lang}")[: limit or None]
     sources = [run.src_vocab.encode(line.split()) for line in lines]
     start = time.perf_counter()
-    hyps = translate_ids(run.model, sources, run.tgt_vocab, beam=beam, batch_size=cfg.search.batch_size,
-                         device=run.device)
+    hyps = generate(run.model, run.task, sources, run.tgt_vocab, beam=beam, batch_size=cfg.search.batch_size,
+                    device=run.device)
     seconds = time.perf_counter() - start
     out_tokens = sum(len(h[0].tokens) for h in hyps)
     return {"run": run_dir, "beam": beam, "sentences": len(sources), "seconds": seconds,

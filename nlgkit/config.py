@@ -100,8 +100,15 @@ def _head_registry() -> Registry[Any]:
     return HEADS
 
 
+def _task_registry() -> Registry[Any]:
+    from nlgkit.tasks import TASKS
+
+    return TASKS
+
+
 # Fields whose dataclass is chosen by a ``type`` key, and where to find the choices.
 PLUGIN_REGISTRIES: dict[str, typing.Callable[[], Registry[Any]]] = {
+    "task": _task_registry,
     "model": _model_registry,
     "head": _head_registry,
 }
@@ -112,6 +119,7 @@ class RunConfig:
     """The whole resolved recipe: what a run directory and every checkpoint record."""
 
     run: RunSection = field(default_factory=RunSection)
+    task: PluginConfig = field(default_factory=lambda: PluginConfig(type="translation"))  # recipes before tasks
     data: DataConfig = field(default_factory=DataConfig)
     model: PluginConfig = field(default_factory=lambda: PluginConfig(type="rnn"))
     head: PluginConfig = field(default_factory=lambda: PluginConfig(type="learned"))
@@ -313,9 +321,7 @@ def validate(config: RunConfig, source: str) -> None:
         raise ConfigError(f"{source}: train.lr_decay = {t.lr_decay}: must be in (0, 1]")
     if config.search.nbest > config.search.beam:
         raise ConfigError(f"{source}: search.nbest = {config.search.nbest} exceeds search.beam = {config.search.beam}")
-    if config.data.src_lang == config.data.tgt_lang:
-        raise ConfigError(f"{source}: data.src_lang and data.tgt_lang are both {config.data.src_lang!r}")
-    for name in ("model", "head"):
+    for name in ("task", "model", "head"):
         check = getattr(getattr(config, name), "validate", None)
         if check is not None:
             check(source, config)

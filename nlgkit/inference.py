@@ -1,25 +1,27 @@
-"""Batched translation of token-id sentences: the one path used by validation and ``nlgkit translate``.
+"""Batched generation from any task's sources: the one path used by validation, ``translate`` and ``caption``.
 
-Sentences are sorted by length into batches (little padding), searched with the model-agnostic beam
-search, and returned in input order: one result per input, whatever the input.
+Sources (token-id sentences, image features) are sorted by the task's length into batches (little
+padding), turned into model inputs by the task, searched with the model-agnostic beam search, and
+returned in input order: one result per input, whatever the input.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import torch
 
-from nlgkit.data.batching import pad_sources
-from nlgkit.data.tokenize import TextPipeline
 from nlgkit.data.vocab import Vocabulary
 from nlgkit.models.base import Generator
 from nlgkit.search import Hypothesis, search
+from nlgkit.tasks.base import Task
 
 
-def translate_ids(
+def generate(
     model: Generator,
-    sources: list[list[int]],
+    task: Task,
+    sources: Sequence[Any],
     vocab: Vocabulary,
     *,
     beam: int = 5,
@@ -32,12 +34,13 @@ def translate_ids(
     device: torch.device | None = None,
     on_batch: Callable[[int], None] | None = None,
 ) -> list[list[Hypothesis]]:
-    """Search every source sentence (ids without </s>); returns ``nbest`` hypotheses per input, in order.
+    """Search every source; returns ``nbest`` hypotheses per input, in input order.
 
-    Output length is limited to ``max_len_a * source_length + max_len_b`` tokens, and to ``max_len`` when > 0.
+    Output length is limited to ``max_len_a * source_length + max_len_b`` tokens (the task defines a
+    source's length: sentence tokens with </s> for translation, 0 for an image), and to ``max_len`` when > 0.
     """
     device = device or next(model.parameters()).device
-    order = sorted(range(len(sources)), key=lambda i: len(sources[i]))
+    order = sorted(range(len(sources)), key=lambda i: task.source_length(sources[i]))
     results: list[list[Hypothesis]] = [[] for _ in sources]
     was_training = model.training
     model.eval()
@@ -45,14 +48,14 @@ def translate_ids(
         with torch.inference_mode():
             for start in range(0, len(order), batch_size):
                 chunk = order[start : start + batch_size]
-                src, lengths = pad_sources([sources[i] for i in chunk], vocab.pad_index, vocab.eos_index)
-                state = model.encode(src.to(device), lengths.to(device))
+                inputs, lengths = task.source_inputs([sources[i] for i in chunk], vocab)
+                state = model.encode({name: value.to(device) for name, value in inputs.items()})
                 max_lens = (lengths.float() * max_len_a + max_len_b).long().clamp(min=1)
                 if max_len > 0:
                     max_lens = max_lens.clamp(max=max_len)
-                max_lens = max_lens.to(device)
                 found = search(model, state, batch_size=len(chunk), bos=vocab.bos_index, eos=vocab.eos_index,
-                               beam_size=beam, max_lens=max_lens, length_penalty=length_penalty, nbest=nbest)
+                               beam_size=beam, max_lens=max_lens.to(device), length_penalty=length_penalty,
+                               nbest=nbest)
                 for i, hypotheses in zip(chunk, found):
                     results[i] = hypotheses
                 if on_batch is not None:
@@ -62,6 +65,6 @@ def translate_ids(
     return results
 
 
-def best_texts(found: list[list[Hypothesis]], vocab: Vocabulary, pipeline: TextPipeline) -> list[str]:
+def best_texts(found: list[list[Hypothesis]], vocab: Vocabulary, detokenize: Callable[[list[str]], str]) -> list[str]:
     """The best hypothesis of each input as text in the form of the training text (subword undone, detokenised)."""
-    return [pipeline.decode(vocab.decode(hyps[0].tokens)) if hyps else "" for hyps in found]
+    return [detokenize(vocab.decode(hyps[0].tokens)) if hyps else "" for hyps in found]

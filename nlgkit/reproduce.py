@@ -26,8 +26,7 @@ def table3(output: str | None) -> str:
     """Trainable parameters of the Multi30K recipes, checked to the unit against the paper's counts."""
     from nlgkit.config import load_recipe
     from nlgkit.evaluate.papers import load_table
-    from nlgkit.train.builders import build_model, count_parameters
-    from nlgkit.train.rundata import ensure_data_dir, load_vocabularies
+    from nlgkit.train.builders import build_untrained, count_parameters
 
     paper = load_table("shalev2020_table3")
     rows = []
@@ -38,9 +37,8 @@ def table3(output: str | None) -> str:
         counts = {}
         for head in ("learned", "fixed", "tied"):
             config = load_recipe(RECIPES / f"{prefix}{head}.toml")
-            data_dir = ensure_data_dir(config, log=lambda *a: print(*a, file=sys.stderr))
-            vocabs = load_vocabularies(data_dir, src, tgt)
-            counts[head] = count_parameters(build_model(config, *vocabs))["trainable"]
+            model = build_untrained(config, log=lambda *a: print(*a, file=sys.stderr))[2]
+            counts[head] = count_parameters(model)["trainable"]
         saving = 1 - counts["fixed"] / counts["learned"]
         rows.append(f"| Multi30K {src.upper()}-{tgt.upper()} | {counts['learned']:,} | {paper_learned:,} | "
                     f"{counts['fixed']:,} | {paper_fixed:,} | {saving:.0%} | {counts['tied']:,} | "

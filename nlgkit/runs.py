@@ -1,32 +1,43 @@
-"""Loading a trained run for inference: config, vocabularies, text pipelines and weights, all checked."""
+"""Loading a trained run for inference: config, task, vocabularies and weights, all checked."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
 from nlgkit.config import RunConfig, config_from_dict
-from nlgkit.data.tokenize import TextPipeline, load_pipeline
 from nlgkit.data.vocab import Vocabulary
 from nlgkit.errors import CheckpointError
 from nlgkit.models.base import Generator
+from nlgkit.tasks import Task, build_task
 from nlgkit.train.builders import build_model, select_device
 from nlgkit.train.checkpoint import find_checkpoint, load_meta, load_weights
-from nlgkit.train.rundata import load_vocabularies
 
 
 @dataclass
 class TrainedRun:
     config: RunConfig
+    task: Task
     model: Generator
-    src_vocab: Vocabulary
-    tgt_vocab: Vocabulary
-    src_pipeline: TextPipeline
-    tgt_pipeline: TextPipeline
+    vocabs: dict[str, Vocabulary]  # by language, the target language's last
+    assets: Path  # RUN_DIR/data (vocabularies, tokenizer and subword files)
     device: torch.device
     checkpoint: Path
+
+    @property
+    def tgt_vocab(self) -> Vocabulary:
+        return self.vocabs[self.task.target_lang]
+
+    @property
+    def src_vocab(self) -> Vocabulary:
+        """The source vocabulary of a translation run."""
+        return self.vocabs[self.config.data.src_lang]
+
+    def detokenizer(self) -> Callable[[list[str]], str]:
+        return self.task.detokenizer(self.assets)
 
 
 def resolve_checkpoint(run_dir: Path, checkpoint: str) -> Path:
@@ -51,17 +62,16 @@ def load_trained(run_dir: Path, checkpoint: str = "best", device: str = "auto",
     path = resolve_checkpoint(run_dir, checkpoint)
     meta = load_meta(path)
     config = config_from_dict(meta["config"], str(path / "meta.json"))
+    task = build_task(config)
     assets = Path(assets_dir) if assets_dir else run_dir / "data"
-    src_lang, tgt_lang = config.data.src_lang, config.data.tgt_lang
-    src_vocab, tgt_vocab = load_vocabularies(assets, src_lang, tgt_lang)
+    vocabs = task.load_vocabularies(assets)
     recorded = meta.get("vocab_checksums", {})
-    for lang, vocab in ((src_lang, src_vocab), (tgt_lang, tgt_vocab)):
+    for lang, vocab in vocabs.items():
         if recorded.get(lang) != vocab.checksum():
             raise CheckpointError(f"{assets / f'vocab.{lang}.txt'}: does not match the vocabulary of checkpoint "
                                   f"{path} (checksum differs)")
     torch_device = select_device(device)
-    model = build_model(config, src_vocab, tgt_vocab)
+    model = build_model(config, task.model_context(vocabs), vocabs[task.target_lang])
     load_weights(path, model)
     model.to(torch_device).eval()
-    return TrainedRun(config, model, src_vocab, tgt_vocab, load_pipeline(assets, src_lang),
-                      load_pipeline(assets, tgt_lang), torch_device, path)
+    return TrainedRun(config, task, model, vocabs, assets, torch_device, path)

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 import typer
+from helpers import model_for, rnn
 from PIL import Image
 from typer.testing import CliRunner
 
@@ -18,10 +19,8 @@ from nlgkit.data.vocab import SPECIALS, Vocabulary
 from nlgkit.errors import DataError
 from nlgkit.evaluate.analysis import geometry, neighbours, norms, params, similarity, wordsim
 from nlgkit.evaluate.analysis.plots import save_png
-from nlgkit.heads import HEADS
 from nlgkit.io import write_json
 from nlgkit.models.rnn import RNNConfig, RNNModel
-from nlgkit.train.builders import build_model
 from nlgkit.train.checkpoint import save_checkpoint
 
 
@@ -164,7 +163,7 @@ def test_rank_bins_cover_every_rank_once(words: int, bins: int | None, size: int
 
 def tiny_model(head: str) -> RNNModel:
     config = RNNConfig(embedding_dim=8, encoder_dim=10, decoder_dim=12, attention_dim=7, pre_output_dim=9)
-    return RNNModel(config, 30, 25, pad_index=1, head_config=HEADS.config_class(head)(type=head))
+    return rnn(config, 30, 25, head)  # type: ignore[return-value]
 
 
 # by hand: embeddings V·E; bi-GRU 2·(3·10·8 + 3·10·10 + 2·30); bridge 20·12+12;
@@ -231,7 +230,7 @@ def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     tgt.save(data / "vocab.en.txt")
     write_json(data / "manifest.json", {"src_lang": "de", "tgt_lang": "en", "tokenizer": "none",
                                         "lowercase": True, "subword": "none"})
-    model = build_model(config, src, tgt)
+    model = model_for(config, src, tgt)
     with torch.no_grad():  # norms 1..8 over the 8 words, growing as the counts fall
         rows = torch.cat([bird_vectors(9), at_angles([100, 110, 120], 9)])
         rows[4:] *= torch.arange(1, len(TGT_WORDS) + 1, dtype=torch.float32)[:, None]

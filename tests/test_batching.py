@@ -49,8 +49,8 @@ def test_collate_shifts_targets_and_pads() -> None:
     data = ParallelData([[4, 5], []], [[6], [4, 5]])
     batch = collate(data, [0, 1], vocab)
     pad, bos, eos = vocab.pad_index, vocab.bos_index, vocab.eos_index
-    assert batch.src.tolist() == [[4, 5, eos], [eos, pad, pad]]  # an empty source still has its </s>
-    assert batch.src_lengths.tolist() == [3, 1]
+    assert batch.inputs["src"].tolist() == [[4, 5, eos], [eos, pad, pad]]  # an empty source still has its </s>
+    assert batch.inputs["src_lengths"].tolist() == [3, 1]
     assert batch.prev_tokens.tolist() == [[bos, 6, pad], [bos, 4, 5]]
     assert batch.targets.tolist() == [[6, eos, pad], [4, 5, eos]]
     assert batch.num_target_tokens == 5

@@ -7,17 +7,16 @@ from pathlib import Path
 
 import pytest
 import torch
+from helpers import model_for
 from safetensors.torch import load_file
 from typer.testing import CliRunner
 
 from nlgkit.cli.main import app
 from nlgkit.config import load_recipe
 from nlgkit.evaluate.metrics import bleu
-from nlgkit.inference import translate_ids
+from nlgkit.inference import generate
 from nlgkit.io import read_lines
 from nlgkit.runs import load_trained
-from nlgkit.train.builders import build_model
-from nlgkit.train.rundata import load_vocabularies
 
 RECIPES = Path(__file__).resolve().parents[1] / "recipes"
 
@@ -77,16 +76,18 @@ def test_training_beats_an_untrained_model_by_a_clear_margin(trained: tuple[Path
     sources = [line.split() for line in read_lines(data_dir / "train.de")[:100]]
     refs = read_lines(data_dir / "train.en")[:100]
 
-    def score(model, src_vocab, tgt_vocab, pipeline) -> float:  # type: ignore[no-untyped-def]
-        hyps = translate_ids(model, [src_vocab.encode(s) for s in sources], tgt_vocab, beam=3)
-        return bleu([pipeline.decode(tgt_vocab.decode(h[0].tokens)) for h in hyps], refs)
-
     run = load_trained(run_dir, "last", "cpu")
-    trained_bleu = score(run.model, run.src_vocab, run.tgt_vocab, run.tgt_pipeline)
+    detokenize = run.detokenizer()
+
+    def score(model) -> float:  # type: ignore[no-untyped-def]
+        hyps = generate(model, run.task, [run.src_vocab.encode(s) for s in sources], run.tgt_vocab, beam=3)
+        return bleu([detokenize(run.tgt_vocab.decode(h[0].tokens)) for h in hyps], refs)
+
+    trained_bleu = score(run.model)
     torch.manual_seed(3)
     config = load_recipe(recipe)
-    untrained = build_model(config, *load_vocabularies(data_dir, "de", "en")).eval()
-    untrained_bleu = score(untrained, run.src_vocab, run.tgt_vocab, run.tgt_pipeline)
+    untrained = model_for(config, run.src_vocab, run.tgt_vocab).eval()
+    untrained_bleu = score(untrained)
     assert trained_bleu > untrained_bleu + 10, (trained_bleu, untrained_bleu)
 
     events = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
@@ -233,7 +234,7 @@ def test_a_signal_stops_cleanly_between_updates_and_resume_continues(paper, tmp_
     recipe = tiny_recipe(tmp_path, paper[0], tmp_path / "sig", max_updates=8)
     config = load_recipe(recipe)
     trainer = Trainer(config, show_progress=False)
-    original = trainer._train_step
+    original = trainer.train_step
     calls = []
 
     def step_then_signal(*args, **kwargs):  # type: ignore[no-untyped-def]
@@ -242,7 +243,7 @@ def test_a_signal_stops_cleanly_between_updates_and_resume_continues(paper, tmp_
             os.kill(os.getpid(), signal.SIGTERM)  # as `kill` or a cluster scheduler would
         return original(*args, **kwargs)
 
-    trainer._train_step = step_then_signal  # type: ignore[method-assign]
+    trainer.train_step = step_then_signal  # type: ignore[method-assign]
     summary = trainer.run()
     assert summary["update"] == 3 and "signal" in summary["stop_reason"]
     assert cli("train", str(recipe), "--resume").exit_code == 0

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 import torch
+from helpers import rnn
 
+from nlgkit.data.batching import Batch
 from nlgkit.heads import HEADS
 from nlgkit.models.rnn import RNNConfig, RNNModel
 
@@ -13,7 +15,7 @@ def tiny_model(cell: str = "gru", layers: int = 1, head: str = "learned") -> RNN
     torch.manual_seed(0)
     config = RNNConfig(cell=cell, embedding_dim=8, encoder_dim=10, decoder_dim=12, attention_dim=7,
                        pre_output_dim=9, decoder_layers=layers, encoder_layers=layers)
-    return RNNModel(config, 30, 25, pad_index=1, head_config=HEADS.config_class(head)(type=head)).eval()
+    return rnn(config, 30, 25, head).eval()
 
 
 def batch() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -23,16 +25,23 @@ def batch() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     return src, lengths, prev
 
 
+def features(model: RNNModel, src: torch.Tensor, lengths: torch.Tensor, prev: torch.Tensor) -> torch.Tensor:
+    """Teacher-forced features through ``forward``, which must return no auxiliary loss for this model."""
+    forced, aux = model(Batch({"src": src, "src_lengths": lengths}, prev, prev, [0, 1], 0))
+    assert aux == {}
+    return forced
+
+
 @pytest.mark.parametrize("cell,layers", [("gru", 1), ("gru", 2), ("lstm", 1), ("lstm", 2)])
 def test_step_by_step_equals_teacher_forcing(cell: str, layers: int) -> None:
     model = tiny_model(cell, layers)
     src, lengths, prev = batch()
     with torch.no_grad():
-        forced = model.features(src, lengths, prev_tokens=prev)  # (B, T, d)
-        state = model.encode(src, lengths)
+        forced = features(model, src, lengths, prev)  # (B, T, d)
+        state = model.encode({"src": src, "src_lengths": lengths})
         for t in range(prev.size(1)):
-            features, state = model.step(prev[:, t], state)
-            torch.testing.assert_close(features, forced[:, t], rtol=1e-5, atol=1e-6)
+            step_features, state = model.step(prev[:, t], state)
+            torch.testing.assert_close(step_features, forced[:, t], rtol=1e-5, atol=1e-6)
 
 
 def test_split_attention_equals_one_linear_over_the_concatenation() -> None:
@@ -50,9 +59,9 @@ def test_padding_in_the_source_is_not_attended() -> None:
     changed = src.clone()
     changed[1, 3:] = torch.tensor([20, 21])  # real tokens beyond sentence 1's length
     with torch.no_grad():
-        a = model.features(src, lengths, prev_tokens=prev)
-        b = model.features(changed, lengths, prev_tokens=prev)
-        c = model.features(changed, torch.tensor([5, 5]), prev_tokens=prev)
+        a = features(model, src, lengths, prev)
+        b = features(model, changed, lengths, prev)
+        c = features(model, changed, torch.tensor([5, 5]), prev)
     torch.testing.assert_close(a, b)
     assert not torch.allclose(a[1], c[1])  # the same tokens inside the length do matter
 
@@ -60,7 +69,7 @@ def test_padding_in_the_source_is_not_attended() -> None:
 def test_reorder_duplicates_state_rows() -> None:
     model = tiny_model()
     src, lengths, _ = batch()
-    state = model.encode(src, lengths)
+    state = model.encode({"src": src, "src_lengths": lengths})
     reordered = model.reorder(state, torch.tensor([1, 1, 0]))
     for key, value in reordered.items():
         assert value.size(0) == 3
@@ -75,10 +84,10 @@ def test_every_head_trains_under_bf16_autocast(head: str) -> None:
     src, lengths, prev = batch()
     targets = torch.tensor([[11, 12, 13, 3], [14, 15, 3, 1]])
     with torch.autocast("cpu", dtype=torch.bfloat16):
-        features = model.features(src, lengths, prev_tokens=prev)
-        loss = model.head.loss(features, targets)
-        log_probs = model.head.log_probs(features[:, 0])
-    assert features.dtype == torch.bfloat16
+        forced = features(model, src, lengths, prev)
+        loss = model.head.loss(forced, targets)
+        log_probs = model.head.log_probs(forced[:, 0])
+    assert forced.dtype == torch.bfloat16
     assert loss.dtype == torch.float32 and torch.isfinite(loss)
     torch.testing.assert_close(log_probs.logsumexp(-1), torch.zeros(2), atol=1e-5, rtol=0)
     loss.backward()

@@ -185,11 +185,11 @@ def test_significance_against_a_baseline(tmp_path: Path, data_dir: Path) -> None
 def test_stale_hypotheses_are_translated_again_and_written(tmp_path: Path, data_dir: Path) -> None:
     """A (tiny, untrained) real checkpoint newer than test.hyp.en translates test.de and replaces the file."""
     import torch
+    from helpers import model_for
 
     from nlgkit.config import config_from_dict, to_dict
     from nlgkit.data.vocab import SPECIALS, Vocabulary
     from nlgkit.io import write_json
-    from nlgkit.train.builders import build_model
     from nlgkit.train.checkpoint import save_checkpoint
 
     (data_dir / "test.de").write_text("ein mann\nzwei hunde\n" * 3, encoding="utf-8")
@@ -224,7 +224,7 @@ def test_stale_hypotheses_are_translated_again_and_written(tmp_path: Path, data_
     write_json(run / "config.json", to_dict(config))
     torch.manual_seed(0)
     meta = {"config": to_dict(config), "vocab_checksums": {"de": src.checksum(), "en": tgt.checksum()}}
-    save_checkpoint(run / "checkpoints" / "best", build_model(config, src, tgt), meta)
+    save_checkpoint(run / "checkpoints" / "best", model_for(config, src, tgt), meta)
     os.utime(hyp, (0, 0))
     (first,) = collect_runs([run], device="cpu")
     assert not first.reused and len(first.hyps) == len(REFS)

@@ -39,14 +39,12 @@ def train(
 
 
 def _print_parameters(config, console: Console) -> None:  # type: ignore[no-untyped-def]
-    from nlgkit.train.builders import build_model, count_parameters
-    from nlgkit.train.rundata import ensure_data_dir, load_vocabularies
+    from nlgkit.train.builders import build_untrained, count_parameters
 
-    data_dir = ensure_data_dir(config, log=console.print)
-    src_vocab, tgt_vocab = load_vocabularies(data_dir, config.data.src_lang, config.data.tgt_lang)
-    counts = count_parameters(build_model(config, src_vocab, tgt_vocab))
-    table = Table(title=f"{config.data.src_lang}-{config.data.tgt_lang}, {config.model.type} model, "
-                        f"{config.head.type} head (|V_src| = {len(src_vocab):,}, |V_tgt| = {len(tgt_vocab):,})")
+    _, vocabs, model = build_untrained(config, log=console.print)
+    counts = count_parameters(model)
+    sizes = ", ".join(f"|V_{lang}| = {len(vocab):,}" for lang, vocab in vocabs.items())
+    table = Table(title=f"{config.task.type}, {config.model.type} model, {config.head.type} head ({sizes})")
     for column in ("component", "trainable", "frozen", "fixed buffers"):
         table.add_column(column, justify="left" if column == "component" else "right")
     for name, part in counts["components"].items():

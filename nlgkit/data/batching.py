@@ -1,8 +1,9 @@
-"""Token-id datasets and length-bucketed batches with a reproducible order.
+"""Batches with named inputs, token-id parallel data, and length-bucketed batches with a reproducible order.
 
-Batches group sentences of similar length (little padding, so few wasted steps in the recurrent
+Batches group examples of similar length (little padding, so few wasted steps in the recurrent
 decoder) and their order is a pure function of (seed, epoch): a resumed run regenerates the epoch's
-batches and skips those already done, so it sees exactly the data an uninterrupted run would.
+batches and skips those already done, so it sees exactly the data an uninterrupted run would. What a
+batch's ``inputs`` hold (source tokens and lengths, image features, …) is the task's business.
 """
 
 from __future__ import annotations
@@ -17,13 +18,37 @@ from nlgkit.data.vocab import Vocabulary
 from nlgkit.errors import DataError
 
 
+class Examples:
+    """Teacher-forcing examples of any task: batching only needs their lengths."""
+
+    def __len__(self) -> int:
+        raise NotImplementedError
+
+    @property
+    def target_lengths(self) -> list[int]:
+        raise NotImplementedError
+
+    @property
+    def source_lengths(self) -> list[int]:
+        """Sort key after the target length (0 for sources without a length, e.g. images)."""
+        raise NotImplementedError
+
+
 @dataclass
-class ParallelData:
+class ParallelData(Examples):
     src: list[list[int]]
     tgt: list[list[int]]
 
     def __len__(self) -> int:
         return len(self.src)
+
+    @property
+    def target_lengths(self) -> list[int]:
+        return [len(t) for t in self.tgt]
+
+    @property
+    def source_lengths(self) -> list[int]:
+        return [len(s) for s in self.src]
 
 
 def _read_token_file(path: Path, vocab: Vocabulary, limit: int) -> list[list[int]]:
@@ -50,16 +75,27 @@ def load_split(data_dir: Path, split: str, src_lang: str, tgt_lang: str, src_voc
 
 @dataclass
 class Batch:
-    src: Tensor  # (B, S) padded source ids
-    src_lengths: Tensor  # (B,)
+    inputs: dict[str, Tensor]  # what model.encode receives, by name (e.g. src (B, S) and src_lengths (B,))
     prev_tokens: Tensor  # (B, T) <s> y_1 … y_{n}: decoder inputs
     targets: Tensor  # (B, T) y_1 … y_n </s>: gold outputs, pad elsewhere
-    indices: list[int]  # positions of the sentences in the dataset
+    indices: list[int]  # positions of the examples in the dataset
     num_target_tokens: int  # gold tokens including </s>: the unit of loss normalisation and throughput
 
     def to(self, device: torch.device) -> Batch:
-        return Batch(self.src.to(device), self.src_lengths, self.prev_tokens.to(device), self.targets.to(device),
-                     self.indices, self.num_target_tokens)
+        inputs = {name: value.to(device) for name, value in self.inputs.items()}
+        return Batch(inputs, self.prev_tokens.to(device), self.targets.to(device), self.indices,
+                     self.num_target_tokens)
+
+
+def target_tensors(targets: list[list[int]], vocab: Vocabulary) -> tuple[Tensor, Tensor, int]:
+    """Decoder inputs ``<s> y`` and gold outputs ``y </s>``, right-padded (B, T), and the gold-token count."""
+    width = max(len(t) for t in targets) + 1
+    prev = torch.full((len(targets), width), vocab.pad_index, dtype=torch.long)
+    gold = torch.full((len(targets), width), vocab.pad_index, dtype=torch.long)
+    for row, tokens in enumerate(targets):
+        prev[row, : len(tokens) + 1] = torch.tensor([vocab.bos_index] + tokens)
+        gold[row, : len(tokens) + 1] = torch.tensor(tokens + [vocab.eos_index])
+    return prev, gold, sum(len(t) + 1 for t in targets)
 
 
 def pad_sources(sentences: list[list[int]], pad: int, eos: int) -> tuple[Tensor, Tensor]:
@@ -74,34 +110,28 @@ def pad_sources(sentences: list[list[int]], pad: int, eos: int) -> tuple[Tensor,
 
 def collate(data: ParallelData, indices: list[int], vocab: Vocabulary) -> Batch:
     src, src_lengths = pad_sources([data.src[i] for i in indices], vocab.pad_index, vocab.eos_index)
-    targets = [data.tgt[i] for i in indices]
-    width = max(len(t) for t in targets) + 1
-    prev = torch.full((len(indices), width), vocab.pad_index, dtype=torch.long)
-    gold = torch.full((len(indices), width), vocab.pad_index, dtype=torch.long)
-    for row, tokens in enumerate(targets):
-        prev[row, : len(tokens) + 1] = torch.tensor([vocab.bos_index] + tokens)
-        gold[row, : len(tokens) + 1] = torch.tensor(tokens + [vocab.eos_index])
-    num_tokens = sum(len(t) + 1 for t in targets)
-    return Batch(src, src_lengths, prev, gold, list(indices), num_tokens)
+    prev, gold, num_tokens = target_tensors([data.tgt[i] for i in indices], vocab)
+    return Batch({"src": src, "src_lengths": src_lengths}, prev, gold, list(indices), num_tokens)
 
 
-def bucketed_batches(data: ParallelData, batch_size: int, unit: str, seed: int, epoch: int,
+def bucketed_batches(data: Examples, batch_size: int, unit: str, seed: int, epoch: int,
                      shuffle: bool = True) -> list[list[int]]:
     """Indices grouped by length into batches; order determined by (seed, epoch) alone.
 
-    unit = "sentences": ``batch_size`` sentences per batch; "tokens": at most ``batch_size`` padded
-    target tokens per batch (at least one sentence).
+    unit = "sentences": ``batch_size`` examples per batch; "tokens": at most ``batch_size`` padded
+    target tokens per batch (at least one example).
     """
     generator = torch.Generator().manual_seed(seed * 100_003 + epoch)
     n = len(data)
     noise = torch.rand(n, generator=generator).tolist() if shuffle else [0.0] * n
     # sort by target then source length; random tie-breaking varies batch composition across epochs
-    order = sorted(range(n), key=lambda i: (len(data.tgt[i]), len(data.src[i]), noise[i]))
+    tgt_lengths, src_lengths = data.target_lengths, data.source_lengths
+    order = sorted(range(n), key=lambda i: (tgt_lengths[i], src_lengths[i], noise[i]))
     batches: list[list[int]] = []
     current: list[int] = []
     longest = 0
     for i in order:
-        length = len(data.tgt[i]) + 1
+        length = tgt_lengths[i] + 1
         if unit == "tokens":
             if current and max(longest, length) * (len(current) + 1) > batch_size:
                 batches.append(current)

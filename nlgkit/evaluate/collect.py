@@ -138,7 +138,7 @@ def _newest(directory: Path) -> int:
 
 def translate_test(run_dir: Path, data_dir: Path, device: str = "auto") -> list[str]:
     """Detokenised translations of ``test.{src}`` by the best checkpoint, with the recipe's search settings."""
-    from nlgkit.inference import best_texts, translate_ids
+    from nlgkit.inference import best_texts, generate
     from nlgkit.runs import load_trained
 
     run = load_trained(run_dir, "best", device=device)
@@ -147,8 +147,9 @@ def translate_test(run_dir: Path, data_dir: Path, device: str = "auto") -> list[
         run.src_vocab.encode(line.split()) for line in read_lines(data_dir / f"test.{cfg.data.src_lang}")
     ]
     s = cfg.search
-    found = translate_ids(
+    found = generate(
         run.model,
+        run.task,
         sources,
         run.tgt_vocab,
         beam=s.beam,
@@ -158,7 +159,7 @@ def translate_test(run_dir: Path, data_dir: Path, device: str = "auto") -> list[
         batch_size=s.batch_size,
         device=run.device,
     )
-    return best_texts(found, run.tgt_vocab, run.tgt_pipeline)
+    return best_texts(found, run.tgt_vocab, run.detokenizer())
 
 
 def run_keys(config: RunConfig, run_dir: Path) -> dict[str, Any]:

@@ -1,19 +1,52 @@
 """The generator-model protocol shared by translation and captioning models.
 
 Search knows nothing about architectures: it calls ``encode`` once, then ``step`` and ``reorder``, and
-turns features into scores with ``model.head.log_probs``. Training calls ``features`` (teacher forcing)
-and ``model.head.loss``. State is a dict of tensors whose first dimension is the batch (or beam) index.
+turns features into scores with ``model.head.log_probs``. Training calls ``forward`` (teacher forcing),
+which also returns the model's auxiliary losses, and ``model.head.loss``. State is a dict of tensors whose
+first dimension is the batch (or beam) index. Models stop at features: the builder creates the one head
+from the model's ``feature_dim`` and ``target_embedding`` and attaches it, so no model builds its own.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from torch import Tensor, nn
 
+from nlgkit.errors import ConfigError
 from nlgkit.heads.base import OutputHead
 
+if TYPE_CHECKING:
+    from nlgkit.data.batching import Batch
+
 State = dict[str, Tensor]
+Inputs = Mapping[str, Tensor]
+
+
+@dataclass(frozen=True)
+class ModelContext:
+    """What the task tells a model builder about its inputs and outputs.
+
+    A field is None when the task has no such input (captioning has no source vocabulary, translation no
+    image features); a model that needs it says so with :meth:`require`.
+    """
+
+    task: str
+    tgt_vocab_size: int
+    pad_index: int
+    src_vocab_size: int | None = None  # source-token models
+    image_channels: int | None = None  # C of the spatial feature map (regions × C)
+    image_regions: int | None = None  # number of regions L of the spatial map
+    image_pooled_dim: int | None = None  # size of the pooled image vector
+
+    def require(self, name: str, model: str) -> int:
+        value = getattr(self, name)
+        if value is None:
+            raise ConfigError(f"model.type = {model!r} needs {name.replace('_', ' ')}, which the "
+                              f"{self.task!r} task does not provide; choose a model made for this task")
+        return int(value)
 
 
 class Generator(nn.Module):
@@ -22,8 +55,19 @@ class Generator(nn.Module):
     head: OutputHead
     feature_dim: int
 
-    def encode(self, *inputs: Any) -> State:
-        """Encode a batch of inputs (source tokens and lengths, or images) into the decoder's start state."""
+    @classmethod
+    def from_config(cls, config: Any, context: ModelContext) -> Generator:
+        return cls(config, context)  # type: ignore[call-arg]
+
+    def target_embedding(self) -> nn.Embedding:
+        """The decoder's target input embedding (tied and joint heads share it)."""
+        return self.tgt_embed  # type: ignore[return-value]
+
+    def attach_head(self, head: OutputHead) -> None:
+        self.head = head
+
+    def encode(self, inputs: Inputs) -> State:
+        """Encode a batch of named inputs (source tokens and lengths, or image features) into a start state."""
         raise NotImplementedError
 
     def step(self, prev_tokens: Tensor, state: State) -> tuple[Tensor, State]:
@@ -34,6 +78,10 @@ class Generator(nn.Module):
         """Select/duplicate batch rows of the state (beam search): every tensor is indexed on dim 0."""
         return {key: value.index_select(0, index) for key, value in state.items()}
 
-    def features(self, *inputs: Any, prev_tokens: Tensor) -> Tensor:
-        """Teacher-forced features (B, T, d) for decoder inputs prev_tokens (B, T)."""
+    def forward(self, batch: Batch) -> tuple[Tensor, dict[str, Tensor]]:
+        """Teacher forcing: features (B, T, d) for ``batch.prev_tokens`` and the auxiliary losses.
+
+        Auxiliary losses (e.g. Show-Attend-Tell's attention regulariser) are scalars already weighted by
+        the model's own configuration; the trainer adds them to the head's per-token loss and logs them.
+        """
         raise NotImplementedError

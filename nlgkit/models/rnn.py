@@ -3,7 +3,7 @@
 Encoder: embeddings → bidirectional GRU/LSTM. Decoder (per step t, state s_{t-1}):
 context c_t = attention(s_{t-1}, encoder outputs); s_t = cell([e(y_{t-1}); c_t], s_{t-1});
 features f_t = pre_output([s_t; c_t; e(y_{t-1})]). The model stops at f_t: its single ``head`` owns the
-classification layer. With the default sizes and the paper's vocabularies the trainable parameter count
+classification layer (attached by the builder). With the default sizes and the paper's vocabularies the trainable parameter count
 is 13,893,381 (DE-EN, learned head) and 10,870,272 (fixed head).
 """
 
@@ -17,11 +17,11 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
+from nlgkit.data.batching import Batch
 from nlgkit.errors import ConfigError
-from nlgkit.heads import HeadContext, build_head
 from nlgkit.models import MODELS
 from nlgkit.models.attention import AdditiveAttention
-from nlgkit.models.base import Generator, State
+from nlgkit.models.base import Generator, Inputs, ModelContext, State
 from nlgkit.registry import PluginConfig
 
 
@@ -106,9 +106,10 @@ class DecoderCell(nn.Module):
 
 @MODELS.register("rnn", RNNConfig)
 class RNNModel(Generator):
-    def __init__(self, config: RNNConfig, src_vocab_size: int, tgt_vocab_size: int, pad_index: int,
-                 head_config: PluginConfig, seed: int = 1, token_counts: tuple[int, ...] | None = None) -> None:
+    def __init__(self, config: RNNConfig, context: ModelContext) -> None:
         super().__init__()
+        src_vocab_size = context.require("src_vocab_size", "rnn")
+        tgt_vocab_size, pad_index = context.tgt_vocab_size, context.pad_index
         self.config = config
         self.pad_index = pad_index
         directions = 2 if config.bidirectional else 1
@@ -127,18 +128,11 @@ class RNNModel(Generator):
         self.pre_output = nn.Linear(config.decoder_dim + context_dim + config.embedding_dim, config.pre_output_dim)
         self.dropout = nn.Dropout(config.dropout)
         self.feature_dim = config.pre_output_dim
-        self.head = build_head(head_config, HeadContext(
-            feature_dim=config.pre_output_dim, vocab_size=tgt_vocab_size, pad_index=pad_index,
-            target_embedding=self.tgt_embed, seed=seed, token_counts=token_counts,
-        ))
-
-    @classmethod
-    def from_config(cls, config: RNNConfig, **context: Any) -> RNNModel:
-        return cls(config, **context)
 
     # -- encoder ------------------------------------------------------------------------------------------
-    def encode(self, src: Tensor, src_lengths: Tensor) -> State:
-        """src (B, S) padded token ids, src_lengths (B,) → decoder start state."""
+    def encode(self, inputs: Inputs) -> State:
+        """inputs: src (B, S) padded token ids, src_lengths (B,) → decoder start state."""
+        src, src_lengths = inputs["src"], inputs["src_lengths"]
         embedded = self.dropout(self.src_embed(src))  # (B, S, E)
         packed = pack_padded_sequence(embedded, src_lengths.cpu(), batch_first=True, enforce_sorted=False)
         packed_out, final = self.encoder(packed)
@@ -180,13 +174,14 @@ class RNNModel(Generator):
             new_state["cells"] = torch.stack(cells, dim=1)
         return self._features(hidden[-1], context, embedded), new_state
 
-    def features(self, src: Tensor, src_lengths: Tensor, *, prev_tokens: Tensor) -> Tensor:
-        """Teacher forcing: prev_tokens (B, T) → features (B, T, d).
+    def forward(self, batch: Batch) -> tuple[Tensor, dict[str, Tensor]]:
+        """Teacher forcing: batch.prev_tokens (B, T) → features (B, T, d); no auxiliary loss.
 
         Everything that does not depend on the recurrence — embeddings, their share of the cell's input
         projection, the attention keys, the pre-output layer — runs once over all steps.
         """
-        state = self.encode(src, src_lengths)
+        prev_tokens = batch.prev_tokens
+        state = self.encode(batch.inputs)
         embedded = self.dropout(self.tgt_embed(prev_tokens))  # (B, T, E)
         embedding_gates = self.decoder.project_embeddings(embedded)  # (B, T, G·H)
         hidden = list(state["hidden"].unbind(1))
@@ -207,4 +202,4 @@ class RNNModel(Generator):
             contexts.append(context)
         output = torch.stack(outputs, dim=1)  # (B, T, D)
         context = torch.stack(contexts, dim=1)  # (B, T, C)
-        return self._features(output, context, embedded)
+        return self._features(output, context, embedded), {}

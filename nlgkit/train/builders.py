@@ -1,4 +1,7 @@
-"""Builders: validated config → objects (device, model with its head, optimizer, scheduler)."""
+"""Builders: validated config → objects (device, model with its head, optimizer, scheduler).
+
+Training and inference both import this module: the model a run trains is the model a run loads.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +13,10 @@ from torch import nn
 from nlgkit.config import RunConfig
 from nlgkit.data.vocab import Vocabulary
 from nlgkit.errors import ConfigError
+from nlgkit.heads import HeadContext, build_head
 from nlgkit.models import MODELS, Generator
+from nlgkit.models.base import ModelContext
+from nlgkit.tasks import Task, build_task
 
 
 def select_device(name: str) -> torch.device:
@@ -26,19 +32,27 @@ def select_device(name: str) -> torch.device:
     return device
 
 
-def build_model(config: RunConfig, src_vocab: Vocabulary, tgt_vocab: Vocabulary) -> Generator:
-    """The model named by ``[model]`` owning the head named by ``[head]``."""
-    if src_vocab.pad_index != tgt_vocab.pad_index:
-        raise ConfigError("source and target vocabularies use different padding indices")
-    return MODELS.build(
-        config.model,
-        src_vocab_size=len(src_vocab),
-        tgt_vocab_size=len(tgt_vocab),
-        pad_index=tgt_vocab.pad_index,
-        head_config=config.head,
-        seed=config.train.seed,
-        token_counts=tuple(tgt_vocab.counts),
-    )
+def build_model(config: RunConfig, context: ModelContext, tgt_vocab: Vocabulary) -> Generator:
+    """The model named by ``[model]``, then the head named by ``[head]`` built from what the model offers.
+
+    The head is created after the model's own layers, so a seed draws the same initial weights as when
+    models built their head last themselves (runs trained before keep reproducing).
+    """
+    model = MODELS.build(config.model, context=context)
+    model.attach_head(build_head(config.head, HeadContext(
+        feature_dim=model.feature_dim, vocab_size=context.tgt_vocab_size, pad_index=context.pad_index,
+        target_embedding=model.target_embedding(), seed=config.train.seed, token_counts=tuple(tgt_vocab.counts),
+    )))
+    return model
+
+
+def build_untrained(config: RunConfig, log: Any = print) -> tuple[Task, dict[str, Vocabulary], Generator]:
+    """The task, vocabularies and freshly initialised model of a recipe (data prepared if missing)."""
+    from nlgkit.train.rundata import ensure_data_dir
+
+    task = build_task(config)
+    vocabs = task.load_vocabularies(ensure_data_dir(config, task, log=log))
+    return task, vocabs, build_model(config, task.model_context(vocabs), vocabs[task.target_lang])
 
 
 def count_parameters(model: nn.Module) -> dict[str, Any]:

@@ -1,0 +1,87 @@
+"""Search options, lenient input reading and output lines shared by ``translate`` and ``caption``.
+
+Both commands promise one output line per input (``nbest`` lines with ``--nbest``), in input order,
+whatever the input; this module is where that promise is kept.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from nlgkit.config import SearchConfig
+from nlgkit.errors import DataError
+from nlgkit.io import atomic_write, decode_lines
+from nlgkit.search import Hypothesis
+
+
+@dataclass(frozen=True)
+class SearchOptions:
+    """The run's ``[search]`` section with the command line's overrides applied."""
+
+    beam: int
+    nbest: int
+    length_penalty: float
+    max_len_a: float
+    max_len_b: int
+    max_len: int = 0
+    batch_size: int = 64
+
+    @classmethod
+    def resolve(cls, defaults: SearchConfig, **overrides: float | None) -> SearchOptions:
+        """``defaults`` with every override that is not None; nbest falls back to 1 when beam shrinks."""
+        given = {name: value for name, value in overrides.items() if value is not None}
+        values = {f.name: getattr(defaults, f.name) for f in dataclasses.fields(defaults)}
+        values.update(given)
+        if "nbest" not in given and values["nbest"] > values["beam"]:
+            values["nbest"] = 1
+        options = cls(**{f.name: values[f.name] for f in dataclasses.fields(cls) if f.name in values})
+        if options.beam <= 0 or options.nbest <= 0 or options.nbest > options.beam:
+            raise DataError(f"--beam {options.beam} / --nbest {options.nbest}: need 1 <= nbest <= beam")
+        if options.batch_size <= 0:
+            raise DataError(f"--batch-size {options.batch_size}: must be positive")
+        return options
+
+    def search_kwargs(self) -> dict[str, float | int]:
+        return dataclasses.asdict(self)
+
+
+def read_text_input(path: Path | None, warn: Callable[[str], None]) -> tuple[list[str], str]:
+    """Lines of the input (stdin when ``path`` is None), decoding leniently with a warning per bad line."""
+    name = str(path) if path else "<stdin>"
+    if path is not None:
+        if not path.is_file():
+            raise DataError(f"{path}: file not found")
+        raw = path.read_bytes()
+    else:
+        raw = sys.stdin.buffer.read()
+    return decode_lines(raw, name,
+                        on_invalid=lambda number: warn(f"{name}: line {number}: invalid UTF-8 replaced by U+FFFD")), name
+
+
+def output_lines(results: Sequence[list[Hypothesis]], nbest: int, render: Callable[[list[int]], str]) -> list[str]:
+    """One line per input (empty when it has no hypothesis); with nbest > 1, Moses n-best lines
+    ``INDEX ||| text ||| score`` (INDEX from 0, best first, padded to nbest lines per input)."""
+    lines = []
+    for index, hyps in enumerate(results):
+        if nbest == 1:
+            lines.append(render(hyps[0].tokens) if hyps else "")
+            continue
+        for hyp in hyps:
+            lines.append(f"{index} ||| {render(hyp.tokens)} ||| {hyp.score:.4f}")
+        lines.extend(f"{index} |||  ||| -inf" for _ in range(nbest - len(hyps)))
+    return lines
+
+
+def write_lines(lines: Sequence[str], output: Path | None) -> None:
+    """To ``output`` atomically (never half-written), or to stdout."""
+    text = "".join(line + "\n" for line in lines)
+    if output is not None:
+        with atomic_write(output) as handle:
+            handle.write(text)
+    else:
+        sys.stdout.write(text)
+        sys.stdout.flush()

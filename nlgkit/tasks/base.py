@@ -1,0 +1,95 @@
+"""The task protocol shared by translation and captioning (and, later, multimodal translation).
+
+A *source* is whatever one generation starts from (a token-id sentence, an image's features); an
+*example* is a (source, target) pair used for teacher forcing. The task owns both representations and the
+``Batch`` that carries them as named model inputs, so the trainer and the search never look inside.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import torch
+from torch import Tensor
+
+from nlgkit.data.batching import Examples
+from nlgkit.data.vocab import Vocabulary
+
+if TYPE_CHECKING:
+    from nlgkit.config import RunConfig
+    from nlgkit.data.batching import Batch
+    from nlgkit.models.base import Inputs, ModelContext
+
+
+@dataclass
+class TaskData:
+    """Everything training reads from a prepared data directory."""
+
+    data_dir: Path
+    manifest: dict[str, Any]
+    vocabs: dict[str, Vocabulary]
+    train: Examples
+    valid: Examples  # teacher-forced validation loss
+    valid_sources: list[Any]  # one per validation item, for generation
+    valid_refs: list[list[str]]  # the references of each validation item (one or more)
+
+
+class Task:
+    """Base of every task; subclasses register in ``TASKS`` with their config class."""
+
+    #: name of the validation metric that selects checkpoints, drives the schedule and early stopping
+    metric: str = ""
+
+    def __init__(self, config: RunConfig) -> None:
+        self.run_config = config
+
+    @classmethod
+    def from_config(cls, task_config: Any, run_config: RunConfig) -> Task:
+        return cls(run_config)
+
+    # -- data ---------------------------------------------------------------------------------------------
+    @property
+    def languages(self) -> tuple[str, ...]:
+        """Languages whose ``vocab.{lang}.txt`` the model needs (the target language last)."""
+        raise NotImplementedError
+
+    @property
+    def target_lang(self) -> str:
+        return self.languages[-1]
+
+    def prepare(self, data_dir: Path, log: Callable[[str], None]) -> None:
+        """Create ``data_dir`` from the recipe's ``[data.prepare]``."""
+        raise NotImplementedError
+
+    def load_vocabularies(self, directory: Path) -> dict[str, Vocabulary]:
+        return {lang: Vocabulary.load(Path(directory) / f"vocab.{lang}.txt") for lang in self.languages}
+
+    def load_data(self, data_dir: Path, vocabs: dict[str, Vocabulary], device: torch.device) -> TaskData:
+        raise NotImplementedError
+
+    def model_context(self, vocabs: dict[str, Vocabulary]) -> ModelContext:
+        raise NotImplementedError
+
+    # -- batches ------------------------------------------------------------------------------------------
+    def collate(self, examples: Examples, indices: list[int], vocab: Vocabulary) -> Batch:
+        raise NotImplementedError
+
+    def source_length(self, source: Any) -> int:
+        """Length used to sort sources for generation and to bound output length (a·length + b)."""
+        raise NotImplementedError
+
+    def source_inputs(self, sources: Sequence[Any], vocab: Vocabulary) -> tuple[Inputs, Tensor]:
+        """A batch of sources → the inputs of ``model.encode`` and each source's length (B,)."""
+        raise NotImplementedError
+
+    # -- text and scores ----------------------------------------------------------------------------------
+    def detokenizer(self, assets_dir: Path) -> Callable[[list[str]], str]:
+        """Target tokens → text in the form of the training references."""
+        raise NotImplementedError
+
+    def score(self, texts: list[str], refs: list[list[str]]) -> dict[str, float]:
+        """Validation scores; ``scores[self.metric]`` is the one that selects checkpoints."""
+        raise NotImplementedError

@@ -1,0 +1,94 @@
+"""Translation: token-id source sentences in, target sentences out, corpus BLEU on one reference."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from nlgkit.data.batching import Batch, ParallelData, collate, load_split, pad_sources
+from nlgkit.data.tokenize import load_pipeline
+from nlgkit.data.vocab import Vocabulary
+from nlgkit.errors import ConfigError, DataError
+from nlgkit.io import read_json, read_lines
+from nlgkit.models.base import Inputs, ModelContext
+from nlgkit.registry import PluginConfig
+from nlgkit.tasks import TASKS
+from nlgkit.tasks.base import Task, TaskData
+
+
+@dataclass(frozen=True)
+class TranslationConfig(PluginConfig):
+    """Source sentences ``data.src_lang`` → target sentences ``data.tgt_lang``."""
+
+    type: str = "translation"
+
+    def validate(self, source: str, run_config: Any) -> None:
+        data = run_config.data
+        if data.src_lang == data.tgt_lang:
+            raise ConfigError(f"{source}: data.src_lang and data.tgt_lang are both {data.src_lang!r}")
+
+
+@TASKS.register("translation", TranslationConfig)
+class TranslationTask(Task):
+    metric = "bleu"
+
+    @property
+    def languages(self) -> tuple[str, ...]:
+        return (self.run_config.data.src_lang, self.run_config.data.tgt_lang)
+
+    def prepare(self, data_dir: Path, log: Callable[[str], None]) -> None:
+        from nlgkit.data.prepare import prepare_multi30k
+
+        cfg = self.run_config.data
+        prep = cfg.prepare
+        if prep.corpus != "multi30k":
+            raise ConfigError(f"data.prepare.corpus = {prep.corpus!r}: the translation task prepares "
+                              f"'multi30k' (or 'none' for a directory made with `nlgkit prepare`)")
+        log(f"preparing {data_dir} from Multi30K ({cfg.src_lang}-{cfg.tgt_lang})")
+        prepare_multi30k(data_dir, cfg.src_lang, cfg.tgt_lang, source=prep.source, tokenizer=prep.tokenizer,
+                         lowercase=prep.lowercase, min_freq=prep.min_freq, max_len=prep.max_len,
+                         subword=prep.subword)
+
+    def load_data(self, data_dir: Path, vocabs: dict[str, Vocabulary], device: torch.device) -> TaskData:
+        cfg = self.run_config.data
+        src_vocab, tgt_vocab = vocabs[cfg.src_lang], vocabs[cfg.tgt_lang]
+        manifest = read_json(data_dir / "manifest.json")
+        train = load_split(data_dir, "train", cfg.src_lang, cfg.tgt_lang, src_vocab, tgt_vocab, cfg.train_limit)
+        valid = load_split(data_dir, "valid", cfg.src_lang, cfg.tgt_lang, src_vocab, tgt_vocab, cfg.valid_limit)
+        refs = read_lines(data_dir / f"valid.ref.{cfg.tgt_lang}")
+        if cfg.valid_limit:
+            refs = refs[: cfg.valid_limit]
+        if len(refs) != len(valid):
+            raise DataError(f"{data_dir / f'valid.ref.{cfg.tgt_lang}'}: {len(refs)} lines, expected {len(valid)}")
+        if len(train) == 0:
+            raise DataError(f"{data_dir / f'train.{cfg.src_lang}'}: no training sentences")
+        return TaskData(data_dir, manifest, vocabs, train, valid, valid.src, [[ref] for ref in refs])
+
+    def model_context(self, vocabs: dict[str, Vocabulary]) -> ModelContext:
+        tgt = vocabs[self.target_lang]
+        return ModelContext(task="translation", tgt_vocab_size=len(tgt), pad_index=tgt.pad_index,
+                            src_vocab_size=len(vocabs[self.run_config.data.src_lang]))
+
+    def collate(self, examples: Any, indices: list[int], vocab: Vocabulary) -> Batch:
+        assert isinstance(examples, ParallelData)
+        return collate(examples, indices, vocab)
+
+    def source_length(self, source: list[int]) -> int:
+        return len(source)
+
+    def source_inputs(self, sources: Sequence[list[int]], vocab: Vocabulary) -> tuple[Inputs, Tensor]:
+        src, lengths = pad_sources(list(sources), vocab.pad_index, vocab.eos_index)
+        return {"src": src, "src_lengths": lengths}, lengths
+
+    def detokenizer(self, assets_dir: Path) -> Callable[[list[str]], str]:
+        return load_pipeline(assets_dir, self.target_lang).decode
+
+    def score(self, texts: list[str], refs: list[list[str]]) -> dict[str, float]:
+        from nlgkit.evaluate.metrics import bleu
+
+        return {"bleu": bleu(texts, [r[0] for r in refs])}

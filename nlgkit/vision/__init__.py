@@ -1,0 +1,1 @@
+"""Images and image encoders for captioning (and, later, multimodal translation)."""

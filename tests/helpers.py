@@ -1,0 +1,34 @@
+"""Small builders shared by the tests: models with a head attached the way the production builder does."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from nlgkit.config import RunConfig
+from nlgkit.data.vocab import Vocabulary
+from nlgkit.heads import HEADS, HeadContext, build_head
+from nlgkit.models.base import Generator, ModelContext
+from nlgkit.models.rnn import RNNConfig, RNNModel
+from nlgkit.tasks import build_task
+from nlgkit.train.builders import build_model
+
+
+def with_head(model: Generator, head: str, vocab_size: int, seed: int = 1, **options: Any) -> Generator:
+    """Attach the registered head ``head`` (default options unless given) to ``model``."""
+    config = HEADS.config_class(head)(type=head, **options)
+    model.attach_head(build_head(config, HeadContext(model.feature_dim, vocab_size, 1, model.target_embedding(),
+                                                      seed)))
+    return model
+
+
+def rnn(config: RNNConfig, src_size: int, tgt_size: int, head: str = "learned") -> RNNModel:
+    """An RNN translation model over ``src_size``/``tgt_size`` vocabularies with the ``head`` head."""
+    model = RNNModel(config, ModelContext(task="translation", tgt_vocab_size=tgt_size, pad_index=1,
+                                          src_vocab_size=src_size))
+    return with_head(model, head, tgt_size)  # type: ignore[return-value]
+
+
+def model_for(config: RunConfig, src: Vocabulary, tgt: Vocabulary) -> Generator:
+    """The model ``config`` describes for a translation task with these vocabularies."""
+    vocabs = {config.data.src_lang: src, config.data.tgt_lang: tgt}
+    return build_model(config, build_task(config).model_context(vocabs), tgt)
