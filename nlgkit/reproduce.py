@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
 RECIPES = Path(__file__).resolve().parents[1] / "recipes"
 
@@ -165,16 +166,25 @@ def log_summary(run_dirs: list[str], output: str | None) -> str:
                      f"{', '.join(str(e['update']) for e in resumes)}); " if resumes else "")
                   + (f"ended: {end[-1]['reason']}." if end else "no end event: the run was stopped from outside "
                      "(or is still running)."),
-                  "", "| epoch | updates | valid loss | valid ppl | valid BLEU | best | lr | wall (min) |",
+                  "", (f"| epoch | updates | valid loss | valid ppl | valid {_metric_name(events)} | best | lr | "
+                  "wall (min) |"),
                   "|---:|---:|---:|---:|---:|---:|---:|---:|"]
         for e in events:
             if e["event"] == "valid" and not e.get("partial"):
-                parts.append(f"| {e['epoch']} | {e['update']} | {e['loss']:.3f} | {e['ppl']:.2f} | {e['bleu']:.2f} | "
-                             f"{e['best_bleu']:.2f} | {e['lr']:.2e} | {e['wall_s'] / 60:.1f} |")
+                metric = e.get("metric", "bleu")  # runs logged before tasks existed: BLEU, best as best_bleu
+                best = e.get("best", e.get("best_bleu"))
+                parts.append(f"| {e['epoch']} | {e['update']} | {e['loss']:.3f} | {e['ppl']:.2f} | {e[metric]:.2f} | "
+                             f"{best:.2f} | {e['lr']:.2e} | {e['wall_s'] / 60:.1f} |")
         parts.append("")
     text = "\n".join(parts)
     _write(text, output)
     return text
+
+
+def _metric_name(events: list[dict[str, Any]]) -> str:
+    """The validation metric a run logged (runs from before tasks logged BLEU only)."""
+    metric = next((e.get("metric", "bleu") for e in events if e["event"] == "valid"), "bleu")
+    return "BLEU" if metric == "bleu" else metric
 
 
 def show(hyp: str, ref: str, source: str | None, n: int) -> None:
