@@ -1,0 +1,118 @@
+"""Captioners on small random image features: every model × head trains, decodes through the one search."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from helpers import with_head
+
+from nlgkit.data.batching import Batch
+from nlgkit.heads import HEADS
+from nlgkit.models import MODELS
+from nlgkit.models.base import Generator, ModelContext
+from nlgkit.search import beam_search, greedy_search, search
+
+V, L, C, P = 23, 6, 10, 12  # vocabulary, regions, channels, pooled size
+BOS, EOS, PAD = 2, 3, 1
+CAPTIONERS = ["show_tell", "show_attend_tell"]
+SMALL = {"show_tell": {"embedding_dim": 8, "hidden_dim": 9, "dropout": 0.1},
+         "show_attend_tell": {"embedding_dim": 8, "hidden_dim": 9, "attention_dim": 7, "dropout": 0.1}}
+
+
+# The paper's captioning setting for fixed heads: cells U[-10, 10] (unit-norm rows cap the logits at |f|).
+HEAD_OPTIONS = {"fixed": {"init": "uniform"}}
+
+
+def captioner(name: str, head: str = "learned", seed: int = 0) -> Generator:
+    torch.manual_seed(seed)
+    context = ModelContext(task="captioning", tgt_vocab_size=V, pad_index=PAD, image_channels=C, image_regions=L,
+                           image_pooled_dim=P)
+    config = MODELS.config_class(name)(type=name, **SMALL[name])
+    return with_head(MODELS.build(config, context=context), head, V, **HEAD_OPTIONS.get(head, {}))
+
+
+def images(b: int = 3, seed: int = 1) -> dict[str, torch.Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    spatial = torch.rand(b, L, C, generator=g)  # (B, L, C): non-negative, as after a ReLU
+    return {"image_spatial": spatial, "image_pooled": spatial.mean(1).repeat(1, 2)[:, :P]}
+
+
+def caption_batch(b: int = 3) -> Batch:
+    prev = torch.tensor([[BOS, 5, 6, 7, 8], [BOS, 9, 10, PAD, PAD], [BOS, 11, 12, 13, PAD]])[:b]
+    gold = torch.tensor([[5, 6, 7, 8, EOS], [9, 10, EOS, PAD, PAD], [11, 12, 13, EOS, PAD]])[:b]
+    return Batch(images(b), prev, gold, list(range(b)), int(gold.ne(PAD).sum()))
+
+
+@pytest.mark.parametrize("head", HEADS.names())
+@pytest.mark.parametrize("name", CAPTIONERS)
+def test_every_captioner_with_every_head_learns_a_batch(name: str, head: str) -> None:
+    model = captioner(name, head).train()
+    batch = caption_batch()
+    optimizer = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=0.02)
+    losses = []
+    for _ in range(40):
+        features, aux = model(batch)
+        assert features.shape == (3, 5, model.feature_dim)
+        loss = model.head.loss(features, batch.targets) / batch.num_target_tokens + sum(aux.values())
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        losses.append(float(loss.detach()))
+    assert losses[-1] < 0.7 * losses[0], losses
+    assert all(p.grad is not None for p in model.parameters() if p.requires_grad)
+
+
+@pytest.mark.parametrize("name", CAPTIONERS)
+def test_step_by_step_equals_teacher_forcing(name: str) -> None:
+    model = captioner(name).eval()
+    batch = caption_batch()
+    with torch.no_grad():
+        forced, _ = model(batch)
+        state = model.encode(batch.inputs)
+        for t in range(batch.prev_tokens.size(1)):
+            features, state = model.step(batch.prev_tokens[:, t], state)
+            torch.testing.assert_close(features, forced[:, t], rtol=1e-5, atol=1e-6)
+
+
+def test_attention_regulariser_is_the_auxiliary_loss() -> None:
+    model = captioner("show_attend_tell").eval()
+    batch = caption_batch()
+    with torch.no_grad():
+        _, alphas = model.attention(batch)  # (B, T, L)
+        _, aux = model(batch)
+    torch.testing.assert_close(alphas.sum(-1), torch.ones(3, 5))
+    mask = batch.prev_tokens.ne(PAD).unsqueeze(-1).float()
+    by_hand = ((1 - (alphas * mask).sum(1)) ** 2).mean()
+    torch.testing.assert_close(aux["attention"], by_hand)
+    assert captioner("show_tell")(batch)[1] == {}
+
+
+@pytest.mark.parametrize("head", ["learned", "fixed", "hadamard"])
+@pytest.mark.parametrize("name", CAPTIONERS)
+def test_captioners_decode_through_the_one_search(name: str, head: str) -> None:
+    model = captioner(name, head).eval()
+    inputs = images(4)
+    max_lens = torch.full((4,), 7)
+    greedy = greedy_search(model, model.encode(inputs), batch_size=4, bos=BOS, eos=EOS, max_lens=max_lens)
+    beam1 = search(model, model.encode(inputs), batch_size=4, bos=BOS, eos=EOS, beam_size=1, max_lens=max_lens)
+    beam4 = beam_search(model, model.encode(inputs), batch_size=4, bos=BOS, eos=EOS, beam_size=4,
+                        max_lens=max_lens, nbest=4)
+    assert [h[0].tokens for h in greedy] == [h[0].tokens for h in beam1]
+    for hyps in beam4:
+        assert len(hyps) == 4 and all(len(h.tokens) <= 7 for h in hyps)
+        assert [h.score for h in hyps] == sorted((h.score for h in hyps), reverse=True)
+    # batched equals one at a time
+    for i in range(4):
+        one = {k: v[i : i + 1] for k, v in inputs.items()}
+        alone = beam_search(model, model.encode(one), batch_size=1, bos=BOS, eos=EOS, beam_size=4,
+                            max_lens=max_lens[:1], nbest=4)
+        assert [h.tokens for h in alone[0]] == [h.tokens for h in beam4[i]]
+
+
+def test_a_translation_model_refuses_a_captioning_context() -> None:
+    from nlgkit.errors import ConfigError
+
+    context = ModelContext(task="captioning", tgt_vocab_size=V, pad_index=PAD, image_channels=C,
+                           image_regions=L, image_pooled_dim=P)
+    with pytest.raises(ConfigError, match="src vocab size"):
+        MODELS.build(MODELS.config_class("rnn")(type="rnn"), context=context)
