@@ -26,11 +26,11 @@ from typer.testing import CliRunner
 from nlgkit.cli.evaluate import app
 from nlgkit.data.vocab import Vocabulary
 from nlgkit.errors import ConfigError
-from nlgkit.evaluate import caption_metrics as cm
-from nlgkit.evaluate.meteor import METEOR_JAR, meteor_score, meteor_variant
-from nlgkit.evaluate.metrics import corpus_scores
 from nlgkit.evaluate.significance import mean_sd, paired_bootstrap
 from nlgkit.evaluate.vocabulary import DEFAULT_EDGES, bin_labels, parse_edges, train_counts, vocab_report
+from nlgkit.metrics import captions as cm
+from nlgkit.metrics.corpus import corpus_scores
+from nlgkit.metrics.meteor import METEOR_JAR, meteor_score, meteor_variant
 
 ROOT = Path(__file__).resolve().parents[1]
 CAPTIONS = ROOT.parent / "shared/data/flickr8k-1k/captions.txt"
@@ -40,7 +40,8 @@ runner = CliRunner()
 READONLY_SCRIPT = """
 import json, sys
 sys.path.insert(0, sys.argv[1])
-from nlgkit.evaluate import caption_metrics, meteor
+from nlgkit.metrics import captions as caption_metrics
+from nlgkit.metrics import meteor
 data = json.load(open(sys.argv[2]))
 print(json.dumps({"jars": [str(caption_metrics.PTB_JAR), str(meteor.METEOR_JAR)],
                   "caption": caption_metrics.caption_scores(data["hyps"], data["refs"]),

@@ -23,8 +23,8 @@ from rich.table import Table
 
 from nlgkit.cli.common import handle_errors
 from nlgkit.errors import ConfigError, DataError
-from nlgkit.evaluate.metrics import ALL_METRICS, METRICS, score_all
 from nlgkit.io import read_lines
+from nlgkit.metrics.corpus import ALL_METRICS, METRICS, score_all
 
 app = typer.Typer(
     help="Score hypotheses against references (BLEU, chrF, TER, METEOR, caption metrics, vocabulary usage).",

@@ -16,7 +16,7 @@ import typer
 
 from nlgkit.cli.common import handle_errors
 from nlgkit.errors import ConfigError
-from nlgkit.evaluate.metrics import METRICS
+from nlgkit.metrics.corpus import METRICS
 
 
 def report(

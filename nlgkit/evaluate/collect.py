@@ -16,8 +16,8 @@ from typing import Any
 
 from nlgkit.config import RunConfig, config_from_dict, to_dict
 from nlgkit.errors import CheckpointError, DataError
-from nlgkit.evaluate.metrics import corpus_scores
 from nlgkit.io import atomic_write, read_json, read_lines
+from nlgkit.metrics.corpus import corpus_scores
 
 # Settings that say where or how fast a run was executed, not what was trained: runs differing only in
 # these (and the seed) are repetitions of one experiment.

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from nlgkit.errors import ConfigError, DataError, NlgkitError
-from nlgkit.evaluate.metrics import HIGHER_IS_BETTER, METRICS, sacrebleu_metric
+from nlgkit.metrics.corpus import HIGHER_IS_BETTER, METRICS, sacrebleu_metric
 
 
 @dataclass(frozen=True)

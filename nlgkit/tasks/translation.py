@@ -89,6 +89,6 @@ class TranslationTask(Task):
         return load_pipeline(assets_dir, self.target_lang).decode
 
     def score(self, texts: list[str], refs: list[list[str]]) -> dict[str, float]:
-        from nlgkit.evaluate.metrics import bleu
+        from nlgkit.metrics.corpus import bleu
 
         return {"bleu": bleu(texts, [r[0] for r in refs])}

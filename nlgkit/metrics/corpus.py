@@ -118,11 +118,11 @@ def score_all(
     sacre = [name for name in names if name in METRICS]
     results = corpus_scores(hyps, refs, metrics=sacre, lowercase=lowercase) if sacre else {}
     if "meteor" in names:
-        from nlgkit.evaluate.meteor import meteor_score
+        from nlgkit.metrics.meteor import meteor_score
 
         results["meteor"] = meteor_score(hyps, refs, lang)
     if "caption" in names:
-        from nlgkit.evaluate.caption_metrics import caption_scores, segment_refs
+        from nlgkit.metrics.captions import caption_scores, segment_refs
 
         results["caption"] = caption_scores(hyps, segment_refs(refs))
     if "vu" in names:

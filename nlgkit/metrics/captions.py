@@ -29,7 +29,7 @@ from pycocoevalcap.rouge.rouge import Rouge
 from pycocoevalcap.tokenizer import ptbtokenizer as _ptb
 
 from nlgkit.errors import DataError, NlgkitError
-from nlgkit.evaluate.meteor import METEOR_JAR, java_missing, meteor_variant, run_meteor
+from nlgkit.metrics.meteor import METEOR_JAR, java_missing, meteor_variant, run_meteor
 
 PTB_JAR = Path(_ptb.__file__).resolve().parent / _ptb.STANFORD_CORENLP_3_4_1_JAR
 CAPTION_METRICS = ("BLEU-1", "BLEU-2", "BLEU-3", "BLEU-4", "METEOR", "ROUGE-L", "CIDEr", "SPICE")
