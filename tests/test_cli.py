@@ -13,9 +13,9 @@ from typer.testing import CliRunner
 
 from nlgkit.cli.main import app
 from nlgkit.config import load_recipe
-from nlgkit.evaluate.metrics import bleu
 from nlgkit.inference import generate
 from nlgkit.io import read_lines
+from nlgkit.metrics.corpus import bleu
 from nlgkit.runs import load_trained
 
 RECIPES = Path(__file__).resolve().parents[1] / "recipes"

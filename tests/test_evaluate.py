@@ -11,7 +11,7 @@ import typer
 from typer.testing import CliRunner
 
 from nlgkit.cli.evaluate import app, evaluate
-from nlgkit.evaluate.metrics import bleu, corpus_scores
+from nlgkit.metrics.corpus import bleu, corpus_scores
 
 VAL_EN = Path(__file__).resolve().parents[1].parent / "shared/data/multi30k/task1/tok/val.lc.norm.tok.en"
 runner = CliRunner()

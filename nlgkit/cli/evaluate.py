@@ -13,7 +13,6 @@ added later without changing it. Every input problem is one line on stderr namin
 from __future__ import annotations
 
 import json
-from dataclasses import asdict
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -22,31 +21,15 @@ from rich.console import Console
 from rich.table import Table
 
 from nlgkit.cli.common import handle_errors
-from nlgkit.errors import ConfigError, DataError
-from nlgkit.io import read_lines
-from nlgkit.metrics.corpus import ALL_METRICS, METRICS, score_all
+from nlgkit.errors import DataError
+from nlgkit.evaluate.scoring import score_files
+from nlgkit.metrics.corpus import ALL_METRICS, METRICS
 
 app = typer.Typer(
     help="Score hypotheses against references (BLEU, chrF, TER, METEOR, caption metrics, vocabulary usage).",
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-
-
-def read_nonempty(path: Path, role: str) -> list[str]:
-    """Strict UTF-8 lines of ``path``; a file without any line is an error, not a score of 0."""
-    lines = read_lines(path)
-    if not lines:
-        raise DataError(f"{path}: {role} file is empty")
-    return lines
-
-
-def read_aligned(path: Path, role: str, hyp: Path, count: int) -> list[str]:
-    """A file that must have exactly as many lines as the hypothesis file."""
-    lines = read_nonempty(path, role)
-    if len(lines) != count:
-        raise DataError(f"{path}: {len(lines)} {role} lines but {hyp} has {count} hypothesis lines")
-    return lines
 
 
 @app.callback(invoke_without_command=True)
@@ -100,44 +83,12 @@ def evaluate(
         raise DataError("no hypothesis file given (--hyp)")
     if not ref:
         raise DataError("no reference file given (--ref, repeatable)")
-    names = [name.strip().lower() for name in metrics.split(",") if name.strip()]
-    if train_vocab is not None and "vu" not in names:
-        names.append("vu")
-    edges = _edges(bins, train_vocab)
-    tested = [name for name in names if name in METRICS]
-    if compare is not None and not tested:
-        raise ConfigError(f"--compare needs at least one of {', '.join(METRICS)} in --metrics")
-
-    hyps = read_nonempty(hyp, "hypothesis")
-    refs = [read_aligned(path, "reference", hyp, len(hyps)) for path in ref]
-    hyps_b = read_aligned(compare, "hypothesis", hyp, len(hyps)) if compare is not None else None
-    vocab = None
-    if train_vocab is not None:
-        from nlgkit.data.vocab import Vocabulary
-
-        vocab = Vocabulary.load(train_vocab)
-    scores: dict[str, Any] = score_all(hyps, refs, names, lowercase, lang, vocab, edges)
-    if hyps_b is not None:
-        from nlgkit.evaluate.significance import paired_bootstrap
-
-        scores["paired_bootstrap"] = {
-            name: asdict(paired_bootstrap(hyps, hyps_b, refs, name, samples, seed, lowercase))
-            for name in tested
-        }
+    scores = score_files(hyp, ref, metrics, lowercase=lowercase, lang=lang, train_vocab=train_vocab, bins=bins,
+                         compare=compare, samples=samples, seed=seed)
     if json_output:
         typer.echo(json.dumps(scores, ensure_ascii=False))
         return
     _print_tables(scores, f"{hyp} vs {', '.join(str(path) for path in ref)}", compare)
-
-
-def _edges(bins: str | None, train_vocab: Path | None) -> tuple[int, ...] | None:
-    if bins is None:
-        return None
-    if train_vocab is None:
-        raise ConfigError("--bins needs --train-vocab (bins are training frequencies)")
-    from nlgkit.evaluate.vocabulary import parse_edges
-
-    return parse_edges(bins)
 
 
 def _print_tables(scores: dict[str, Any], title: str, compare: Path | None) -> None:

@@ -1,0 +1,69 @@
+"""Scoring files: what ``nlgkit evaluate --hyp H --ref R`` computes, below the command that prints it."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from nlgkit.errors import ConfigError, DataError
+from nlgkit.io import read_lines
+from nlgkit.metrics.corpus import METRICS, score_all
+
+
+def read_nonempty(path: Path, role: str) -> list[str]:
+    """Strict UTF-8 lines of ``path``; a file without any line is an error, not a score of 0."""
+    lines = read_lines(path)
+    if not lines:
+        raise DataError(f"{path}: {role} file is empty")
+    return lines
+
+
+def read_aligned(path: Path, role: str, hyp: Path, count: int) -> list[str]:
+    """A file that must have exactly as many lines as the hypothesis file."""
+    lines = read_nonempty(path, role)
+    if len(lines) != count:
+        raise DataError(f"{path}: {len(lines)} {role} lines but {hyp} has {count} hypothesis lines")
+    return lines
+
+
+def score_files(hyp: Path, ref: list[Path], metrics: str, *, lowercase: bool = False, lang: str = "en",
+                train_vocab: Path | None = None, bins: str | None = None, compare: Path | None = None,
+                samples: int = 1000, seed: int = 12345) -> dict[str, Any]:
+    """Scores of ``hyp`` against every ``ref`` for the comma-separated ``metrics``; with ``compare``, a paired
+    bootstrap of that second system against ``hyp`` for each corpus metric asked for."""
+    names = [name.strip().lower() for name in metrics.split(",") if name.strip()]
+    if train_vocab is not None and "vu" not in names:
+        names.append("vu")
+    edges = _edges(bins, train_vocab)
+    tested = [name for name in names if name in METRICS]
+    if compare is not None and not tested:
+        raise ConfigError(f"--compare needs at least one of {', '.join(METRICS)} in --metrics")
+
+    hyps = read_nonempty(hyp, "hypothesis")
+    refs = [read_aligned(path, "reference", hyp, len(hyps)) for path in ref]
+    hyps_b = read_aligned(compare, "hypothesis", hyp, len(hyps)) if compare is not None else None
+    vocab = None
+    if train_vocab is not None:
+        from nlgkit.data.vocab import Vocabulary
+
+        vocab = Vocabulary.load(train_vocab)
+    scores: dict[str, Any] = score_all(hyps, refs, names, lowercase, lang, vocab, edges)
+    if hyps_b is not None:
+        from nlgkit.evaluate.significance import paired_bootstrap
+
+        scores["paired_bootstrap"] = {
+            name: asdict(paired_bootstrap(hyps, hyps_b, refs, name, samples, seed, lowercase))
+            for name in tested
+        }
+    return scores
+
+
+def _edges(bins: str | None, train_vocab: Path | None) -> tuple[int, ...] | None:
+    if bins is None:
+        return None
+    if train_vocab is None:
+        raise ConfigError("--bins needs --train-vocab (bins are training frequencies)")
+    from nlgkit.evaluate.vocabulary import parse_edges
+
+    return parse_edges(bins)
