@@ -7,6 +7,7 @@ import sys
 import typer
 
 from nlgkit.cli import analyze, bpe, evaluate, prepare, report
+from nlgkit.cli.caption import caption
 from nlgkit.cli.train import train
 from nlgkit.cli.translate import translate
 
@@ -21,6 +22,7 @@ app.add_typer(prepare.app, name="prepare", help="Prepare a corpus: tokenise, sub
 app.add_typer(bpe.app, name="bpe", help="Learn or apply subword models (subword-nmt BPE, sentencepiece).")
 app.command()(train)
 app.command()(translate)
+app.command()(caption)
 analyze.register(evaluate.app)  # nlgkit evaluate norms | wordsim | neighbours | geometry | params
 report.register(evaluate.app)  # nlgkit evaluate report RUN_DIR… [--paper TABLE]
 app.add_typer(evaluate.app, name="evaluate",

@@ -21,6 +21,8 @@ def train(
     device: Annotated[str | None, typer.Option(help="auto, cpu, cuda or cuda:N (train.device)")] = None,
     run_dir: Annotated[Path | None, typer.Option(help="Where the run is written (run.dir)")] = None,
     dry_run: Annotated[bool, typer.Option(help="Build the model and print parameter counts; no training")] = False,
+    vocab_size: Annotated[int, typer.Option(help="With --dry-run: count for vocabularies of N entries "
+                                                 "(no data needed), e.g. 9490 for the paper's COCO")] = 0,
 ) -> None:
     """Train a model; every option of the recipe can be overridden with --set."""
     extra = list(overrides or [])
@@ -31,17 +33,17 @@ def train(
     config = load_recipe(recipe, extra)
     console = Console(stderr=True)
     if dry_run:
-        _print_parameters(config, console)
+        _print_parameters(config, console, vocab_size)
         return
     from nlgkit.train.trainer import Trainer
 
     Trainer(config, resume=resume, console=console).run()
 
 
-def _print_parameters(config, console: Console) -> None:  # type: ignore[no-untyped-def]
+def _print_parameters(config, console: Console, vocab_size: int) -> None:  # type: ignore[no-untyped-def]
     from nlgkit.train.builders import build_untrained, count_parameters
 
-    _, vocabs, model = build_untrained(config, log=console.print)
+    _, vocabs, model = build_untrained(config, log=console.print, vocab_size=vocab_size)
     counts = count_parameters(model)
     sizes = ", ".join(f"|V_{lang}| = {len(vocab):,}" for lang, vocab in vocabs.items())
     table = Table(title=f"{config.task.type}, {config.model.type} model, {config.head.type} head ({sizes})")

@@ -46,13 +46,31 @@ def build_model(config: RunConfig, context: ModelContext, tgt_vocab: Vocabulary)
     return model
 
 
-def build_untrained(config: RunConfig, log: Any = print) -> tuple[Task, dict[str, Vocabulary], Generator]:
-    """The task, vocabularies and freshly initialised model of a recipe (data prepared if missing)."""
+def build_untrained(config: RunConfig, log: Any = print,
+                    vocab_size: int = 0) -> tuple[Task, dict[str, Vocabulary], Generator]:
+    """The task, vocabularies and freshly initialised model of a recipe (data prepared if missing).
+
+    ``vocab_size > 0`` uses placeholder vocabularies of that many entries instead of the data's, so that
+    parameter counts of a paper's setting can be printed without its data (Shalev et al.'s COCO: 9,490).
+    """
     from nlgkit.train.rundata import ensure_data_dir
 
     task = build_task(config)
-    vocabs = task.load_vocabularies(ensure_data_dir(config, task, log=log))
+    if vocab_size > 0:
+        vocabs = {lang: placeholder_vocabulary(vocab_size) for lang in task.languages}
+    else:
+        vocabs = task.load_vocabularies(ensure_data_dir(config, task, log=log))
     return task, vocabs, build_model(config, task.model_context(vocabs), vocabs[task.target_lang])
+
+
+def placeholder_vocabulary(size: int) -> Vocabulary:
+    """A vocabulary of ``size`` entries (the specials included) with made-up words, for counting."""
+    from nlgkit.data.vocab import SPECIALS
+
+    if size <= len(SPECIALS):
+        raise ConfigError(f"--vocab-size {size}: must exceed the {len(SPECIALS)} special tokens")
+    words = [f"w{i}" for i in range(size - len(SPECIALS))]
+    return Vocabulary(list(SPECIALS) + words, [0] * len(SPECIALS) + [1] * len(words))
 
 
 def count_parameters(model: nn.Module) -> dict[str, Any]:

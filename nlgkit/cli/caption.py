@@ -1,0 +1,68 @@
+"""``nlgkit caption``: one caption line per image, in order; a bad image is named, the others captioned.
+
+A missing, empty, truncated or corrupt file, a non-image or a decompression bomb gets a one-line error on
+stderr and an empty output line (a JSON error record with ``--json``); the exit code is 1 when any image
+failed. The work is done in ``nlgkit.generation.caption``; this module parses and prints.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from nlgkit.cli.common import handle_errors
+
+
+def error(message: str) -> None:
+    typer.echo(f"error: {message}", err=True)
+
+
+@handle_errors
+def caption(
+    images: Annotated[list[Path] | None, typer.Argument(help="Image files (JPEG, PNG, …)")] = None,
+    model: Annotated[Path | None, typer.Option("--model", "-m", envvar="NLGKIT_MODEL",
+                                               help="Run directory of a captioning model (or $NLGKIT_MODEL)")] = None,
+    listing: Annotated[Path | None, typer.Option("--list", help="File with one image path per line ('-': stdin)",
+                                                 allow_dash=True)] = None,
+    checkpoint: Annotated[str, typer.Option(help="best, last, or a checkpoint directory")] = "best",
+    beam: Annotated[int | None, typer.Option(help="Beam size (1 = greedy); default from the run's [search]")] = None,
+    nbest: Annotated[int | None, typer.Option(help="Captions per image (Moses n-best format when > 1)")] = None,
+    length_penalty: Annotated[float | None, typer.Option(help="Scores divided by length**this")] = None,
+    max_len: Annotated[int, typer.Option(help="Absolute cap on caption tokens (0 = the run's limit)")] = 0,
+    batch_size: Annotated[int | None, typer.Option(help="Images per batch")] = None,
+    json_output: Annotated[bool, typer.Option("--json", help="One JSON record per image")] = False,
+    attention: Annotated[Path | None, typer.Option(help="Directory for per-image attention PNGs "
+                                                        "(show_attend_tell)")] = None,
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="Output file (default: stdout)")] = None,
+    device: Annotated[str, typer.Option(help="auto, cpu, cuda or cuda:N")] = "auto",
+) -> None:
+    """Caption images with a trained run."""
+    from nlgkit.errors import DataError
+    from nlgkit.generation.caption import caption_images, check_captioning_run, result_lines
+    from nlgkit.generation.output import SearchOptions, read_text_input, write_lines
+    from nlgkit.runs import load_trained
+
+    if model is None:
+        raise DataError("no model given (--model RUN_DIR or $NLGKIT_MODEL)")
+    paths = [str(path) for path in images or []]
+    if listing is not None:
+        lines, _ = read_text_input(None if str(listing) == "-" else listing, error)
+        paths += [line.strip() for line in lines if line.strip()]
+    if not paths:
+        raise DataError("no images given (arguments or --list FILE)")
+    run = load_trained(model, checkpoint, device)
+    check_captioning_run(run)
+    options = SearchOptions.resolve(run.config.search, beam=beam, nbest=nbest, length_penalty=length_penalty,
+                                    max_len=max_len, batch_size=batch_size)
+    results = caption_images(run, paths, options, attention_dir=attention, warn=error)
+    detokenize = run.detokenizer()
+    write_lines(result_lines(results, options.nbest, json_output,
+                             lambda tokens: detokenize(run.tgt_vocab.decode(tokens))), output)
+    failed = sum(1 for r in results if r.error)
+    if failed:
+        typer.echo(f"error: {failed} of {len(results)} images could not be captioned", err=True)
+        sys.stdout.flush()
+        raise typer.Exit(1)

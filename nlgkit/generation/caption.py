@@ -1,0 +1,137 @@
+"""Captioning image files with a trained run: read safely, run the run's CNN, search, and report per image.
+
+Every image gets exactly one result, in input order: a bad file (missing, empty, truncated, corrupt, not
+an image, a decompression bomb) becomes an error result naming it while the others are captioned. The
+CNN is the one the run was trained on (``[task.encoder]``); its features are rounded to float16 as the
+training cache stores them, so the model sees what it was trained on.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from nlgkit.data.batching import Batch
+from nlgkit.errors import DataError
+from nlgkit.generation.output import SearchOptions
+from nlgkit.inference import generate
+from nlgkit.runs import TrainedRun
+from nlgkit.search import Hypothesis
+from nlgkit.vision.images import ImageError, load_image
+
+
+@dataclass
+class CaptionResult:
+    image: str
+    hypotheses: list[Hypothesis] = field(default_factory=list)
+    error: str = ""
+    attention_png: str = ""
+
+
+def check_captioning_run(run: TrainedRun) -> None:
+    if run.config.task.type != "captioning":
+        raise DataError(f"{run.checkpoint}: a {run.config.task.type} model; `nlgkit caption` needs a "
+                        f"captioning model")
+
+
+def caption_images(run: TrainedRun, paths: Sequence[str], options: SearchOptions, *,
+                   attention_dir: Path | None = None, warn: Callable[[str], None] = print) -> list[CaptionResult]:
+    """One result per path, in order; unreadable images are error results (and a warning), not failures."""
+    from nlgkit.vision.encoders import build_encoder
+
+    check_captioning_run(run)
+    if attention_dir is not None and not hasattr(run.model, "attention"):
+        raise DataError(f"--attention: the {run.config.model.type!r} model has no attention to draw "
+                        f"(show_attend_tell has)")
+    encoder = build_encoder(run.config.task.encoder).to(run.device).eval()
+    results = [CaptionResult(str(path)) for path in paths]
+    for start in range(0, len(paths), options.batch_size):
+        chunk = list(range(start, min(start + options.batch_size, len(paths))))
+        good, pixels, pictures = [], [], []
+        for i in chunk:
+            try:
+                picture = load_image(paths[i])
+            except ImageError as exc:
+                results[i].error = str(exc)
+                warn(str(exc))
+                continue
+            good.append(i)
+            pictures.append(picture)
+            pixels.append(encoder.preprocess(picture))
+        if not good:
+            continue
+        with torch.inference_mode():
+            spatial, pooled = encoder(torch.stack(pixels).to(run.device))  # (B, L, C), (B, P)
+        spatial, pooled = spatial.half().float(), pooled.half().float()  # as the training cache stores them
+        sources = [(spatial[j], pooled[j]) for j in range(len(good))]
+        found = generate(run.model, run.task, sources, run.tgt_vocab, device=run.device, **options.search_kwargs())
+        for j, i in enumerate(good):
+            results[i].hypotheses = found[j]
+            if attention_dir is not None and found[j]:
+                results[i].attention_png = str(draw_attention(run, sources[j], found[j][0].tokens, pictures[j],
+                                                              attention_dir / f"{i:05d}_{Path(paths[i]).stem}.png"))
+    return results
+
+
+def draw_attention(run: TrainedRun, source: tuple[torch.Tensor, torch.Tensor], tokens: list[int], picture: object,
+                   path: Path) -> Path:
+    """A PNG with the picture, then one panel per output word with its attention over the picture."""
+    import numpy as np
+    from matplotlib.figure import Figure
+    from PIL import Image
+
+    from nlgkit.evaluate.analysis.plots import save_png
+
+    vocab = run.tgt_vocab
+    prev = torch.tensor([[vocab.bos_index] + tokens], device=run.device)  # (1, T): EOS step included
+    inputs, _ = run.task.source_inputs([source], vocab)
+    batch = Batch({k: v.to(run.device) for k, v in inputs.items()}, prev, prev, [0], prev.numel())
+    with torch.inference_mode():
+        _, alphas = run.model.attention(batch)  # type: ignore[operator]  (1, T, L)
+    alphas = alphas[0].float().cpu()
+    side = round(alphas.size(1) ** 0.5)
+    words = vocab.decode(tokens) + ["</s>"]
+    image = picture.convert("RGB").resize((224, 224))  # type: ignore[attr-defined]
+    columns = 5
+    rows = (len(words) + 1 + columns - 1) // columns
+    figure = Figure(figsize=(2.2 * columns, 2.4 * rows))
+    axis = figure.add_subplot(rows, columns, 1)
+    axis.imshow(image)
+    axis.set_title("image", fontsize=9)
+    axis.axis("off")
+    for k, word in enumerate(words):
+        weights = alphas[k].reshape(side, side).numpy()
+        heat = Image.fromarray((weights / max(weights.max(), 1e-12) * 255).astype(np.uint8)).resize(
+            image.size, Image.BILINEAR)
+        axis = figure.add_subplot(rows, columns, k + 2)
+        axis.imshow(image)
+        axis.imshow(np.asarray(heat), cmap="jet", alpha=0.5)
+        axis.set_title(word, fontsize=9)
+        axis.axis("off")
+    save_png(figure, path)
+    return path
+
+
+def result_lines(results: Sequence[CaptionResult], nbest: int, as_json: bool,
+                 render: Callable[[list[int]], str]) -> list[str]:
+    """Text lines (one per image; Moses n-best with nbest > 1) or one JSON record per image."""
+    if as_json:
+        lines = []
+        for r in results:
+            record: dict[str, object] = {"image": r.image}
+            if r.error:
+                record["error"] = r.error
+            else:
+                record["captions"] = [{"text": render(h.tokens), "score": round(h.score, 4)}
+                                      for h in r.hypotheses[:nbest]]
+            if r.attention_png:
+                record["attention"] = r.attention_png
+            lines.append(json.dumps(record, ensure_ascii=False))
+        return lines
+    from nlgkit.generation.output import output_lines
+
+    return output_lines([r.hypotheses for r in results], nbest, render)
