@@ -24,10 +24,17 @@ from nlgkit.registry import PluginConfig, Registry
 
 @dataclass(frozen=True)
 class PrepareConfig:
-    """How ``train`` creates ``data.dir`` when it does not exist (the options of ``nlgkit prepare multi30k``)."""
+    """How ``train`` creates ``data.dir`` when it does not exist (the options of ``nlgkit prepare``).
 
-    corpus: Literal["multi30k", "none"] = "multi30k"  # "none": never prepare, data.dir must exist
-    source: str = ""  # URL or directory; "" = ../shared/data/multi30k when present, else the public repository
+    Translation prepares ``multi30k``; captioning prepares ``flickr8k``, ``coco``, ``flickr30k``,
+    ``captions`` (an ``image,caption`` CSV) or ``multi30k`` (task 2, five captions per image).
+    """
+
+    corpus: Literal["multi30k", "flickr8k", "coco", "flickr30k", "captions", "none"] = "multi30k"  # none: never
+    source: str = ""  # Multi30K: URL or directory ("" = ../shared/data/multi30k when present, else the repository)
+    images: str = ""  # captioning: the images directory ("" = the corpus's default location, if it has one)
+    captions: str = ""  # captioning: Flickr8k.token.txt, the CSV, or COCO annotation files (comma-separated)
+    karpathy: str = ""  # captioning: Karpathy's dataset_{coco,flickr30k}.json with the papers' splits
     tokenizer: Literal["spacy", "moses", "none"] = "spacy"
     lowercase: bool = True
     min_freq: int = 2

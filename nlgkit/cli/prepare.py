@@ -12,8 +12,8 @@ from rich.table import Table
 from nlgkit.cli.common import handle_errors
 from nlgkit.errors import ConfigError
 
-app = typer.Typer(help="Tokenise a corpus, learn subwords and vocabularies, write a data directory.",
-                  no_args_is_help=True)
+app = typer.Typer(help="Tokenise a corpus (parallel text or image captions), build vocabularies, write a data "
+                       "directory.", no_args_is_help=True)
 
 SOURCE_HELP = ("URL base or directory of the raw files "
                "(default: ../shared/data/multi30k if present, else the public GitHub repository)")
@@ -29,6 +29,36 @@ MaxLenOption = Annotated[int, typer.Option(
     "--max-len", help="drop training pairs longer than this many tokens (0 = keep all)")]
 SubwordOption = Annotated[str, typer.Option(
     "--subword", help="none, bpe:N (subword-nmt, N merges) or spm:N (SentencePiece, N pieces)")]
+
+
+ImagesOption = Annotated[Path, typer.Option("--images", help="directory of the images")]
+CaptionMinFreqOption = Annotated[int, typer.Option(
+    "--min-freq", help="keep caption words seen at least this often in train (Shalev et al.: 5)")]
+CaptionMaxLenOption = Annotated[int, typer.Option(
+    "--max-len", help="drop training captions longer than this many tokens (0 = keep all)")]
+CaptionOutOption = Annotated[Path | None, typer.Option("--out", help="data directory (default: data/CORPUS)")]
+
+
+def _caption_summary(out: Path, manifest: dict[str, Any]) -> None:
+    console = Console()
+    console.print(f"wrote {out} ({manifest['corpus']} captions, {manifest['lang']})")
+    table = Table()
+    for column in ("split", "images", "captions"):
+        table.add_column(column, justify="left" if column == "split" else "right")
+    for split, counts in manifest["splits"].items():
+        table.add_row(split, f"{counts['images']:,}", f"{counts['captions']:,}")
+    table.add_row("vocabulary", f"{manifest['vocab_size']:,}", "")
+    console.print(table)
+    if manifest["skipped_count"]:
+        console.print(f"skipped {manifest['skipped_count']:,} images (listed in {out / 'manifest.json'})")
+
+
+def _prepare_captions(corpus: str, out: Path | None, **options: Any) -> None:
+    from nlgkit.data.caption_sources import prepare_captions
+
+    out = out or Path("data") / corpus
+    manifest = prepare_captions(out, corpus, log=lambda line: typer.echo(f"warning: {line}", err=True), **options)
+    _caption_summary(out, manifest)
 
 
 def _summary(out: Path, manifest: dict[str, Any]) -> None:
@@ -55,19 +85,31 @@ def multi30k(
     source: Annotated[str, typer.Option("--source", help=SOURCE_HELP)] = "",
     tokenizer: TokenizerOption = "spacy",
     lowercase: LowercaseOption = True,
-    min_freq: MinFreqOption = 2,
+    min_freq: Annotated[int | None, typer.Option("--min-freq", help="drop vocabulary entries seen fewer times in "
+                                                                    "train (default 2; 5 with --task captions)")] = None,
     max_len: MaxLenOption = 0,
     subword: SubwordOption = "none",
+    task: Annotated[str, typer.Option("--task", help="translation (task 1) or captions (task 2: five captions "
+                                                     "per image, needs --images)")] = "translation",
+    images: Annotated[Path | None, typer.Option("--images", help="images directory (--task captions)")] = None,
+    lang: Annotated[str, typer.Option("--lang", help="caption language, en or de (--task captions)")] = "en",
 ) -> None:
-    """Download (or locate) Multi30K task 1 and prepare it."""
+    """Download (or locate) Multi30K task 1 and prepare it (or task 2's captions with --task captions)."""
     from nlgkit.data.prepare import prepare_multi30k
+
+    if task == "captions":
+        _prepare_captions("multi30k", out or Path("data") / f"multi30k_captions_{lang}", images=images or "",
+                          source=source, lang=lang, min_freq=5 if min_freq is None else min_freq, max_len=max_len)
+        return
+    if task != "translation":
+        raise ConfigError(f"--task {task!r}: expected translation or captions")
 
     src, sep, tgt = pair.partition("-")
     if not sep or not src or not tgt:
         raise ConfigError(f"--pair {pair!r}: expected SRC-TGT, e.g. de-en")
     out = out or Path("data") / f"multi30k_{pair}"
     manifest = prepare_multi30k(out, src, tgt, source=source, tokenizer=tokenizer, lowercase=lowercase,
-                                min_freq=min_freq, max_len=max_len, subword=subword)
+                                min_freq=2 if min_freq is None else min_freq, max_len=max_len, subword=subword)
     _summary(out, manifest)
 
 
@@ -92,3 +134,66 @@ def parallel(
     manifest = prepare_parallel(out, train, valid, test, src, tgt, tokenizer=tokenizer, lowercase=lowercase,
                                 min_freq=min_freq, max_len=max_len, subword=subword)
     _summary(out, manifest)
+
+
+@app.command("flickr8k")
+@handle_errors
+def flickr8k(
+    images: Annotated[Path | None, typer.Option("--images", help="directory of the Flickr8k images "
+                                                                 "(default: ../shared/data/flickr8k/images)")] = None,
+    captions: Annotated[Path | None, typer.Option("--captions", help="Flickr8k.token.txt (default: the shared "
+                                                                     "copy)")] = None,
+    splits: Annotated[Path | None, typer.Option("--splits", help="directory of Flickr_8k.*Images.txt "
+                                                                 "(default: beside --captions)")] = None,
+    out: CaptionOutOption = None,
+    min_freq: CaptionMinFreqOption = 5,
+    max_len: CaptionMaxLenOption = 0,
+) -> None:
+    """Flickr8k with its official 6,000 / 1,000 / 1,000 image splits."""
+    _prepare_captions("flickr8k", out, images=images or "", captions=str(captions or ""), splits_dir=splits or "",
+                      min_freq=min_freq, max_len=max_len)
+
+
+@app.command("coco")
+@handle_errors
+def coco(
+    images: ImagesOption,
+    annotations: Annotated[list[Path] | None, typer.Option("--annotations", help="captions_*.json (repeatable)")] = None,
+    karpathy: Annotated[Path | None, typer.Option("--karpathy", help="Karpathy's dataset_coco.json (the papers' "
+                                                                     "splits; takes precedence)")] = None,
+    out: CaptionOutOption = None,
+    min_freq: CaptionMinFreqOption = 5,
+    max_len: CaptionMaxLenOption = 0,
+) -> None:
+    """MSCOCO captions: Karpathy's splits, or the official annotation files."""
+    _prepare_captions("coco", out, images=images, karpathy=str(karpathy or ""),
+                      captions=",".join(str(p) for p in annotations or []), min_freq=min_freq, max_len=max_len)
+
+
+@app.command("flickr30k")
+@handle_errors
+def flickr30k(
+    karpathy: Annotated[Path, typer.Option("--karpathy", help="Karpathy's dataset_flickr30k.json")],
+    images: ImagesOption,
+    out: CaptionOutOption = None,
+    min_freq: CaptionMinFreqOption = 5,
+    max_len: CaptionMaxLenOption = 0,
+) -> None:
+    """Flickr30K captions with Karpathy's splits."""
+    _prepare_captions("flickr30k", out, images=images, karpathy=str(karpathy), min_freq=min_freq, max_len=max_len)
+
+
+@app.command("captions")
+@handle_errors
+def captions_csv(
+    csv: Annotated[Path, typer.Option("--csv", help="CSV with the header 'image,caption'")],
+    images: ImagesOption,
+    splits: Annotated[Path | None, typer.Option("--splits", help="directory with train.txt, val.txt, test.txt "
+                                                                 "(default: 80/10/10 by image-name hash)")] = None,
+    out: CaptionOutOption = None,
+    min_freq: CaptionMinFreqOption = 5,
+    max_len: CaptionMaxLenOption = 0,
+) -> None:
+    """Your own captions: one 'image,caption' row per caption."""
+    _prepare_captions("captions", out, images=images, captions=str(csv), splits_dir=splits or "",
+                      min_freq=min_freq, max_len=max_len)

@@ -11,6 +11,7 @@ from nlgkit.tasks.base import Task, TaskData
 TASKS: Registry[Task] = Registry("task")
 
 # Plain imports, one per task: each module registers itself in TASKS.
+from nlgkit.tasks import captioning as _captioning  # noqa: F401
 from nlgkit.tasks import translation as _translation  # noqa: F401
 
 

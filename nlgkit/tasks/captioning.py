@@ -101,10 +101,14 @@ class CaptioningTask(Task):
         return (self.run_config.data.tgt_lang,)
 
     def prepare(self, data_dir: Path, log: Callable[[str], None]) -> None:
-        from nlgkit.data.captions import prepare_from_config
+        from nlgkit.data.caption_sources import prepare_captions
 
-        log(f"preparing {data_dir} ({self.run_config.data.prepare.corpus} captions)")
-        prepare_from_config(data_dir, self.run_config.data, log=log)
+        data = self.run_config.data
+        prep = data.prepare
+        log(f"preparing {data_dir} ({prep.corpus} captions)")
+        prepare_captions(data_dir, prep.corpus, images=prep.images, captions=prep.captions, karpathy=prep.karpathy,
+                         source=prep.source, lang=data.tgt_lang, min_freq=prep.min_freq, max_len=prep.max_len,
+                         log=log)
 
     # -- data ---------------------------------------------------------------------------------------------
     def load_data(self, data_dir: Path, vocabs: dict[str, Vocabulary], device: torch.device) -> TaskData:
