@@ -1,0 +1,170 @@
+"""Captioning end to end on a real Flickr8k slice: prepare → train → caption → score, and bad images."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from helpers import with_head
+from typer.testing import CliRunner
+
+from nlgkit.cli.main import app
+from nlgkit.config import load_recipe
+from nlgkit.inference import best_texts, generate
+from nlgkit.metrics.captions import caption_scores
+from nlgkit.models import MODELS
+from nlgkit.runs import load_trained
+from nlgkit.tasks.captioning import read_records
+
+SMALL = Path(__file__).resolve().parents[2] / "shared" / "data" / "flickr8k-1k"
+
+
+def cli(*args: str, input: str | None = None):  # type: ignore[no-untyped-def]
+    return CliRunner().invoke(app, list(args), input=input)
+
+
+@pytest.fixture(scope="module")
+def caption_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """200 training and 40 validation images of the real Flickr8k subset, prepared through the CLI."""
+    if not (SMALL / "captions.txt").is_file():
+        pytest.skip(f"{SMALL} not available")
+    root = tmp_path_factory.mktemp("captions")
+    splits = root / "splits"
+    splits.mkdir()
+    for name, count in (("train.txt", 200), ("val.txt", 40), ("test.txt", 20)):
+        (splits / name).write_text("\n".join((SMALL / name).read_text().split()[:count]) + "\n")
+    result = cli("prepare", "captions", "--csv", str(SMALL / "captions.txt"), "--images", str(SMALL / "images"),
+                 "--splits", str(splits), "--out", str(root / "data"), "--min-freq", "3")
+    assert result.exit_code == 0, result.output
+    return root / "data"
+
+
+def recipe(tmp: Path, data_dir: Path, run_dir: Path) -> Path:
+    path = tmp / "caption.toml"
+    path.write_text(f"""
+[run]
+dir = "{run_dir}"
+[task]
+type = "captioning"
+metric = "cider"
+[data]
+dir = "{data_dir}"
+tgt_lang = "en"
+[data.prepare]
+corpus = "none"
+[model]
+type = "show_attend_tell"
+embedding_dim = 64
+hidden_dim = 96
+attention_dim = 48
+dropout = 0.1
+[head]
+type = "fixed"
+init = "uniform"
+bias = "learned"
+[train]
+lr = 0.004
+batch_size = 32
+max_epochs = 8
+log_every = 10
+seed = 2
+[search]
+beam = 3
+max_len_a = 0.0
+max_len_b = 16
+""")
+    return path
+
+
+@pytest.fixture(scope="module")
+def trained(caption_data: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    tmp = tmp_path_factory.mktemp("caption_run")
+    path = recipe(tmp, caption_data, tmp / "run")
+    result = cli("train", str(path), "--device", "cpu")
+    assert result.exit_code == 0, result.output
+    return path, tmp / "run"
+
+
+def test_training_beats_an_untrained_captioner_by_a_clear_margin(trained: tuple[Path, Path],
+                                                                 caption_data: Path) -> None:
+    path, run_dir = trained
+    run = load_trained(run_dir, "best", "cpu")
+    valid = read_records(caption_data / "valid.jsonl")
+    names = [r["image"] for r in valid]
+    spatial, pooled = run.task.features(caption_data, json.loads((caption_data / "manifest.json").read_text()),
+                                        names)
+    sources = [(spatial[i], pooled[i]) for i in range(len(names))]
+    refs = [r["refs"] for r in valid]
+
+    def cider(model) -> float:  # type: ignore[no-untyped-def]
+        hyps = generate(model, run.task, sources, run.tgt_vocab, beam=3, max_len_a=0.0, max_len_b=16)
+        texts = best_texts(hyps, run.tgt_vocab, run.detokenizer())
+        return caption_scores(texts, refs, meteor=False)["scores"]["CIDEr"]["score"]
+
+    config = load_recipe(path)
+    untrained = MODELS.build(config.model, context=run.task.model_context(run.vocabs))
+    untrained = with_head(untrained, "fixed", len(run.tgt_vocab), init="uniform", bias="learned").eval()
+    trained_cider, untrained_cider = cider(run.model), cider(untrained)
+    assert trained_cider > untrained_cider + 5.0, (trained_cider, untrained_cider)
+
+    events = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    valid_events = [e for e in events if e["event"] == "valid"]
+    assert all(e["metric"] == "cider" and "bleu4" in e for e in valid_events)
+    train_events = [e for e in events if e["event"] == "train"]
+    assert all("aux_attention" in e for e in train_events)  # the regulariser is logged
+    assert json.loads((run_dir / "config.json").read_text())["task"]["type"] == "captioning"
+    assert json.loads((run_dir / "manifest.json").read_text())["kind"] == "captions"
+
+
+def test_caption_keeps_one_line_per_image_and_names_bad_files(trained: tuple[Path, Path], caption_data: Path,
+                                                              tmp_path: Path) -> None:
+    _, run_dir = trained
+    images = sorted((SMALL / "images").iterdir())[:3]
+    (tmp_path / "empty.jpg").write_bytes(b"")
+    (tmp_path / "text.jpg").write_text("hello")
+    (tmp_path / "cut.jpg").write_bytes(images[0].read_bytes()[:400])
+    paths = [str(images[0]), str(tmp_path / "empty.jpg"), str(images[1]), str(tmp_path / "missing.jpg"),
+             str(tmp_path / "text.jpg"), str(tmp_path / "cut.jpg"), str(images[2])]
+    result = cli("caption", "--model", str(run_dir), *paths, "--device", "cpu", "--beam", "3")
+    assert result.exit_code == 1
+    lines = result.stdout.splitlines()
+    assert len(lines) == len(paths)
+    assert [bool(line) for line in lines] == [True, False, True, False, False, False, True]
+    for bad in paths[1:2] + paths[3:6]:
+        assert bad in result.stderr
+    assert all(line.startswith("error: ") for line in result.stderr.splitlines())
+
+    listing = tmp_path / "list.txt"
+    listing.write_text("\n".join(paths[:3]) + "\n")
+    result = cli("caption", "--model", str(run_dir), "--list", str(listing), "--json", "--nbest", "2",
+                 "--attention", str(tmp_path / "att"), "--device", "cpu", "--beam", "3")
+    records = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [("error" in r) for r in records] == [False, True, False]
+    assert all(len(r["captions"]) == 2 for r in records if "captions" in r)
+    pngs = sorted((tmp_path / "att").iterdir())
+    assert len(pngs) == 2 and all(p.read_bytes()[:4] == b"\x89PNG" for p in pngs)
+    # the captions equal those of the plain command (same search), one per image
+    plain = cli("caption", "--model", str(run_dir), paths[0], paths[2], "--device", "cpu", "--beam", "3")
+    assert plain.exit_code == 0
+    assert plain.stdout.splitlines() == [r["captions"][0]["text"] for r in records if "captions" in r]
+
+
+def test_commands_refuse_a_model_of_the_other_task(trained: tuple[Path, Path]) -> None:
+    _, run_dir = trained
+    result = cli("translate", "--model", str(run_dir), input="ein hund\n")
+    assert result.exit_code == 2 and "captioning model" in result.stderr and "\n" not in result.stderr.strip()
+
+
+def test_a_captioner_trains_with_every_head_through_the_trainer(caption_data: Path, tmp_path: Path) -> None:
+    for head in ("learned", "tied", "hadamard"):
+        path = recipe(tmp_path, caption_data, tmp_path / head)
+        text = path.read_text().replace('type = "fixed"\ninit = "uniform"\nbias = "learned"', f'type = "{head}"')
+        text = text.replace("max_epochs = 8", "max_updates = 3").replace('"show_attend_tell"', '"show_tell"')
+        text = text.replace("attention_dim = 48\n", "").replace("hidden_dim = 96", "hidden_dim = 64")
+        path.write_text(text)
+        result = cli("train", str(path), "--device", "cpu")
+        assert result.exit_code == 0, result.output
+        assert load_trained(tmp_path / head, "last", "cpu").config.head.type == head
+    assert torch.get_num_threads() >= 1
