@@ -116,3 +116,29 @@ def test_a_translation_model_refuses_a_captioning_context() -> None:
                            image_regions=L, image_pooled_dim=P)
     with pytest.raises(ConfigError, match="src vocab size"):
         MODELS.build(MODELS.config_class("rnn")(type="rnn"), context=context)
+
+
+def test_dry_run_counts_the_papers_coco_models() -> None:
+    """Show-Attend-Tell at the paper's sizes is, to the parameter, the widely used PyTorch decoder (its learned
+    output layer included); a fixed head removes exactly the 512 × 9,490 matrix (the bias still trains)."""
+    from pathlib import Path
+
+    from typer.testing import CliRunner
+
+    from nlgkit.cli.main import app
+
+    recipes = Path(__file__).resolve().parents[1] / "recipes"
+    counts = {}
+    for model in ("tell", "attend"):
+        for head in ("learned", "fixed"):
+            result = CliRunner().invoke(app, ["train", str(recipes / f"coco_{model}_{head}.toml"), "--dry-run",
+                                              "--vocab-size", "9490"])
+            assert result.exit_code == 0, result.output
+            counts[model, head] = int(result.stdout.strip().splitlines()[-1].split()[-1])
+    # by hand: attention 2048·512+512 + 512·512+512 + 512+1; embedding 9490·512; LSTMCell 4·512·(2560+512) + 8·512;
+    # init_h, init_c 2·(2048·512+512); f_beta 512·2048+2048; output layer 512·9490+9490
+    assert counts["attend", "learned"] == 20_483_859
+    # image projection 2048·512+512; embedding 9490·512; LSTM 4·512·(512+512) + 8·512; output layer as above
+    assert counts["tell", "learned"] == 12_877_586
+    for model in ("tell", "attend"):
+        assert counts[model, "learned"] - counts[model, "fixed"] == 512 * 9490
