@@ -11,6 +11,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from nlgkit.errors import NlgkitError
+
 RECIPES = Path(__file__).resolve().parents[1] / "recipes"
 
 
@@ -136,6 +138,29 @@ def table2(run_dirs: list[str], output: str | None) -> str:
     return text
 
 
+def table1(run_dirs: list[str], output: str | None, dataset: str = "Flickr8k") -> str:
+    """Shalev et al.'s Table 1 for the given captioning runs (see :mod:`nlgkit.evaluate.table1`)."""
+    from nlgkit.evaluate.collect import best_meta
+    from nlgkit.evaluate.table1 import build_table1, render
+
+    ready = []
+    for run_dir in run_dirs:
+        try:
+            best_meta(Path(run_dir))
+            ready.append(Path(run_dir))
+        except NlgkitError:
+            print(f"not trained yet: {run_dir}", file=sys.stderr)
+    table = build_table1(ready)
+    text = render(table, dataset)
+    _write(text, output)
+    if output:
+        from nlgkit.io import write_json
+
+        write_json(Path(output).with_suffix(".json"), {k: v for k, v in table.items() if k != "examples"}
+                   | {"examples": table["examples"]})
+    return text
+
+
 def table4(run_dirs: list[str], output: str | None, wordsim_dir: str | None = None) -> str:
     """Shalev et al. Table 4: word similarity of target and input vectors beside the paper's correlations.
 
@@ -245,6 +270,10 @@ def show(hyp: str, ref: str, source: str | None, n: int) -> None:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m nlgkit.reproduce", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
+    p1 = sub.add_parser("table1")
+    p1.add_argument("runs", nargs="+")
+    p1.add_argument("--output")
+    p1.add_argument("--dataset", default="Flickr8k")
     p3 = sub.add_parser("table3")
     p3.add_argument("--output")
     p2 = sub.add_parser("table2")
@@ -263,10 +292,10 @@ def main(argv: list[str] | None = None) -> None:
     ps.add_argument("--source")
     ps.add_argument("-n", type=int, default=5)
     args = parser.parse_args(argv)
-    from nlgkit.errors import NlgkitError
-
     try:
-        if args.command == "table3":
+        if args.command == "table1":
+            table1(args.runs, args.output, args.dataset)
+        elif args.command == "table3":
             table3(args.output)
         elif args.command == "table2":
             table2(args.runs, args.output)

@@ -95,6 +95,25 @@ def paired_bootstrap(
     )
 
 
+def paired_bootstrap_means(scores_a: Sequence[float], scores_b: Sequence[float], metric: str, samples: int = 1000,
+                           seed: int = 12345) -> BootstrapResult:
+    """Paired bootstrap of B against A for a corpus metric that is the mean of per-segment scores
+    (CIDEr-D: the mean of per-image CIDEr), resampling segments as :func:`paired_bootstrap` does."""
+    a, b = np.asarray(scores_a, dtype=np.float64), np.asarray(scores_b, dtype=np.float64)
+    if a.size == 0 or a.shape != b.shape:
+        raise DataError(f"systems A and B have {a.size} and {b.size} scores: need the same, > 0")
+    rng = np.random.default_rng(seed)
+    n = a.size
+    deltas = np.empty(samples)
+    for i in range(samples):
+        drawn = np.bincount(rng.integers(0, n, size=n), minlength=n).astype(np.float64)  # (n,) draw counts
+        deltas[i] = float(drawn @ (b - a)) / n
+    low, high = np.percentile(deltas, [2.5, 97.5])
+    return BootstrapResult(metric=metric, score_a=float(a.mean()), score_b=float(b.mean()),
+                           delta=float(b.mean() - a.mean()), p_value=float(np.mean(deltas <= 0.0)),
+                           ci_low=float(low), ci_high=float(high), samples=samples)
+
+
 def _score(scorer: object, summed: np.ndarray) -> float:
     return float(scorer._compute_score_from_stats(summed.tolist()).score)  # type: ignore[attr-defined]
 

@@ -138,10 +138,11 @@ def caption_scores(hyps: Sequence[str], refs: Sequence[Sequence[str]], meteor: b
         scores["METEOR"] = _entry(meteor, f"{coco} {variant.signature()}|pre-tok:{tok}")
     rouge, _ = Rouge().compute_score(gts, res)
     scores["ROUGE-L"] = _entry(rouge, f"{coco} ROUGE-L|beta:1.2|tok:{tok}")
-    cider, _ = Cider().compute_score(gts, res)
+    cider, per_image = Cider().compute_score(gts, res)
     scores["CIDEr"] = _entry(cider, f"{coco} CIDEr-D|n:4|sigma:6|idf:these refs|tok:{tok}")
     scores["SPICE"] = spice_unavailable()
-    return {"tokenizer": tokenizer, "scores": scores}
+    # CIDEr-D of the corpus is the mean of these (×100), so resampling them tests it exactly
+    return {"tokenizer": tokenizer, "scores": scores, "per_image_cider": [100.0 * float(v) for v in per_image]}
 
 
 def _entry(value: float, signature: str) -> dict[str, Any]:

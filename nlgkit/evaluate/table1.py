@@ -1,0 +1,110 @@
+"""Shalev et al.'s Table 1 for the caption data at hand: each run's test scores beside the paper's COCO rows.
+
+For every run: its best checkpoint (by the validation metric) captions the test images with the recipe's
+beam (10); BLEU-3/4, METEOR, ROUGE-L and CIDEr-D come from pycocoevalcap, VU is the number of distinct words
+in the output. CIDEr is compared with the learned run of the same model by paired bootstrap over images. A
+nearest-neighbour baseline (the caption of the most similar training image) shows what retrieval alone
+reaches; examples list images where the fixed head's caption uses a word the learned head's does not.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from nlgkit.evaluate.captioning import (
+    SplitCaptions,
+    caption_split,
+    differing_examples,
+    nearest_neighbour_captions,
+)
+
+MODEL_NAMES = {"show_tell": "tell", "show_attend_tell": "attend"}
+COLUMNS = ("BLEU-4", "BLEU-3", "VU", "ROUGE-L", "METEOR", "CIDEr")
+PAPER_COLUMNS = {"BLEU-4": "bleu4", "BLEU-3": "bleu3", "VU": "vocab_usage", "ROUGE-L": "rouge_l", "METEOR": "meteor"}
+
+
+def run_status(run_dir: Path) -> str:
+    meta = json.loads((run_dir / "checkpoints" / "last" / "meta.json").read_text(encoding="utf-8"))
+    loop = meta.get("loop", {})
+    done = loop.get("epoch", 1) if loop.get("finished") else loop.get("epoch", 1) - 1
+    state = "finished" if loop.get("finished") else "not finished"
+    return f"{state}, best epoch {loop.get('best_epoch', '?')} of {done}"
+
+
+def score(captions: SplitCaptions) -> dict[str, Any]:
+    from nlgkit.evaluate.vocabulary import vocabulary_usage
+    from nlgkit.metrics.captions import caption_scores
+
+    result = caption_scores(captions.texts, captions.refs)
+    values = {name: result["scores"][name].get("score") for name in COLUMNS if name != "VU"}
+    values["VU"] = vocabulary_usage(captions.texts)["score"]
+    return {"values": values, "per_image_cider": result["per_image_cider"], "tokenizer": result["tokenizer"]}
+
+
+def build_table1(run_dirs: list[Path], device: str = "cpu") -> dict[str, Any]:
+    """Scores, statuses, significance, baseline and examples of ``run_dirs`` (data only; see :func:`render`)."""
+    from nlgkit.data.vocab import Vocabulary
+    from nlgkit.evaluate.papers import load_table
+    from nlgkit.evaluate.significance import paired_bootstrap_means
+
+    paper = load_table("shalev2020_table1")
+    rows, outputs = [], {}
+    for run_dir in run_dirs:
+        config = json.loads((run_dir / "config.json").read_text(encoding="utf-8"))
+        model, head = MODEL_NAMES.get(config["model"]["type"], config["model"]["type"]), config["head"]["type"]
+        captions = caption_split(run_dir, "test", device)
+        outputs[model, head] = captions
+        scored = score(captions)
+        paper_row = paper.match({"dataset": "mscoco", "model": model, "head": head})
+        rows.append({"run": str(run_dir), "model": model, "head": head, "status": run_status(run_dir),
+                     "images": len(captions.texts), **scored,
+                     "paper": {c: paper_row.values.get(k) for c, k in PAPER_COLUMNS.items()} if paper_row else {}})
+    for row in rows:
+        learned = next((r for r in rows if r["model"] == row["model"] and r["head"] == "learned"), None)
+        if learned is not None and learned is not row:
+            test = paired_bootstrap_means(learned["per_image_cider"], row["per_image_cider"], "CIDEr")
+            row["vs_learned"] = {"delta": test.delta, "ci": [test.ci_low, test.ci_high], "p": test.p_value}
+    baseline = score(nearest_neighbour_captions(run_dirs[0])) if run_dirs else None
+    examples = {}
+    data_dir = Path(json.loads((run_dirs[0] / "config.json").read_text())["data"]["dir"]) if run_dirs else None
+    if data_dir is not None:
+        vocab = Vocabulary.load(data_dir / "vocab.en.txt")
+        counts = dict(zip(vocab.tokens, vocab.counts))
+        for model in ("tell", "attend"):
+            if (model, "learned") in outputs and (model, "fixed") in outputs:
+                examples[model] = differing_examples(outputs[model, "learned"], outputs[model, "fixed"], counts)
+    return {"rows": rows, "baseline": baseline, "examples": examples}
+
+
+def render(table: dict[str, Any], dataset: str) -> str:
+    def cell(value: Any) -> str:
+        return "–" if value is None else (f"{value:,}" if isinstance(value, int) else f"{value:.2f}")
+
+    lines = [f"# Shalev et al., Table 1 on {dataset}: captioning with learned, tied and fixed output layers", "",
+             "Written by `make reproduce-table1` (`python -m nlgkit.reproduce table1 RUN_DIR…`). " + __doc__.split(
+                 "\n\n", 1)[1].replace("\n", " "), "",
+             "The paper's numbers are MSCOCO (Karpathy test split, ResNet-101); these runs use other data and another",
+             "encoder, so compare the heads with each other, not the absolute values with the paper's.", "",
+             "| model | head | status | " + " | ".join(COLUMNS) + " | paper B4 / B3 / VU / R-L / ME | ΔCIDEr vs learned "
+             "(95% CI, p) |", "|---|---|---|" + "---:|" * len(COLUMNS) + "---|---|"]
+    for row in table["rows"]:
+        paper = " / ".join(cell(row["paper"].get(c)) for c in PAPER_COLUMNS) if row["paper"] else "–"
+        test = row.get("vs_learned")
+        versus = (f"{test['delta']:+.2f} [{test['ci'][0]:+.2f}, {test['ci'][1]:+.2f}], p = {test['p']:.3f}"
+                  if test else "–")
+        lines.append(f"| {row['model']} | {row['head']} | {row['status']} | "
+                     + " | ".join(cell(row["values"][c]) for c in COLUMNS) + f" | {paper} | {versus} |")
+    if table["baseline"]:
+        values = table["baseline"]["values"]
+        lines.append("| nearest neighbour | – | (no training) | " + " | ".join(cell(values[c]) for c in COLUMNS)
+                     + " | – | – |")
+    if table["rows"]:
+        lines += ["", f"{table['rows'][0]['images']:,} test images; tokenizer: {table['rows'][0]['tokenizer']}."]
+    for model, examples in table["examples"].items():
+        lines += ["", (f"## {model}: where the fixed head's caption uses a word the learned head's does not "
+                  "(rarest first; training count of the word)"), "", "| image | learned | fixed | word (count) |",
+                  "|---|---|---|---|"]
+        lines += [f"| {e['image']} | {e['a']} | {e['b']} | {e['word']} ({e['word_count']}) |" for e in examples]
+    return "\n".join(lines) + "\n"
