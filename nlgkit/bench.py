@@ -49,8 +49,10 @@ def measure_training(recipe: str, updates: int, warmup: int) -> dict[str, Any]:
     head_grads = sum(p.grad.numel() for p in model.head.parameters() if p.grad is not None)
     optimizer_bytes = sum(t.numel() * t.element_size() for s in optimizer.state.values() for t in s.values()
                           if torch.is_tensor(t))
+    examples = sum(len(indices) for indices in batches[warmup : warmup + updates])
     return {"recipe": recipe, "head": config.head.type, "updates": updates, "target_tokens": tokens,
-            "seconds": seconds, "tokens_per_s": tokens / seconds, "threads": torch.get_num_threads(),
+            "seconds": seconds, "tokens_per_s": tokens / seconds, "examples_per_s": examples / seconds,
+            "threads": torch.get_num_threads(),
             "trainable_parameters": session.params["trainable"], "head_gradient_elements": head_grads,
             "optimizer_state_mib": optimizer_bytes / 2**20, "peak_rss_mib": _peak_rss_mib()}
 
@@ -75,9 +77,49 @@ def measure_translation(run_dir: str, beam: int, limit: int) -> dict[str, Any]:
             "threads": torch.get_num_threads(), "peak_rss_mib": _peak_rss_mib()}
 
 
+def measure_extraction(images_dir: str, limit: int, batch_size: int = 32) -> dict[str, Any]:
+    """EfficientNet-Lite0 feature extraction (decode, resize, CNN) over the first ``limit`` images."""
+    from nlgkit.vision.encoders import EncoderConfig, build_encoder
+    from nlgkit.vision.images import load_image
+
+    encoder = build_encoder(EncoderConfig())
+    paths = sorted(Path(images_dir).glob("*.jpg"))[:limit]
+    start = time.perf_counter()
+    with torch.inference_mode():
+        for first in range(0, len(paths), batch_size):
+            encoder(torch.stack([encoder.preprocess(load_image(p)) for p in paths[first : first + batch_size]]))
+    seconds = time.perf_counter() - start
+    return {"encoder": "efficientnet_lite0", "images": len(paths), "seconds": seconds,
+            "images_per_s": len(paths) / seconds, "threads": torch.get_num_threads(), "peak_rss_mib": _peak_rss_mib()}
+
+
+def measure_captioning(run_dir: str, beam: int, limit: int) -> dict[str, Any]:
+    """Beam search over the test images' cached features with a trained captioning run."""
+    from nlgkit.inference import generate
+    from nlgkit.io import read_json
+    from nlgkit.runs import load_trained
+    from nlgkit.tasks.captioning import read_records
+
+    run = load_trained(Path(run_dir), "best", "cpu")
+    data_dir = Path(run.config.data.dir)
+    names = [r["image"] for r in read_records(data_dir / "test.jsonl", limit)]
+    spatial, pooled = run.task.features(data_dir, read_json(data_dir / "manifest.json"), names)  # type: ignore[attr-defined]
+    sources = [(spatial[i], pooled[i]) for i in range(len(names))]
+    start = time.perf_counter()
+    generate(run.model, run.task, sources, run.tgt_vocab, beam=beam, max_len_a=0.0,
+             max_len_b=run.config.search.max_len_b, batch_size=run.config.search.batch_size)
+    seconds = time.perf_counter() - start
+    return {"run": run_dir, "beam": beam, "images": len(names), "seconds": seconds,
+            "images_per_s": len(names) / seconds, "threads": torch.get_num_threads(), "peak_rss_mib": _peak_rss_mib()}
+
+
 def _worker(args: argparse.Namespace) -> None:
     if args.worker == "train":
         result = measure_training(args.recipe, args.updates, args.warmup)
+    elif args.worker == "extract":
+        result = measure_extraction(args.images, args.limit or 256)
+    elif args.worker == "caption":
+        result = measure_captioning(args.run, args.beam, args.limit)
     else:
         result = measure_translation(args.run, args.beam, args.limit)
     print(json.dumps(result))
@@ -100,7 +142,12 @@ def main(argv: list[str] | None = None) -> None:
                         help="trained run used for the beam-search benchmark")
     parser.add_argument("--beam", type=int, default=5)
     parser.add_argument("--limit", type=int, default=0, help="translate only the first N test sentences")
-    parser.add_argument("--worker", choices=["train", "translate"], help=argparse.SUPPRESS)
+    parser.add_argument("--caption-run", default="runs/flickr8k_attend_fixed",
+                        help="trained captioning run used for the beam-10 captioning benchmark")
+    parser.add_argument("--images", default="../shared/data/flickr8k/images",
+                        help="images for the feature-extraction benchmark")
+    parser.add_argument("--caption-updates", type=int, default=20)
+    parser.add_argument("--worker", choices=["train", "translate", "extract", "caption"], help=argparse.SUPPRESS)
     parser.add_argument("--recipe", help=argparse.SUPPRESS)
     parser.add_argument("--run", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -116,6 +163,7 @@ def main(argv: list[str] | None = None) -> None:
     if (ROOT / args.translate_run / "checkpoints" / "best").exists():
         translation = _spawn("--worker", "translate", "--run", args.translate_run, "--beam", str(args.beam),
                              "--limit", str(args.limit))
+    captioning = _captioning_benchmarks(args)
     git = git_revision()
     lines = [
         "# Benchmarks",
@@ -143,13 +191,65 @@ def main(argv: list[str] | None = None) -> None:
                    f"{t['output_tokens_per_s']:,.0f} | {t['peak_rss_mib']:,.0f} |")]
     else:
         lines.append(f"Not measured: no trained run at `{args.translate_run}` (train it first).")
+        previous = _previous(ROOT / args.output, "translation")
+        if previous:
+            translation = previous
+            lines.append(f"The previous `make bench` (same file) measured `{previous['run']}` at beam {previous['beam']}: "
+                         f"{previous['sentences_per_s']:.1f} sentences/s over {previous['sentences']} sentences.")
+    lines += _captioning_lines(captioning)
     lines.append("")
     text = "\n".join(lines)
     with atomic_write(ROOT / args.output) as handle:
         handle.write(text)
     with atomic_write((ROOT / args.output).with_suffix(".json")) as handle:
-        json.dump({"training": training, "translation": translation}, handle, indent=2)
+        json.dump({"training": training, "translation": translation, "captioning": captioning}, handle, indent=2)
     print(text)
+
+
+def _previous(output: Path, key: str) -> Any:
+    """An entry of the benchmark JSON written last time, when present."""
+    path = output.with_suffix(".json")
+    return json.loads(path.read_text()).get(key) if path.is_file() else None
+
+
+def _captioning_benchmarks(args: argparse.Namespace) -> dict[str, Any]:
+    """Feature extraction, training on cached features (learned vs fixed head), beam-10 captioning."""
+    results: dict[str, Any] = {}
+    if Path(args.images).is_dir():
+        results["extraction"] = _spawn("--worker", "extract", "--images", args.images, "--limit", "256")
+    results["training"] = [
+        _spawn("--worker", "train", "--recipe", f"recipes/{name}.toml", "--updates", str(args.caption_updates),
+               "--warmup", str(args.warmup))
+        for name in ("flickr8k_attend_learned", "flickr8k_attend_fixed", "flickr8k_tell_learned", "flickr8k_tell_fixed")
+    ]
+    if (ROOT / args.caption_run / "checkpoints" / "best").exists():
+        results["captioning"] = _spawn("--worker", "caption", "--run", args.caption_run, "--beam", "10",
+                                       "--limit", "200")
+    return results
+
+
+def _captioning_lines(results: dict[str, Any]) -> list[str]:
+    lines = ["", "## Captioning (Flickr8k, EfficientNet-Lite0 features cached once)", ""]
+    if "extraction" in results:
+        e = results["extraction"]
+        lines += [(f"Feature extraction (JPEG decode, resize, CNN; batches of 32): {e['images_per_s']:.1f} images/s over "
+                  f"{e['images']} images, peak RSS {e['peak_rss_mib']:,.0f} MiB."), ""]
+    lines += ["| recipe | head | updates | captions/s | target tokens/s | trainable params | peak RSS (MiB) |",
+              "|---|---|---:|---:|---:|---:|---:|"]
+    for r in results.get("training", []):
+        lines.append(f"| `{r['recipe']}` | {r['head']} | {r['updates']} | {r['examples_per_s']:.1f} | "
+                     f"{r['tokens_per_s']:,.0f} | {r['trainable_parameters']:,} | {r['peak_rss_mib']:,.0f} |")
+    by = {(r["recipe"].split("_")[1], r["head"]): r["examples_per_s"] for r in results.get("training", [])}
+    for model in ("attend", "tell"):
+        if (model, "learned") in by and (model, "fixed") in by:
+            lines.append(f"\n{model}: fixed / learned training speed = {by[model, 'fixed'] / by[model, 'learned']:.2f}×")
+    if "captioning" in results:
+        c = results["captioning"]
+        lines += ["", (f"Captioning `{c['run']}` at beam {c['beam']}: {c['images_per_s']:.1f} images/s over {c['images']} "
+                  f"test images (cached features), peak RSS {c['peak_rss_mib']:,.0f} MiB.")]
+    else:
+        lines += ["", "Beam-10 captioning not measured: no trained captioning run (train it first)."]
+    return lines
 
 
 if __name__ == "__main__":

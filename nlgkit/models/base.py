@@ -49,6 +49,15 @@ class ModelContext:
         return int(value)
 
 
+def check_model_options(config: Any, source: str, positive: tuple[str, ...]) -> None:
+    """What every model config checks: its sizes are positive and its dropout lies in [0, 1)."""
+    for key in positive:
+        if getattr(config, key) <= 0:
+            raise ConfigError(f"{source}: model.{key} = {getattr(config, key)}: must be positive")
+    if not 0.0 <= config.dropout < 1.0:
+        raise ConfigError(f"{source}: model.dropout = {config.dropout}: must be in [0, 1)")
+
+
 class Generator(nn.Module):
     """An encoder–decoder that stops at features; its single ``head`` maps them to the vocabulary."""
 

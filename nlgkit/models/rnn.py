@@ -18,10 +18,9 @@ from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from nlgkit.data.batching import Batch
-from nlgkit.errors import ConfigError
 from nlgkit.models import MODELS
 from nlgkit.models.attention import AdditiveAttention
-from nlgkit.models.base import Generator, Inputs, ModelContext, State
+from nlgkit.models.base import Generator, Inputs, ModelContext, State, check_model_options
 from nlgkit.registry import PluginConfig
 
 
@@ -41,12 +40,8 @@ class RNNConfig(PluginConfig):
     dropout: float = 0.0  # on embeddings and on the pre-output input
 
     def validate(self, source: str, run_config: Any) -> None:
-        for key in ("embedding_dim", "encoder_dim", "encoder_layers", "decoder_dim", "decoder_layers",
-                    "attention_dim", "pre_output_dim"):
-            if getattr(self, key) <= 0:
-                raise ConfigError(f"{source}: model.{key} = {getattr(self, key)}: must be positive")
-        if not 0.0 <= self.dropout < 1.0:
-            raise ConfigError(f"{source}: model.dropout = {self.dropout}: must be in [0, 1)")
+        check_model_options(self, source, ("embedding_dim", "encoder_dim", "encoder_layers", "decoder_dim",
+                                           "decoder_layers", "attention_dim", "pre_output_dim"))
 
 
 class DecoderCell(nn.Module):

@@ -19,7 +19,7 @@ from torch import Tensor, nn
 
 from nlgkit.errors import ConfigError
 from nlgkit.models import MODELS
-from nlgkit.models.base import Generator, Inputs, ModelContext, State
+from nlgkit.models.base import Generator, Inputs, ModelContext, State, check_model_options
 from nlgkit.registry import PluginConfig
 
 if TYPE_CHECKING:
@@ -37,11 +37,7 @@ class ShowAttendTellConfig(PluginConfig):
     attention_reg: float = 1.0  # λ of the doubly stochastic regulariser (0 disables it)
 
     def validate(self, source: str, run_config: Any) -> None:
-        for key in ("embedding_dim", "hidden_dim", "attention_dim"):
-            if getattr(self, key) <= 0:
-                raise ConfigError(f"{source}: model.{key} = {getattr(self, key)}: must be positive")
-        if not 0.0 <= self.dropout < 1.0:
-            raise ConfigError(f"{source}: model.dropout = {self.dropout}: must be in [0, 1)")
+        check_model_options(self, source, ("embedding_dim", "hidden_dim", "attention_dim"))
         if self.attention_reg < 0:
             raise ConfigError(f"{source}: model.attention_reg = {self.attention_reg}: must not be negative")
 

@@ -13,9 +13,8 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import Tensor, nn
 
-from nlgkit.errors import ConfigError
 from nlgkit.models import MODELS
-from nlgkit.models.base import Generator, Inputs, ModelContext, State
+from nlgkit.models.base import Generator, Inputs, ModelContext, State, check_model_options
 from nlgkit.registry import PluginConfig
 
 if TYPE_CHECKING:
@@ -31,11 +30,7 @@ class ShowTellConfig(PluginConfig):
     dropout: float = 0.5  # on the image/word inputs and on the features
 
     def validate(self, source: str, run_config: Any) -> None:
-        for key in ("embedding_dim", "hidden_dim", "layers"):
-            if getattr(self, key) <= 0:
-                raise ConfigError(f"{source}: model.{key} = {getattr(self, key)}: must be positive")
-        if not 0.0 <= self.dropout < 1.0:
-            raise ConfigError(f"{source}: model.dropout = {self.dropout}: must be in [0, 1)")
+        check_model_options(self, source, ("embedding_dim", "hidden_dim", "layers"))
 
 
 @MODELS.register("show_tell", ShowTellConfig)
