@@ -27,9 +27,9 @@ def _write(text: str, output: str | None) -> None:
 
 def table3(output: str | None) -> str:
     """Trainable parameters of the Multi30K recipes, checked to the unit against the paper's counts."""
+    from nlgkit.builders import build_untrained, count_parameters
     from nlgkit.config import load_recipe
     from nlgkit.evaluate.papers import load_table
-    from nlgkit.train.builders import build_untrained, count_parameters
 
     paper = load_table("shalev2020_table3")
     rows = []

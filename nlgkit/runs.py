@@ -8,13 +8,13 @@ from pathlib import Path
 
 import torch
 
+from nlgkit.builders import build_model, select_device
+from nlgkit.checkpoint import find_checkpoint, load_meta, load_weights
 from nlgkit.config import RunConfig, config_from_dict
 from nlgkit.data.vocab import Vocabulary
 from nlgkit.errors import CheckpointError
 from nlgkit.models.base import Generator
 from nlgkit.tasks import Task, build_task
-from nlgkit.train.builders import build_model, select_device
-from nlgkit.train.checkpoint import find_checkpoint, load_meta, load_weights
 
 
 @dataclass

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from nlgkit.builders import build_model
 from nlgkit.config import RunConfig
 from nlgkit.data.vocab import Vocabulary
 from nlgkit.heads import HEADS, HeadContext, build_head
 from nlgkit.models.base import Generator, ModelContext
 from nlgkit.models.rnn import RNNConfig, RNNModel
 from nlgkit.tasks import build_task
-from nlgkit.train.builders import build_model
 
 
 def with_head(model: Generator, head: str, vocab_size: int, seed: int = 1, **options: Any) -> Generator:

@@ -13,6 +13,7 @@ from helpers import model_for, rnn
 from PIL import Image
 from typer.testing import CliRunner
 
+from nlgkit.checkpoint import save_checkpoint
 from nlgkit.cli.analyze import register
 from nlgkit.config import config_from_dict, to_dict
 from nlgkit.data.vocab import SPECIALS, Vocabulary
@@ -21,7 +22,6 @@ from nlgkit.evaluate.analysis import geometry, neighbours, norms, params, simila
 from nlgkit.evaluate.analysis.plots import save_png
 from nlgkit.io import write_json
 from nlgkit.models.rnn import RNNConfig, RNNModel
-from nlgkit.train.checkpoint import save_checkpoint
 
 
 def vocab_of(words: list[str], counts: list[int] | None = None) -> Vocabulary:

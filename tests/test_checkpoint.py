@@ -9,8 +9,8 @@ import pytest
 import torch
 from torch import nn
 
+from nlgkit import checkpoint as ckpt
 from nlgkit.errors import CheckpointError
-from nlgkit.train import checkpoint as ckpt
 
 
 def model(value: float) -> nn.Module:

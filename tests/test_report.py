@@ -187,10 +187,10 @@ def test_stale_hypotheses_are_translated_again_and_written(tmp_path: Path, data_
     import torch
     from helpers import model_for
 
+    from nlgkit.checkpoint import save_checkpoint
     from nlgkit.config import config_from_dict, to_dict
     from nlgkit.data.vocab import SPECIALS, Vocabulary
     from nlgkit.io import write_json
-    from nlgkit.train.checkpoint import save_checkpoint
 
     (data_dir / "test.de").write_text("ein mann\nzwei hunde\n" * 3, encoding="utf-8")
     run = tmp_path / "runs" / "tiny"

@@ -17,12 +17,12 @@ from rich.console import Console
 from rich.table import Table
 
 from nlgkit import runs
+from nlgkit.checkpoint import load_train_state
 from nlgkit.cli.common import handle_errors
 from nlgkit.errors import NlgkitError
 from nlgkit.evaluate.analysis import geometry, neighbours, norms, params, wordsim
 from nlgkit.evaluate.analysis.plots import check_output_path, save_png
 from nlgkit.evaluate.analysis.vectors import VectorSet, select_sets, vector_sets
-from nlgkit.train.checkpoint import load_train_state
 
 RunDir = Annotated[Path, typer.Argument(help="Run directory written by `nlgkit train`", show_default=False)]
 Checkpoint = Annotated[str, typer.Option(help="best, last, or a checkpoint directory")]

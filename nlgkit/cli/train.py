@@ -41,7 +41,7 @@ def train(
 
 
 def _print_parameters(config, console: Console, vocab_size: int) -> None:  # type: ignore[no-untyped-def]
-    from nlgkit.train.builders import build_untrained, count_parameters
+    from nlgkit.builders import build_untrained, count_parameters
 
     _, vocabs, model = build_untrained(config, log=console.print, vocab_size=vocab_size)
     counts = count_parameters(model)

@@ -14,18 +14,30 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import signal
-import threading
 import time
 from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Self
+from typing import Any
 
 import torch
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
+from nlgkit.builders import (
+    build_model,
+    build_optimizer,
+    build_scheduler,
+    count_parameters,
+    select_device,
+)
+from nlgkit.checkpoint import (
+    find_checkpoint,
+    load_meta,
+    load_train_state,
+    load_weights,
+    save_checkpoint,
+)
 from nlgkit.config import RunConfig, config_from_dict, to_dict
 from nlgkit.data.batching import Batch, bucketed_batches
 from nlgkit.errors import CheckpointError, NlgkitError
@@ -33,23 +45,10 @@ from nlgkit.inference import best_texts, generate
 from nlgkit.io import atomic_write, write_json
 from nlgkit.models.base import Generator
 from nlgkit.tasks import Task, TaskData, build_task
-from nlgkit.train.builders import (
-    build_model,
-    build_optimizer,
-    build_scheduler,
-    count_parameters,
-    select_device,
-)
-from nlgkit.train.checkpoint import (
-    find_checkpoint,
-    load_meta,
-    load_train_state,
-    load_weights,
-    save_checkpoint,
-)
 from nlgkit.train.metrics_log import MetricsLog
 from nlgkit.train.provenance import environment, git_revision
 from nlgkit.train.rundata import copy_model_assets, ensure_data_dir
+from nlgkit.train.signals import MetricWindow, StopOnSignal
 
 # Sections that define the model: a resumed run must not change them.
 FROZEN_SECTIONS = ("task", "data", "model", "head")
@@ -77,32 +76,6 @@ class LoopState:
         if "best_bleu" in saved:
             saved["best_score"] = saved.pop("best_bleu")
         return cls(**saved)
-
-
-class StopOnSignal:
-    """Turn SIGINT/SIGTERM into a request to stop after the current update (a second SIGINT aborts).
-
-    Stopping between updates means the saved checkpoint is consistent and ``--resume`` continues exactly.
-    """
-
-    def __init__(self) -> None:
-        self.requested = False
-        self._previous: dict[int, Any] = {}
-
-    def _handle(self, signum: int, frame: Any) -> None:
-        if self.requested and signum == signal.SIGINT:
-            raise KeyboardInterrupt
-        self.requested = True
-
-    def __enter__(self) -> Self:
-        if threading.current_thread() is threading.main_thread():
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                self._previous[sig] = signal.signal(sig, self._handle)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        for sig, handler in self._previous.items():
-            signal.signal(sig, handler)
 
 
 @dataclass
@@ -270,7 +243,7 @@ class Trainer:
         batches = bucketed_batches(session.data.train, t.batch_size, t.batch_unit, t.seed, loop.epoch)
         bar = progress.add_task("train", total=len(batches), completed=loop.batch_in_epoch, epoch=loop.epoch,
                                 loss=0.0, tps=0.0, lr=session.optimizer.param_groups[0]["lr"])
-        window = _Window()
+        window = MetricWindow()
         session_start, wall_at_start = clock
         interrupted = False
         for position in range(loop.batch_in_epoch, len(batches)):
@@ -288,7 +261,7 @@ class Trainer:
                 session.log.write("train", update=loop.update, epoch=loop.epoch, loss=window.loss,
                                   tokens_per_s=window.tokens_per_s, lr=lr, wall_s=round(loop.wall_seconds, 1),
                                   **window.aux_means())
-                window = _Window()
+                window = MetricWindow()
             if t.max_updates and loop.update >= t.max_updates:
                 loop.stop_reason = f"train.max_updates = {t.max_updates} reached"
                 interrupted = True
@@ -381,30 +354,3 @@ class Trainer:
         with atomic_write(self.run_dir / "summary.json") as handle:
             json.dump(summary, handle, indent=2)
         return summary
-
-
-class _Window:
-    """Running sums between two ``train`` log lines."""
-
-    def __init__(self) -> None:
-        self.loss_sum, self.tokens, self.start = 0.0, 0, time.perf_counter()
-        self.aux_sums: dict[str, float] = {}
-        self.updates = 0
-
-    def add(self, loss_sum: float, aux: dict[str, float], tokens: int) -> None:
-        self.loss_sum += loss_sum
-        self.tokens += tokens
-        self.updates += 1
-        for name, value in aux.items():
-            self.aux_sums[name] = self.aux_sums.get(name, 0.0) + value
-
-    @property
-    def loss(self) -> float:
-        return self.loss_sum / max(self.tokens, 1)
-
-    @property
-    def tokens_per_s(self) -> float:
-        return self.tokens / max(time.perf_counter() - self.start, 1e-9)
-
-    def aux_means(self) -> dict[str, float]:
-        return {f"aux_{name}": total / max(self.updates, 1) for name, total in self.aux_sums.items()}

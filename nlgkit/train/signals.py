@@ -1,0 +1,62 @@
+"""Small pieces of the training loop: stopping cleanly on a signal, and the running sums between log lines."""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+from typing import Any, Self
+
+
+class StopOnSignal:
+    """Turn SIGINT/SIGTERM into a request to stop after the current update (a second SIGINT aborts).
+
+    Stopping between updates means the saved checkpoint is consistent and ``--resume`` continues exactly.
+    """
+
+    def __init__(self) -> None:
+        self.requested = False
+        self._previous: dict[int, Any] = {}
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        if self.requested and signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        self.requested = True
+
+    def __enter__(self) -> Self:
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                self._previous[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+
+
+
+class MetricWindow:
+    """Running sums between two ``train`` log lines."""
+
+    def __init__(self) -> None:
+        self.loss_sum, self.tokens, self.start = 0.0, 0, time.perf_counter()
+        self.aux_sums: dict[str, float] = {}
+        self.updates = 0
+
+    def add(self, loss_sum: float, aux: dict[str, float], tokens: int) -> None:
+        self.loss_sum += loss_sum
+        self.tokens += tokens
+        self.updates += 1
+        for name, value in aux.items():
+            self.aux_sums[name] = self.aux_sums.get(name, 0.0) + value
+
+    @property
+    def loss(self) -> float:
+        return self.loss_sum / max(self.tokens, 1)
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.tokens / max(time.perf_counter() - self.start, 1e-9)
+
+    def aux_means(self) -> dict[str, float]:
+        return {f"aux_{name}": total / max(self.updates, 1) for name, total in self.aux_sums.items()}
