@@ -209,7 +209,7 @@ def log_summary(run_dirs: list[str], output: str | None) -> str:
     """Per-epoch validation figures of each run, from its metrics.jsonl (the run logs behind a table)."""
     from nlgkit.train.metrics_log import MetricsLog
 
-    parts = ["# Run logs", "", "Per-epoch validation (greedy search on the 1,014 validation sentences) from each run's",
+    parts = ["# Run logs", "", "Per-epoch validation (greedy search over the validation set) from each run's",
              "`metrics.jsonl`; written by `python -m nlgkit.reproduce log-summary`.", ""]
     for run_dir in run_dirs:
         events = MetricsLog(Path(run_dir) / "metrics.jsonl").read()
