@@ -1,4 +1,4 @@
-"""``nlgkit prepare``: turn raw parallel text into a data directory ``train`` can use."""
+"""``nlgkit prepare``: turn raw parallel text or image captions into a data directory ``train`` can use."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from rich.table import Table
 from nlgkit.cli.common import handle_errors
 from nlgkit.errors import ConfigError
 
-app = typer.Typer(help="Tokenise a corpus (parallel text or image captions), build vocabularies, write a data "
-                       "directory.", no_args_is_help=True)
+app = typer.Typer(help="Tokenise a corpus (parallel text or image captions), build vocabularies, write a "
+                       "data directory.", no_args_is_help=True)
 
 SOURCE_HELP = ("URL base or directory of the raw files "
                "(default: ../shared/data/multi30k if present, else the public GitHub repository)")
@@ -24,18 +24,24 @@ TRAIN_HELP = "prefix of the training files PREFIX.SRC / PREFIX.TGT (.gz ok)"
 TokenizerOption = Annotated[str, typer.Option(
     "--tokenizer", help="spacy (rule-based, spacy.blank), moses (sacremoses) or none (split on whitespace)")]
 LowercaseOption = Annotated[bool, typer.Option("--lowercase/--no-lowercase")]
-MinFreqOption = Annotated[int, typer.Option("--min-freq", help="drop vocabulary entries seen fewer times in train")]
+MinFreqOption = Annotated[int, typer.Option(
+    "--min-freq", help="drop vocabulary entries seen fewer times in train")]
 MaxLenOption = Annotated[int, typer.Option(
     "--max-len", help="drop training pairs longer than this many tokens (0 = keep all)")]
 SubwordOption = Annotated[str, typer.Option(
     "--subword", help="none, bpe:N (subword-nmt, N merges) or spm:N (SentencePiece, N pieces)")]
 
 
+# Options of the caption corpora, declared once.
 ImagesOption = Annotated[Path, typer.Option("--images", help="directory of the images")]
+OptionalImagesOption = Annotated[Path | None, typer.Option("--images", help="directory of the images")]
+KarpathyOption = Annotated[Path, typer.Option("--karpathy", help="Karpathy's split file dataset_*.json "
+                                                                 "(restval joins train)")]
 CaptionMinFreqOption = Annotated[int, typer.Option(
     "--min-freq", help="keep caption words seen at least this often in train (Shalev et al.: 5)")]
 CaptionMaxLenOption = Annotated[int, typer.Option(
-    "--max-len", help="drop training captions longer than this many tokens (0 = keep all)")]
+    "--max-len", help="drop training captions longer than this many tokens (0 = keep all; valid/test keep "
+                      "all)")]
 CaptionOutOption = Annotated[Path | None, typer.Option("--out", help="data directory (default: data/CORPUS)")]
 
 
@@ -51,14 +57,12 @@ def _caption_summary(out: Path, manifest: dict[str, Any]) -> None:
     console.print(table)
     if manifest["skipped_count"]:
         console.print(f"skipped {manifest['skipped_count']:,} images (listed in {out / 'manifest.json'})")
+    if manifest["unassigned_count"]:
+        console.print(f"{manifest['unassigned_count']:,} captioned images are in no split (listed there too)")
 
 
-def _prepare_captions(corpus: str, out: Path | None, **options: Any) -> None:
-    from nlgkit.data.caption_sources import prepare_captions
-
-    out = out or Path("data") / corpus
-    manifest = prepare_captions(out, corpus, log=lambda line: typer.echo(f"warning: {line}", err=True), **options)
-    _caption_summary(out, manifest)
+def _warn(line: str) -> None:
+    typer.echo(f"warning: {line}", err=True)
 
 
 def _summary(out: Path, manifest: dict[str, Any]) -> None:
@@ -85,21 +89,29 @@ def multi30k(
     source: Annotated[str, typer.Option("--source", help=SOURCE_HELP)] = "",
     tokenizer: TokenizerOption = "spacy",
     lowercase: LowercaseOption = True,
-    min_freq: Annotated[int | None, typer.Option("--min-freq", help="drop vocabulary entries seen fewer times in "
-                                                                    "train (default 2; 5 with --task captions)")] = None,
+    min_freq: Annotated[int | None, typer.Option(
+        "--min-freq", help="drop vocabulary entries seen fewer times in train (default 2; 5 with --task "
+                           "captions)")] = None,
     max_len: MaxLenOption = 0,
     subword: SubwordOption = "none",
-    task: Annotated[str, typer.Option("--task", help="translation (task 1) or captions (task 2: five captions "
-                                                     "per image, needs --images)")] = "translation",
-    images: Annotated[Path | None, typer.Option("--images", help="images directory (--task captions)")] = None,
+    task: Annotated[str, typer.Option(
+        "--task", help="translation (task 1) or captions (task 2: five captions per image, needs --images)")
+    ] = "translation",
+    images: OptionalImagesOption = None,
     lang: Annotated[str, typer.Option("--lang", help="caption language, en or de (--task captions)")] = "en",
 ) -> None:
     """Download (or locate) Multi30K task 1 and prepare it (or task 2's captions with --task captions)."""
     from nlgkit.data.prepare import prepare_multi30k
 
     if task == "captions":
-        _prepare_captions("multi30k", out or Path("data") / f"multi30k_captions_{lang}", images=images or "",
-                          source=source, lang=lang, min_freq=5 if min_freq is None else min_freq, max_len=max_len)
+        from nlgkit.data.caption_sources import prepare_multi30k_captions
+
+        if images is None:
+            raise ConfigError("--task captions: pass the images directory (--images)")
+        out = out or Path("data") / f"multi30k_captions_{lang}"
+        manifest = prepare_multi30k_captions(out, images, lang=lang, source=source, max_len=max_len,
+                                             min_freq=5 if min_freq is None else min_freq, log=_warn)
+        _caption_summary(out, manifest)
         return
     if task != "translation":
         raise ConfigError(f"--task {task!r}: expected translation or captions")
@@ -109,7 +121,8 @@ def multi30k(
         raise ConfigError(f"--pair {pair!r}: expected SRC-TGT, e.g. de-en")
     out = out or Path("data") / f"multi30k_{pair}"
     manifest = prepare_multi30k(out, src, tgt, source=source, tokenizer=tokenizer, lowercase=lowercase,
-                                min_freq=2 if min_freq is None else min_freq, max_len=max_len, subword=subword)
+                                min_freq=2 if min_freq is None else min_freq, max_len=max_len,
+                                subword=subword)
     _summary(out, manifest)
 
 
@@ -139,61 +152,81 @@ def parallel(
 @app.command("flickr8k")
 @handle_errors
 def flickr8k(
-    images: Annotated[Path | None, typer.Option("--images", help="directory of the Flickr8k images "
-                                                                 "(default: ../shared/data/flickr8k/images)")] = None,
-    captions: Annotated[Path | None, typer.Option("--captions", help="Flickr8k.token.txt (default: the shared "
-                                                                     "copy)")] = None,
-    splits: Annotated[Path | None, typer.Option("--splits", help="directory of Flickr_8k.*Images.txt "
-                                                                 "(default: beside --captions)")] = None,
+    images: Annotated[Path | None, typer.Option(
+        "--images", help="directory of the Flickr8k images (default: ../shared/data/flickr8k/images)")
+    ] = None,
+    captions: Annotated[Path | None, typer.Option(
+        "--captions", help="Flickr8k.token.txt (default: ../shared/data/flickr8k/Flickr8k.token.txt)")
+    ] = None,
+    splits: Annotated[Path | None, typer.Option(
+        "--splits", help="directory of Flickr_8k.{train,dev,test}Images.txt (default: beside --captions)")
+    ] = None,
     out: CaptionOutOption = None,
     min_freq: CaptionMinFreqOption = 5,
     max_len: CaptionMaxLenOption = 0,
 ) -> None:
     """Flickr8k with its official 6,000 / 1,000 / 1,000 image splits."""
-    _prepare_captions("flickr8k", out, images=images or "", captions=str(captions or ""), splits_dir=splits or "",
-                      min_freq=min_freq, max_len=max_len)
+    from nlgkit.data.caption_sources import prepare_flickr8k
+
+    out = out or Path("data") / "flickr8k"
+    _caption_summary(out, prepare_flickr8k(out, images, captions, splits, min_freq=min_freq, max_len=max_len,
+                                           log=_warn))
 
 
 @app.command("coco")
 @handle_errors
 def coco(
     images: ImagesOption,
-    annotations: Annotated[list[Path] | None, typer.Option("--annotations", help="captions_*.json (repeatable)")] = None,
-    karpathy: Annotated[Path | None, typer.Option("--karpathy", help="Karpathy's dataset_coco.json (the papers' "
-                                                                     "splits; takes precedence)")] = None,
+    annotations: Annotated[list[Path] | None, typer.Option(
+        "--annotations", help="official captions_*.json (repeatable): 'train' in the name → train; 'val' → "
+                              "valid/test halves by image id (80/10/10 by name hash without a train file)")
+    ] = None,
+    karpathy: Annotated[Path | None, typer.Option(
+        "--karpathy", help="Karpathy's dataset_coco.json (the papers' splits; restval joins train)")] = None,
     out: CaptionOutOption = None,
     min_freq: CaptionMinFreqOption = 5,
     max_len: CaptionMaxLenOption = 0,
 ) -> None:
     """MSCOCO captions: Karpathy's splits, or the official annotation files."""
-    _prepare_captions("coco", out, images=images, karpathy=str(karpathy or ""),
-                      captions=",".join(str(p) for p in annotations or []), min_freq=min_freq, max_len=max_len)
+    from nlgkit.data.caption_sources import prepare_coco
+
+    out = out or Path("data") / "coco"
+    _caption_summary(out, prepare_coco(out, images, annotations or [], karpathy, min_freq=min_freq,
+                                       max_len=max_len, log=_warn))
 
 
 @app.command("flickr30k")
 @handle_errors
 def flickr30k(
-    karpathy: Annotated[Path, typer.Option("--karpathy", help="Karpathy's dataset_flickr30k.json")],
+    karpathy: KarpathyOption,
     images: ImagesOption,
     out: CaptionOutOption = None,
     min_freq: CaptionMinFreqOption = 5,
     max_len: CaptionMaxLenOption = 0,
 ) -> None:
-    """Flickr30K captions with Karpathy's splits."""
-    _prepare_captions("flickr30k", out, images=images, karpathy=str(karpathy), min_freq=min_freq, max_len=max_len)
+    """Flickr30K captions with Karpathy's splits (dataset_flickr30k.json)."""
+    from nlgkit.data.caption_sources import prepare_karpathy
+
+    out = out or Path("data") / "flickr30k"
+    _caption_summary(out, prepare_karpathy(out, karpathy, images, corpus="flickr30k", min_freq=min_freq,
+                                           max_len=max_len, log=_warn))
 
 
 @app.command("captions")
 @handle_errors
 def captions_csv(
-    csv: Annotated[Path, typer.Option("--csv", help="CSV with the header 'image,caption'")],
+    csv: Annotated[Path, typer.Option("--csv", help="CSV of 'image,caption' rows (header optional)")],
     images: ImagesOption,
-    splits: Annotated[Path | None, typer.Option("--splits", help="directory with train.txt, val.txt, test.txt "
-                                                                 "(default: 80/10/10 by image-name hash)")] = None,
+    splits: Annotated[Path | None, typer.Option(
+        "--splits", help="directory with train.txt, val.txt, test.txt (default: 80/10/10 by image-name hash)")
+    ] = None,
     out: CaptionOutOption = None,
     min_freq: CaptionMinFreqOption = 5,
     max_len: CaptionMaxLenOption = 0,
 ) -> None:
     """Your own captions: one 'image,caption' row per caption."""
-    _prepare_captions("captions", out, images=images, captions=str(csv), splits_dir=splits or "",
-                      min_freq=min_freq, max_len=max_len)
+    from nlgkit.data.caption_sources import prepare_caption_csv
+
+    out = out or Path("data") / "captions"
+    _caption_summary(out, prepare_caption_csv(out, csv, images, splits, min_freq=min_freq, max_len=max_len,
+                                              log=_warn))
