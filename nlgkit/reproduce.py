@@ -7,6 +7,7 @@ wall time), so every number in ``results/`` traces back to the runs behind it.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -222,7 +223,7 @@ def log_summary(run_dirs: list[str], output: str | None) -> str:
         speed = sum(e["tokens_per_s"] for e in train) / max(len(train), 1)
         # an "end" followed by a resume was a pause (a signal, a time limit), not the run's end
         end = events[-1:] if events and events[-1]["event"] == "end" else []
-        parts += [f"## `{run_dir}`", "",
+        parts += [f"## `{run_dir}`", "", _provenance_line(Path(run_dir)) +
                   f"{start.get('parameters', 0):,} trainable parameters; mean training speed {speed:,.0f} target "
                   f"tokens/s over {len(train)} logged windows; "
                   + (f"resumed {len(resumes)} time(s) from its last checkpoint (at updates "
@@ -242,6 +243,18 @@ def log_summary(run_dirs: list[str], output: str | None) -> str:
     text = "\n".join(parts)
     _write(text, output)
     return text
+
+
+def _provenance_line(run_dir: Path) -> str:
+    """Where and from which code a run trained (its provenance.json), as the start of its summary line."""
+    path = run_dir / "provenance.json"
+    if not path.is_file():
+        return ""
+    provenance = json.loads(path.read_text(encoding="utf-8"))
+    env, git = provenance.get("env", {}), provenance.get("git", {})
+    device = env.get("gpu") or f"CPU ({env.get('cpu', '?')}, {env.get('threads', '?')} threads)"
+    commit = str(git.get("commit") or "unknown")[:7] + (" with uncommitted changes" if git.get("dirty") else "")
+    return f"Trained on {device}, torch {env.get('torch', '?')}, nlgkit {commit}; "
 
 
 def _metric_name(events: list[dict[str, Any]]) -> str:

@@ -166,3 +166,33 @@ def test_a_captioner_trains_with_every_head_through_the_trainer(caption_data: Pa
         result = cli("train", str(path), "--device", "cpu")
         assert result.exit_code == 0, result.output
         assert load_trained(tmp_path / head, "last", "cpu").config.head.type == head
+
+
+def test_table1_scores_a_run_whose_weights_stayed_elsewhere(trained: tuple[Path, Path], tmp_path: Path) -> None:
+    """Test captions are cached under the checkpoint's identity: a copy of the run without its weights (a run
+    trained on a lent GPU) still gives its Table 1 row, and a changed checkpoint is never scored stale."""
+    import shutil
+
+    from nlgkit.errors import CheckpointError
+    from nlgkit.evaluate.captioning import caption_split, nearest_neighbour_captions
+    from nlgkit.evaluate.table1 import build_table1, render
+
+    _, run_dir = trained
+    made = caption_split(run_dir, "test", "cpu")
+    assert len(made.texts) == 20 and all(made.texts)
+    copy = tmp_path / "copy"
+    shutil.copytree(run_dir, copy, ignore=shutil.ignore_patterns("*.safetensors", "train_state.pt"))
+    assert caption_split(copy, "test", "cpu").texts == made.texts  # no weights needed
+    table = build_table1([copy])
+    row = table["rows"][0]
+    assert (row["model"], row["head"], row["images"]) == ("attend", "fixed", 20)
+    assert row["values"]["VU"] == len({w for text in made.texts for w in text.split()})
+    assert table["baseline"]["values"]["CIDEr"] is not None
+    assert "| attend | fixed |" in render(table, "Flickr8k slice")
+    baseline = nearest_neighbour_captions(copy)
+    assert len(baseline.texts) == 20 and all(baseline.texts)
+
+    meta = copy / "checkpoints" / "best" / "meta.json"
+    meta.write_text(meta.read_text().replace('"epoch"', '"epoch" ', 1))  # another checkpoint
+    with pytest.raises(CheckpointError, match="no checkpoint"):
+        caption_split(copy, "test", "cpu")

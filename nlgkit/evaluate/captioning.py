@@ -3,14 +3,16 @@ where two heads differ (Shalev et al.'s Fig. 3)."""
 
 from __future__ import annotations
 
+import hashlib
 import json
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from nlgkit.io import atomic_write, read_json
+from nlgkit.errors import DataError
+from nlgkit.io import atomic_write, read_json, write_json
 
 
 @dataclass
@@ -26,27 +28,46 @@ def _records(data_dir: Path, split: str) -> list[dict[str, Any]]:
     return read_records(data_dir / f"{split}.jsonl")
 
 
+def checkpoint_stamp(run_dir: Path, checkpoint: str = "best") -> str:
+    """Identity of a run's checkpoint: the SHA-256 of its ``meta.json`` (step, epoch, scores, config).
+
+    Outputs cached under this stamp stay valid where only the run's logs and metadata were copied (a run
+    trained on a lent GPU, say), not its weights.
+    """
+    meta = Path(run_dir) / "checkpoints" / checkpoint / "meta.json"
+    if not meta.is_file():
+        raise DataError(f"{meta}: not found (no {checkpoint} checkpoint in this run directory)")
+    return hashlib.sha256(meta.read_bytes()).hexdigest()
+
+
+def _run_config(run_dir: Path) -> Any:
+    from nlgkit.config import config_from_dict
+
+    path = Path(run_dir) / "config.json"
+    return config_from_dict(read_json(path), str(path))
+
+
 def caption_split(run_dir: Path, split: str = "test", device: str = "auto") -> SplitCaptions:
     """The best checkpoint's captions of ``split`` with the recipe's search (beam 10 in the paper's setting).
 
-    They are kept in ``RUN_DIR/{split}.captions.jsonl`` and reused while newer than the checkpoint.
+    They are kept in ``RUN_DIR/{split}.captions.jsonl`` with ``{split}.captions.json`` naming the checkpoint
+    (:func:`checkpoint_stamp`) and search that made them, and reused while both still match.
     """
     from nlgkit.inference import best_texts, generate
-    from nlgkit.runs import load_trained, resolve_checkpoint
+    from nlgkit.runs import load_trained
 
     run_dir = Path(run_dir)
-    cached = run_dir / f"{split}.captions.jsonl"
-    checkpoint = resolve_checkpoint(run_dir, "best")
-    run_config = json.loads((run_dir / "config.json").read_text(encoding="utf-8"))
-    data_dir = Path(run_config["data"]["dir"])
+    cached, stamp_file = run_dir / f"{split}.captions.jsonl", run_dir / f"{split}.captions.json"
+    config = _run_config(run_dir)
+    data_dir = Path(config.data.dir)
     records = _records(data_dir, split)
-    refs = [list(r["refs"]) for r in records]
-    if cached.is_file() and cached.stat().st_mtime_ns > max(p.stat().st_mtime_ns for p in checkpoint.iterdir()):
+    names, refs = [r["image"] for r in records], [list(r["refs"]) for r in records]
+    stamp = {"checkpoint": checkpoint_stamp(run_dir), "search": asdict(config.search), "images": len(names)}
+    if cached.is_file() and stamp_file.is_file() and read_json(stamp_file) == stamp:
         rows = [json.loads(line) for line in cached.read_text(encoding="utf-8").splitlines()]
-        if [row["image"] for row in rows] == [r["image"] for r in records]:
-            return SplitCaptions([row["image"] for row in rows], [row["caption"] for row in rows], refs)
+        if [row["image"] for row in rows] == names:
+            return SplitCaptions(names, [row["caption"] for row in rows], refs)
     run = load_trained(run_dir, "best", device)
-    names = [r["image"] for r in records]
     spatial, pooled = run.task.features(data_dir, read_json(data_dir / "manifest.json"), names)  # type: ignore[attr-defined]
     search = run.config.search
     found = generate(run.model, run.task, [(spatial[i], pooled[i]) for i in range(len(names))], run.tgt_vocab,
@@ -55,21 +76,24 @@ def caption_split(run_dir: Path, split: str = "test", device: str = "auto") -> S
     texts = best_texts(found, run.tgt_vocab, run.detokenizer())
     with atomic_write(cached) as handle:
         handle.writelines(json.dumps({"image": n, "caption": t}) + "\n" for n, t in zip(names, texts))
+    write_json(stamp_file, stamp)
     return SplitCaptions(names, texts, refs)
 
 
-def nearest_neighbour_captions(run_dir: Path, split: str = "test") -> SplitCaptions:
+def nearest_neighbour_captions(run_dir: Path, split: str = "test", device: str = "cpu") -> SplitCaptions:
     """The baseline that shows what retrieval alone achieves: each image gets the first caption of the
-    training image whose pooled CNN feature is closest by cosine (same features as the run's models)."""
+    training image whose pooled CNN feature is closest by cosine (same data and features as the run; its
+    weights are not needed)."""
     from nlgkit.data.captions import basic_tokenize
-    from nlgkit.runs import load_trained
+    from nlgkit.tasks import build_task
 
-    run = load_trained(Path(run_dir), "best", "cpu")
-    data_dir = Path(run.config.data.dir)
+    config = _run_config(Path(run_dir))
+    task = build_task(config)
+    data_dir = Path(config.data.dir)
     manifest = read_json(data_dir / "manifest.json")
     train, test = _records(data_dir, "train"), _records(data_dir, split)
-    _, train_pooled = run.task.features(data_dir, manifest, [r["image"] for r in train])  # type: ignore[attr-defined]
-    _, test_pooled = run.task.features(data_dir, manifest, [r["image"] for r in test])  # type: ignore[attr-defined]
+    _, train_pooled = task.features(data_dir, manifest, [r["image"] for r in train], device)  # type: ignore[attr-defined]
+    _, test_pooled = task.features(data_dir, manifest, [r["image"] for r in test], device)  # type: ignore[attr-defined]
     a = torch.nn.functional.normalize(test_pooled.float(), dim=1)  # (N_test, P)
     b = torch.nn.functional.normalize(train_pooled.float(), dim=1)  # (N_train, P)
     nearest = (a @ b.T).argmax(dim=1).tolist()
@@ -78,10 +102,15 @@ def nearest_neighbour_captions(run_dir: Path, split: str = "test") -> SplitCapti
 
 
 def differing_examples(a: SplitCaptions, b: SplitCaptions, train_counts: dict[str, int], n: int = 6) -> list[dict]:
-    """Images where B's caption uses a word A's does not, rarest such word first (Fig. 3's comparison)."""
+    """Images where B's caption uses a word A's does not, rarest such word first (Fig. 3's comparison).
+
+    Special tokens (``<unk>``) are not words: an image whose only extra token is one is not an example.
+    """
+    from nlgkit.data.vocab import SPECIALS
+
     rows = []
     for name, text_a, text_b in zip(a.names, a.texts, b.texts):
-        extra = set(text_b.split()) - set(text_a.split())
+        extra = set(text_b.split()) - set(text_a.split()) - set(SPECIALS)
         if text_a == text_b or not extra:
             continue
         rarest = min(extra, key=lambda w: (train_counts.get(w, 0), w))

@@ -40,7 +40,8 @@ def score(captions: SplitCaptions) -> dict[str, Any]:
     result = caption_scores(captions.texts, captions.refs)
     values = {name: result["scores"][name].get("score") for name in COLUMNS if name != "VU"}
     values["VU"] = vocabulary_usage(captions.texts)["score"]
-    return {"values": values, "per_image_cider": result["per_image_cider"], "tokenizer": result["tokenizer"]}
+    unk = sum("<unk>" in text.split() for text in captions.texts)  # a fixed head's way of saying "rare word"
+    return {"values": values, "unk_captions": unk, "per_image_cider": result["per_image_cider"], "tokenizer": result["tokenizer"]}
 
 
 def build_table1(run_dirs: list[Path], device: str = "cpu") -> dict[str, Any]:
@@ -101,7 +102,9 @@ def render(table: dict[str, Any], dataset: str) -> str:
         lines.append("| nearest neighbour | – | (no training) | " + " | ".join(cell(values[c]) for c in COLUMNS)
                      + " | – | – |")
     if table["rows"]:
-        lines += ["", f"{table['rows'][0]['images']:,} test images; tokenizer: {table['rows'][0]['tokenizer']}."]
+        lines += ["", f"{table['rows'][0]['images']:,} test images; tokenizer: {table['rows'][0]['tokenizer']}. "
+                  "VU counts `<unk>` as one word; captions that contain it: " + ", ".join(
+                      f"{row['model']} {row['head']} {row['unk_captions']}" for row in table["rows"]) + "."]
     for model, examples in table["examples"].items():
         lines += ["", (f"## {model}: where the fixed head's caption uses a word the learned head's does not "
                   "(rarest first; training count of the word)"), "", "| image | learned | fixed | word (count) |",
