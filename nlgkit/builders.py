@@ -43,7 +43,7 @@ def build_model(config: RunConfig, context: ModelContext, tgt_vocab: Vocabulary)
         feature_dim=model.feature_dim, vocab_size=context.tgt_vocab_size, pad_index=context.pad_index,
         target_embedding=model.target_embedding(), seed=config.train.seed, token_counts=tuple(tgt_vocab.counts),
     )))
-    return model
+    return context.finish(model) if context.finish is not None else model
 
 
 def build_untrained(config: RunConfig, log: Any = print,
@@ -73,6 +73,12 @@ def placeholder_vocabulary(size: int) -> Vocabulary:
     return Vocabulary(list(SPECIALS) + words, [0] * len(SPECIALS) + [1] * len(words))
 
 
+def _component(name: str) -> str:
+    """A parameter's component: its top-level module, looking through a wrapper's ``inner`` model."""
+    parts = name.split(".")
+    return parts[1] if parts[0] == "inner" and len(parts) > 1 else parts[0]
+
+
 def count_parameters(model: nn.Module) -> dict[str, Any]:
     """Trainable parameters, frozen parameters and fixed buffers (in elements), total and per component."""
     components: dict[str, dict[str, int]] = {}
@@ -82,7 +88,7 @@ def count_parameters(model: nn.Module) -> dict[str, Any]:
         if id(param) in seen:  # a tied weight is counted once
             continue
         seen.add(id(param))
-        part = components.setdefault(name.split(".")[0], {"trainable": 0, "frozen": 0, "buffers": 0})
+        part = components.setdefault(_component(name), {"trainable": 0, "frozen": 0, "buffers": 0})
         if param.requires_grad:
             trainable += param.numel()
             part["trainable"] += param.numel()
@@ -92,7 +98,7 @@ def count_parameters(model: nn.Module) -> dict[str, Any]:
     buffers = 0
     for name, buffer in model.named_buffers():
         buffers += buffer.numel()
-        components.setdefault(name.split(".")[0], {"trainable": 0, "frozen": 0, "buffers": 0})["buffers"] += \
+        components.setdefault(_component(name), {"trainable": 0, "frozen": 0, "buffers": 0})["buffers"] += \
             buffer.numel()
     return {"trainable": trainable, "frozen": frozen, "buffers": buffers, "components": components}
 

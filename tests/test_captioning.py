@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+import torch
 from helpers import with_head
 from typer.testing import CliRunner
 
@@ -196,3 +197,30 @@ def test_table1_scores_a_run_whose_weights_stayed_elsewhere(trained: tuple[Path,
     meta.write_text(meta.read_text().replace('"epoch"', '"epoch" ', 1))  # another checkpoint
     with pytest.raises(CheckpointError, match="no checkpoint"):
         caption_split(copy, "test", "cpu")
+
+
+def test_fine_tuning_the_encoders_top_block_trains_it_with_the_captioner(caption_data: Path,
+                                                                        tmp_path: Path) -> None:
+    """``fine_tune_top``: the last block's weights are in the model, change with training, are saved and
+    reloaded; the frozen part below it comes from a cache of its own; captions come out of the same search."""
+    from nlgkit.vision.encoders import EncoderConfig, build_encoder
+
+    path = recipe(tmp_path, caption_data, tmp_path / "tuned")
+    text = path.read_text().replace('metric = "cider"', 'metric = "cider"\n[task.encoder]\nfine_tune_top = true')
+    path.write_text(text.replace("max_epochs = 8", "max_epochs = 1\nmax_updates = 4"))
+    result = cli("train", str(path), "--device", "cpu")
+    assert result.exit_code == 0, result.output
+    run = load_trained(tmp_path / "tuned", "last", "cpu")
+    pretrained = build_encoder(EncoderConfig()).trunk[8:].state_dict()
+    tuned = run.model.encoder_top.block.state_dict()  # type: ignore[union-attr]
+    assert pretrained.keys() == tuned.keys()
+    changed = [k for k in tuned if tuned[k].is_floating_point() and not torch.equal(tuned[k], pretrained[k])]
+    assert changed and all("running_" not in k for k in changed)  # weights trained, batch-norm statistics kept
+    manifests = [json.loads((p / "manifest.json").read_text()) for p in (caption_data / "features").iterdir()]
+    below = [m for m in manifests if m["encoder"].get("stage")]
+    assert len(below) == 1 and below[0]["encoder"]["channels"] == 1280  # a cache of its own, final dims named
+    images = sorted((SMALL / "images").iterdir())[:2]
+    captioned = cli("caption", "--model", str(tmp_path / "tuned"), *map(str, images), "--device", "cpu",
+                    "--beam", "2", "--attention", str(tmp_path / "att"))
+    assert captioned.exit_code == 0, captioned.output
+    assert len(captioned.stdout.splitlines()) == 2 and len(list((tmp_path / "att").iterdir())) == 2

@@ -179,6 +179,26 @@ def test_only_the_top_block_can_be_fine_tuned(lite0) -> None:  # type: ignore[no
     assert not any(p.requires_grad for p in lite0.parameters())
 
 
+@pytest.mark.parametrize("config", [EncoderConfig(fine_tune_top=True), EncoderConfig(fine_tune_top=True, grid=3)])
+def test_the_cached_map_below_the_top_block_finishes_into_the_full_features(config: EncoderConfig,
+                                                                          lite0) -> None:  # type: ignore[no-untyped-def]
+    """Fine-tuning caches the frozen part's map: its trainable top gives what the whole CNN gives."""
+    below_encoder = build_encoder(config)
+    whole = lite0 if not config.grid else build_encoder(EncoderConfig(grid=config.grid))
+    pixels = torch.randn(2, 3, 96, 96)
+    with torch.no_grad():
+        below, empty = below_encoder(pixels)
+        spatial, pooled = whole(pixels)
+        top = below_encoder.trainable_top()
+        finished = top(below)
+    assert below.shape == (2, 9, 192) and empty.shape == (2, 0)  # 3×3 regions of block 6's input at 96 px
+    assert torch.allclose(finished[0], spatial, atol=1e-4) and torch.allclose(finished[1], pooled, atol=1e-4)
+    assert all(p.requires_grad for p in top.parameters()) and not any(p.requires_grad for p in below_encoder.parameters())
+    top.train()
+    assert not any(module.training for module in top.modules())  # batch norm keeps ImageNet's statistics
+    assert cache_key(below_encoder) != cache_key(whole) and "stage" in below_encoder.describe()
+
+
 def test_describe_and_cache_key_are_stable(lite0) -> None:  # type: ignore[no-untyped-def]
     description = lite0.describe()
     assert description["weights_sha256"] == lite0.weights_checksum()

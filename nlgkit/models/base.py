@@ -9,7 +9,7 @@ from the model's ``feature_dim`` and ``target_embedding`` and attaches it, so no
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -40,6 +40,8 @@ class ModelContext:
     image_channels: int | None = None  # C of the spatial feature map (regions × C)
     image_regions: int | None = None  # number of regions L of the spatial map
     image_pooled_dim: int | None = None  # size of the pooled image vector
+    # the task's last word on a built model (captioning wraps it to fine-tune the encoder's top block)
+    finish: Callable[[Generator], Generator] | None = None
 
     def require(self, name: str, model: str) -> int:
         value = getattr(self, name)

@@ -159,7 +159,15 @@ class CaptioningTask(Task):
         vocab = vocabs[self.target_lang]
         channels, regions, pooled = encoder_dims(self.task_config.encoder)
         return ModelContext(task="captioning", tgt_vocab_size=len(vocab), pad_index=vocab.pad_index,
-                            image_channels=channels, image_regions=regions, image_pooled_dim=pooled)
+                            image_channels=channels, image_regions=regions, image_pooled_dim=pooled,
+                            finish=self._with_trainable_top if self.task_config.encoder.fine_tune_top else None)
+
+    def _with_trainable_top(self, model: Any) -> Any:
+        """``fine_tune_top``: the model reads the cached map below the encoder's last block, which it trains."""
+        from nlgkit.models.trainable_encoder import WithTrainableEncoderTop
+        from nlgkit.vision.encoders import build_encoder
+
+        return WithTrainableEncoderTop(model, build_encoder(self.task_config.encoder).trainable_top())
 
     # -- batches ------------------------------------------------------------------------------------------
     def collate(self, examples: Any, indices: list[int], vocab: Vocabulary) -> Batch:

@@ -111,11 +111,13 @@ def extract_features(encoder_config: EncoderConfig, images_dir: Path, image_name
             log(f"features of {len(names):,} images from {directory} (cached)")
             return old
     todo = [row for row in range(len(names)) if row not in reuse]
-    log(f"extracting {description['name']} {description['layer']} features of {len(todo):,} of "
+    stage = " (below the last block)" if description.get("stage") else ""
+    log(f"extracting {description['name']} {description['layer']}{stage} features of {len(todo):,} of "
         f"{len(names):,} images into {directory} ({reason})")
 
-    spatial = torch.empty(len(names), encoder.grid**2, encoder.channels, dtype=torch.float16)  # (N, L, C)
-    pooled = torch.empty(len(names), encoder.pooled_dim, dtype=torch.float16)  # (N, P)
+    regions, channels, pooled_dim = encoder.cached_dims()
+    spatial = torch.empty(len(names), regions, channels, dtype=torch.float16)  # (N, L, C)
+    pooled = torch.empty(len(names), pooled_dim, dtype=torch.float16)  # (N, P)
     if old is not None:
         pairs = torch.tensor(list(reuse.items()), dtype=torch.long).reshape(-1, 2)  # (n, 2): new row, old row
         for chunk in pairs.split(1024):  # in chunks: never a second full copy of the old features

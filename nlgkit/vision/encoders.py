@@ -16,6 +16,13 @@ how the map is pooled is ``[task.encoder]`` (:class:`EncoderConfig`). Encoders a
   ``grid = 14`` gives Xu et al.'s 14×14 regions) or the last res4 block in Caffe's names (1024 channels,
   stride 16, 14×14 at 224 px): ``res4f`` (ResNet-50), ``res4b22`` (ResNet-101), ``res4b35`` (ResNet-152).
 
+``fine_tune_top = true`` trains the encoder's last block with the captioner (Xu et al. fine-tune the top of
+their CNN too): the frozen part below it still runs once per image into the feature cache (its map, under a
+cache key of its own), and :class:`TrainableTop` (that block, the pooling and the grid) becomes part of the
+model, its weights saved in the run's checkpoints. Nothing below the block trains and batch norm keeps
+ImageNet's statistics, so this computes exactly what running the whole CNN at every step would, for the
+cost of the last block alone.
+
 The image is resized to ``image_size`` squared (the whole picture: a caption is about all of it, so no
 centre crop) with the encoder's own interpolation and normalisation. ``grid`` average-pools the map to
 grid × grid regions; the pooled vector is always the global average of the native map.
@@ -23,6 +30,8 @@ grid × grid regions; the pooled vector is always the global average of the nati
 
 from __future__ import annotations
 
+import copy
+import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,6 +59,7 @@ class EncoderConfig:
     layer: str = ""  # "" = the encoder's default map (see each encoder's layers())
     grid: int = 0  # average-pool the map to grid × grid regions (0 = its native size)
     image_size: int = 224  # side the image is resized to
+    fine_tune_top: bool = False  # train the last block with the captioner (cached below it)
 
     def validate(self, source: str = "") -> None:
         """Raise a ConfigError naming ``source`` (the recipe file) and the key at fault."""
@@ -122,6 +132,11 @@ class ImageEncoder(nn.Module):
         return self.trunk(pixels.contiguous(memory_format=torch.channels_last))  # (B, C, h, w)
 
     def forward(self, pixels: Tensor) -> tuple[Tensor, Tensor]:
+        """Spatial (B, L, C) and pooled (B, C) features; with ``fine_tune_top``, the map below the last block as
+        regions (B, h·w, C_in) and an empty pooled vector (B, 0): :class:`TrainableTop` finishes them."""
+        if self.config.fine_tune_top:
+            below = self.trunk[: self.top](pixels.contiguous(memory_format=torch.channels_last))  # (B, C_in, h, w)
+            return below.permute(0, 2, 3, 1).flatten(1, 2), below.new_zeros(below.size(0), 0)
         fmap = self.feature_map(pixels)  # (B, C, h, w)
         pooled = fmap.mean(dim=(2, 3))  # (B, C)
         if self.config.grid:
@@ -141,6 +156,19 @@ class ImageEncoder(nn.Module):
         for module in self.trunk[self.top :]:
             module.requires_grad_(flag)
 
+    def cached_dims(self) -> tuple[int, int, int]:
+        """(regions, channels, pooled size) of what :meth:`forward` gives, the rows a feature cache holds."""
+        if not self.config.fine_tune_top:
+            return self.grid**2, self.channels, self.pooled_dim
+        size = self.config.image_size
+        with torch.no_grad():  # the map below the last block: probed once rather than derived per family
+            below, _ = self(torch.zeros(1, 3, size, size, device=next(self.parameters()).device))
+        return below.size(1), below.size(2), 0
+
+    def trainable_top(self) -> TrainableTop:
+        """A trainable copy of the last block with this encoder's pooling (for ``fine_tune_top``)."""
+        return TrainableTop(copy.deepcopy(self.trunk[self.top :]), self.config.grid)
+
     def weights_checksum(self) -> str:
         """sha256 of the weights file (computed once)."""
         if not self._checksum:
@@ -155,7 +183,36 @@ class ImageEncoder(nn.Module):
                 "preprocess": f"resize {c.image_size}x{c.image_size} {p['interpolation']}, "
                               f"mean {list(p['mean'])}, std {list(p['std'])}",
                 "weights_source": "weights_file" if c.weights_file else self.weights_source,
-                "weights_file": self.weights.name, "weights_sha256": self.weights_checksum()}
+                "weights_file": self.weights.name, "weights_sha256": self.weights_checksum(),
+                **({"stage": "below the last block (fine-tuned in the model)"} if c.fine_tune_top else {})}
+
+
+class TrainableTop(nn.Module):
+    """The encoder's last block, trained with the captioner: the cached map below it → spatial (B, L, C) and
+    pooled (B, C) features, as :meth:`ImageEncoder.forward` gives them. Batch norm keeps ImageNet's
+    statistics (``train()`` is a no-op), so only the block's weights change."""
+
+    def __init__(self, block: nn.Sequential, grid: int) -> None:
+        super().__init__()
+        self.block = block.to(memory_format=torch.channels_last).requires_grad_(True)
+        self.grid = grid
+        super().train(False)
+
+    def train(self, mode: bool = True) -> TrainableTop:
+        return super().train(False)
+
+    def forward(self, below: Tensor) -> tuple[Tensor, Tensor]:
+        """below: (B, h·w, C_in) regions of a square map → spatial (B, L, C), pooled (B, C)."""
+        batch, regions, channels = below.shape
+        side = math.isqrt(regions)
+        if side * side != regions:
+            raise DataError(f"fine-tuned encoder: {regions} regions are not a square map")
+        fmap = below.transpose(1, 2).reshape(batch, channels, side, side)
+        fmap = self.block(fmap.contiguous(memory_format=torch.channels_last))  # (B, C, h', w')
+        pooled = fmap.mean(dim=(2, 3))
+        if self.grid:
+            fmap = F.adaptive_avg_pool2d(fmap, self.grid)
+        return fmap.permute(0, 2, 3, 1).flatten(1, 2), pooled
 
 
 ENCODERS: Registry[ImageEncoder] = Registry("image encoder")
