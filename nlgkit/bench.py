@@ -164,6 +164,10 @@ def main(argv: list[str] | None = None) -> None:
         translation = _spawn("--worker", "translate", "--run", args.translate_run, "--beam", str(args.beam),
                              "--limit", str(args.limit))
     captioning = _captioning_benchmarks(args)
+    if "captioning" not in captioning:
+        previous = (_previous(ROOT / args.output, "captioning") or {}).get("captioning")
+        if previous:
+            captioning["previous_captioning"] = previous
     git = git_revision()
     lines = [
         "# Benchmarks",
@@ -248,7 +252,11 @@ def _captioning_lines(results: dict[str, Any]) -> list[str]:
         lines += ["", (f"Captioning `{c['run']}` at beam {c['beam']}: {c['images_per_s']:.1f} images/s over {c['images']} "
                   f"test images (cached features), peak RSS {c['peak_rss_mib']:,.0f} MiB.")]
     else:
-        lines += ["", "Beam-10 captioning not measured: no trained captioning run (train it first)."]
+        lines += ["", "Beam-10 captioning not measured: no trained captioning run with its weights here (train it first)."]
+        if "previous_captioning" in results:
+            c = results["previous_captioning"]
+            lines.append(f"The previous `make bench` (same file) measured `{c['run']}` at beam {c['beam']}: "
+                         f"{c['images_per_s']:.1f} images/s over {c['images']} test images.")
     return lines
 
 

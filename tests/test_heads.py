@@ -17,7 +17,8 @@ PAD = 1
 D, V, E = 8, 13, 6  # feature dim, vocabulary, embedding dim (≠ D: the tied head gets a projection)
 
 # Small per-head settings; a head not listed here is tested with its defaults.
-SMALL: dict[str, dict[str, Any]] = {"fixed": {"init": "l2"}, "tied": {"projection_activation": "tanh"}}
+SMALL: dict[str, dict[str, Any]] = {"fixed": {"init": "l2"}, "tied": {"projection_activation": "tanh"},
+                                    "joint": {"joint_dim": 4}}
 FIXED_CASES = [("fixed", {"init": init}) for init in ("uniform", "normal", "l2", "rademacher", "orthogonal")]
 FIXED_CASES.append(("hadamard", {}))
 FIXED_IDS = [options.get("init", name) for name, options in FIXED_CASES]
@@ -258,3 +259,61 @@ def test_hadamard_memory_is_linear() -> None:
     rows = (1.0 - 2.0 * parity.float()) * head.signs * head.coefficient  # (k, d)
     torch.testing.assert_close(logits[..., j[:, 0]], F.linear(features, rows, head.bias[j[:, 0]]),
                                atol=1e-4, rtol=1e-4)
+
+
+# --- joint input-output embedding (Pappas et al.) ----------------------------------------------------------
+
+
+def test_joint_with_identity_projections_and_no_activation_is_weight_tying() -> None:
+    """Their Eq. 18: U = I, V = I, b_u = b_v = 0, σ = identity reduce the joint layer to tying."""
+    emb = nn.Embedding(V, D, padding_idx=PAD)  # E = d, so tying needs no projection
+    joint = make_head("joint", emb=emb, joint_dim=D, activation="none")
+    tied = make_head("tied", emb=emb)
+    with torch.no_grad():
+        for proj in (joint.output_proj, joint.context_proj):
+            proj.weight.copy_(torch.eye(D))
+            proj.bias.zero_()
+        joint.bias.copy_(torch.randn(V))
+        tied.bias.copy_(joint.bias)
+    features, _ = batch()
+    torch.testing.assert_close(joint.logits(features), tied.logits(features))
+    assert joint.weight is emb.weight  # shared, not copied
+
+
+def test_joint_ablations_are_different_functions_with_their_own_shapes() -> None:
+    emb = nn.Embedding(V, E, padding_idx=PAD)
+    features, _ = batch()
+    logits, sizes = {}, {}
+    for structure in ("full", "output", "context", "bilinear"):
+        torch.manual_seed(0)
+        head = make_head("joint", emb=emb, joint_dim=5, structure=structure)
+        logits[structure] = head.logits(features)
+        sizes[structure] = trainable(head) - V * E - V  # beyond the shared embedding and the bias
+        assert head.target_vectors().shape[0] == V
+    assert sizes == {"full": E * 5 + 5 + D * 5 + 5, "output": E * D + D, "context": D * E + E, "bilinear": D * E}
+    names = list(logits)
+    for i, a in enumerate(names):
+        for b in names[i + 1 :]:
+            assert not torch.allclose(logits[a], logits[b]), (a, b)
+    bilinear = make_head("joint", emb=emb, structure="bilinear")
+    torch.testing.assert_close(bilinear.logits(features),  # E·W·h + b, no non-linearity
+                               features @ bilinear.context_proj.weight.T @ emb.weight.T + bilinear.bias)
+
+
+def test_joint_output_table_is_computed_once_at_inference_and_follows_updates() -> None:
+    emb = nn.Embedding(V, E, padding_idx=PAD)
+    head = make_head("joint", emb=emb).eval()
+    features, targets = batch()
+    with torch.no_grad():
+        first = head.output_table()
+        assert head.output_table() is first  # reused at every decoding step
+        before = head.logits(features)
+    head.train()
+    optimizer = torch.optim.SGD(head.parameters(), lr=0.5)
+    head.loss(features, targets).backward()
+    optimizer.step()
+    head.eval()
+    with torch.no_grad():
+        assert head.output_table() is not first  # a changed weight is never scored with a stale table
+        assert not torch.allclose(head.logits(features), before)
+        torch.testing.assert_close(head.output_table(), torch.tanh(head.output_proj(emb.weight)))

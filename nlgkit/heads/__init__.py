@@ -8,6 +8,7 @@ HEADS: Registry[OutputHead] = Registry("head")
 # Plain imports, one per head: each module registers itself in HEADS.
 from nlgkit.heads import fixed as _fixed  # noqa: F401
 from nlgkit.heads import hadamard as _hadamard  # noqa: F401
+from nlgkit.heads import joint as _joint  # noqa: F401
 from nlgkit.heads import learned as _learned  # noqa: F401
 from nlgkit.heads import tied as _tied  # noqa: F401
 

@@ -9,6 +9,7 @@ new file here and never a change to a model or to the search.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -64,6 +65,29 @@ class OutputHead(nn.Module):
     def target_vectors(self) -> Tensor | None:
         """The (V, d') matrix of target vectors when the head has one (for analyses); else None."""
         return None
+
+
+class SharesTargetEmbedding(nn.Module):
+    """For heads that hold the decoder's input embedding as ``self.weight`` (the same Parameter, no copy).
+
+    The weight is registered in the head too (``Module.parameters()`` of the whole model yields it once) but
+    left out of the head's ``state_dict``: the embedding saves it, and safetensors refuses two names for one
+    storage. A state dict that does hold ``weight`` still loads.
+    """
+
+    weight: nn.Parameter
+
+    def _save_to_state_dict(self, destination: dict[str, Any], prefix: str, keep_vars: bool) -> None:
+        super()._save_to_state_dict(destination, prefix, keep_vars)
+        destination.pop(prefix + "weight", None)  # saved (and loaded) by the embedding that owns it
+
+    def _load_from_state_dict(self, state_dict: dict[str, Any], prefix: str, local_metadata: dict[str, Any],
+                              strict: bool, missing_keys: list[str], unexpected_keys: list[str],
+                              error_msgs: list[str]) -> None:
+        super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys,
+                                      unexpected_keys, error_msgs)
+        if prefix + "weight" in missing_keys:
+            missing_keys.remove(prefix + "weight")
 
 
 def regenerable_generator(seed: int) -> torch.Generator:

@@ -9,7 +9,7 @@ d → E is applied first (the extra cost the paper points out for tied models).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 import torch
 import torch.nn.functional as F
@@ -17,7 +17,7 @@ from torch import Tensor, nn
 
 from nlgkit.errors import ConfigError
 from nlgkit.heads import HEADS
-from nlgkit.heads.base import HeadContext, OutputHead
+from nlgkit.heads.base import HeadContext, OutputHead, SharesTargetEmbedding
 from nlgkit.registry import PluginConfig
 
 
@@ -30,12 +30,10 @@ class TiedHeadConfig(PluginConfig):
 
 
 @HEADS.register("tied", TiedHeadConfig)
-class TiedHead(OutputHead):
+class TiedHead(SharesTargetEmbedding, OutputHead):
     """logits = E_emb · σ(P f) + b, with E_emb the (V, E) target embedding; P only when d ≠ E.
 
-    The shared weight is registered here as well (``Module.parameters()`` of the whole model yields it
-    once), but left out of the head's ``state_dict``: the embedding saves it, and safetensors refuses
-    two names for one storage. A state dict that does hold ``weight`` still loads.
+    The shared weight is saved by the embedding only (:class:`SharesTargetEmbedding`).
     """
 
     def __init__(self, context: HeadContext, bias: bool = True, projection_bias: bool = False,
@@ -72,15 +70,3 @@ class TiedHead(OutputHead):
 
     def target_vectors(self) -> Tensor:
         return self.weight
-
-    def _save_to_state_dict(self, destination: dict[str, Any], prefix: str, keep_vars: bool) -> None:
-        super()._save_to_state_dict(destination, prefix, keep_vars)
-        destination.pop(prefix + "weight", None)  # saved (and loaded) by the embedding that owns it
-
-    def _load_from_state_dict(self, state_dict: dict[str, Any], prefix: str, local_metadata: dict[str, Any],
-                              strict: bool, missing_keys: list[str], unexpected_keys: list[str],
-                              error_msgs: list[str]) -> None:
-        super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys,
-                                      unexpected_keys, error_msgs)
-        if prefix + "weight" in missing_keys:
-            missing_keys.remove(prefix + "weight")
