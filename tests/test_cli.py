@@ -102,7 +102,7 @@ def test_run_directory_records_everything(trained: tuple[Path, Path]) -> None:
     _, run_dir = trained
     config = json.loads((run_dir / "config.json").read_text())
     assert config["head"] == {"type": "fixed", "init": "l2", "scale": 10.0, "row_norm": 1.0, "bias": "fixed",
-                              "seed_offset": 0}
+                              "seed_offset": 0, "sampling": {"share": 1.0}}
     assert json.loads((run_dir / "manifest.json").read_text())["vocab_size"]
     provenance = json.loads((run_dir / "provenance.json").read_text())
     assert "commit" in provenance["git"] and provenance["env"]["torch"] == torch.__version__

@@ -317,3 +317,48 @@ def test_joint_output_table_is_computed_once_at_inference_and_follows_updates() 
         assert head.output_table() is not first  # a changed weight is never scored with a stale table
         assert not torch.allclose(head.logits(features), before)
         torch.testing.assert_close(head.output_table(), torch.tanh(head.output_proj(emb.weight)))
+
+
+# --- sampled softmax ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", HEADS.names())
+def test_sampled_softmax_over_the_whole_vocabulary_is_the_full_softmax(name: str) -> None:
+    from nlgkit.heads.sampling import sampled_loss
+
+    torch.manual_seed(0)
+    head = make_head(name)
+    features, targets = batch()
+    mask = targets.ne(PAD)
+    full = head.loss(features, targets, label_smoothing=0.1)
+    sampled, overflow = sampled_loss(head, features[mask], targets[mask], 1.0, label_smoothing=0.1)
+    torch.testing.assert_close(sampled, full, atol=1e-4, rtol=1e-5)  # V′ = V in another order
+    assert not overflow
+
+
+def test_sampled_softmax_trains_on_the_batch_targets_and_a_share_of_negatives() -> None:
+    from nlgkit.heads.sampling import SamplingConfig, candidate_classes
+
+    vocab = 200
+    gold = torch.tensor([3, 7, 7, 150, 3])
+    torch.manual_seed(1)
+    rows, overflow = candidate_classes(gold, vocab, 0.25)
+    assert rows.numel() == 50 and rows.unique().numel() == 50 and not overflow  # share · |V|, no repeats
+    assert rows[:3].tolist() == [3, 7, 150]  # every positive kept
+    rows, overflow = candidate_classes(torch.arange(30), vocab, 0.05)  # 30 targets > budget of 10
+    assert rows.tolist() == list(range(30)) and overflow
+
+    head = make_head("learned", vocab=vocab, sampling=SamplingConfig(share=0.1))
+    assert head.sampling_share == 0.1
+    features = torch.randn(2, 4, D)
+    targets = torch.tensor([[3, 7, 150, PAD], [3, 9, PAD, PAD]])
+    head.train()
+    head.loss(features, targets).backward()
+    touched = head.weight.grad.abs().sum(dim=1).nonzero().flatten()
+    assert {3, 7, 9, 150} <= set(touched.tolist()) and touched.numel() <= 20  # V′ rows only
+    head.eval()  # validation and search: the full vocabulary
+    torch.testing.assert_close(head.loss(features, targets),
+                               F.cross_entropy(head.logits(features[targets.ne(PAD)]), targets[targets.ne(PAD)],
+                                               reduction="sum"))
+    with pytest.raises(ConfigError, match="recipe.toml: head.sampling.share = 0.0"):
+        HEADS.config_class("joint")(type="joint", sampling=SamplingConfig(share=0.0)).validate("recipe.toml", None)

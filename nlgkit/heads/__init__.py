@@ -14,8 +14,12 @@ from nlgkit.heads import tied as _tied  # noqa: F401
 
 
 def build_head(config, context: HeadContext) -> OutputHead:  # type: ignore[no-untyped-def]
-    """Create the head selected by ``config.type``."""
-    return HEADS.build(config, context=context)
+    """Create the head selected by ``config.type`` (with its ``[head.sampling]`` share for training)."""
+    head = HEADS.build(config, context=context)
+    sampling = getattr(config, "sampling", None)
+    if sampling is not None:
+        head.sampling_share = sampling.share
+    return head
 
 
 __all__ = ["HEADS", "HeadContext", "OutputHead", "build_head"]

@@ -41,6 +41,8 @@ class OutputHead(nn.Module):
         self.feature_dim = context.feature_dim
         self.vocab_size = context.vocab_size
         self.pad_index = context.pad_index
+        self.sampling_share = 1.0  # < 1: sampled softmax in training (set by build_head from [head.sampling])
+        self.sampling_overflows = 0  # batches whose targets alone exceeded the sampling budget
 
     def logits(self, features: Tensor) -> Tensor:
         """Unnormalised scores (…, V) for features (…, d)."""
@@ -59,8 +61,19 @@ class OutputHead(nn.Module):
         mask = targets.ne(self.pad_index)
         selected = features[mask]  # (n, d)
         gold = targets[mask]  # (n,)
+        if self.training and self.sampling_share < 1.0:
+            from nlgkit.heads.sampling import sampled_loss
+
+            loss, overflow = sampled_loss(self, selected, gold, self.sampling_share, label_smoothing)
+            self.sampling_overflows += int(overflow)
+            return loss
         logits = self.logits(selected).float()
         return F.cross_entropy(logits, gold, reduction="sum", label_smoothing=label_smoothing)
+
+    def candidate_logits(self, features: Tensor, rows: Tensor) -> Tensor:
+        """Logits (n, |rows|) of the classes ``rows`` only (sampled softmax); heads with a table override
+        this to score just those rows."""
+        return self.logits(features).index_select(-1, rows)
 
     def target_vectors(self) -> Tensor | None:
         """The (V, d') matrix of target vectors when the head has one (for analyses); else None."""
@@ -88,6 +101,11 @@ class SharesTargetEmbedding(nn.Module):
                                       unexpected_keys, error_msgs)
         if prefix + "weight" in missing_keys:
             missing_keys.remove(prefix + "weight")
+
+
+def linear_rows(features: Tensor, table: Tensor, bias: Tensor | None, rows: Tensor) -> Tensor:
+    """``F.linear(features, table, bias)`` restricted to the classes ``rows``: (n, |rows|)."""
+    return F.linear(features, table.index_select(0, rows), None if bias is None else bias.index_select(0, rows))
 
 
 def regenerable_generator(seed: int) -> torch.Generator:

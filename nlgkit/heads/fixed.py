@@ -17,14 +17,14 @@ from torch import Tensor, nn
 
 from nlgkit.errors import ConfigError
 from nlgkit.heads import HEADS
-from nlgkit.heads.base import HeadContext, OutputHead, regenerable_generator
-from nlgkit.registry import PluginConfig
+from nlgkit.heads.base import HeadContext, OutputHead, linear_rows, regenerable_generator
+from nlgkit.heads.sampling import HeadConfig
 
 BiasKind = Literal["fixed", "learned", "none"]
 
 
 @dataclass(frozen=True)
-class FixedHeadConfig(PluginConfig):
+class FixedHeadConfig(HeadConfig):
     """``init``: how W is drawn.
 
     - ``uniform``: cells U[-scale, scale] (the paper's captioning setting, scale = 10);
@@ -47,6 +47,7 @@ class FixedHeadConfig(PluginConfig):
     seed_offset: int = 0
 
     def validate(self, source: str, run_config: Any) -> None:
+        super().validate(source, run_config)
         for key in ("scale", "row_norm"):
             if not getattr(self, key) > 0:
                 raise ConfigError(f"{source}: head.{key} = {getattr(self, key)}: must be positive")
@@ -103,6 +104,9 @@ class FixedHead(OutputHead):
 
     def logits(self, features: Tensor) -> Tensor:
         return F.linear(features, self.weight, self.bias)  # (…, d) → (…, V)
+
+    def candidate_logits(self, features: Tensor, rows: Tensor) -> Tensor:
+        return linear_rows(features, self.weight, self.bias, rows)
 
     def target_vectors(self) -> Tensor:
         return self.weight

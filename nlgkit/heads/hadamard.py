@@ -27,17 +27,18 @@ from nlgkit.errors import ConfigError
 from nlgkit.heads import HEADS
 from nlgkit.heads.base import HeadContext, OutputHead, regenerable_generator
 from nlgkit.heads.fixed import BiasKind, attach_bias
-from nlgkit.registry import PluginConfig
+from nlgkit.heads.sampling import HeadConfig
 
 
 @dataclass(frozen=True)
-class HadamardHeadConfig(PluginConfig):
+class HadamardHeadConfig(HeadConfig):
     type: str = "hadamard"
     scale: float = 1.0  # L2 norm of every target vector (logits = scale/√d · ±1 row · f)
     bias: BiasKind = "fixed"  # as in the fixed head: zero buffer, learned Parameter, or none
     seed_offset: int = 0  # columns and signs come from context.seed + seed_offset
 
     def validate(self, source: str, run_config: Any) -> None:
+        super().validate(source, run_config)
         if not self.scale > 0:
             raise ConfigError(f"{source}: head.scale = {self.scale}: must be positive")
 

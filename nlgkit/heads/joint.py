@@ -25,13 +25,13 @@ from torch import Tensor, nn
 from nlgkit.errors import ConfigError
 from nlgkit.heads import HEADS
 from nlgkit.heads.base import HeadContext, OutputHead, SharesTargetEmbedding
-from nlgkit.registry import PluginConfig
+from nlgkit.heads.sampling import HeadConfig
 
 ACTIVATIONS = {"tanh": torch.tanh, "sigmoid": torch.sigmoid, "relu": torch.relu, "none": lambda x: x}
 
 
 @dataclass(frozen=True)
-class JointHeadConfig(PluginConfig):
+class JointHeadConfig(HeadConfig):
     type: str = "joint"
     joint_dim: int = 512  # d_j of the full form (512, 2048, 4096 in the paper); the ablations fix it
     structure: Literal["full", "output", "context", "bilinear"] = "full"
@@ -39,6 +39,7 @@ class JointHeadConfig(PluginConfig):
     bias: bool = True  # b over V
 
     def validate(self, source: str, run_config: object) -> None:
+        super().validate(source, run_config)
         if self.joint_dim <= 0:
             raise ConfigError(f"{source}: head.joint_dim = {self.joint_dim}: must be positive")
 
@@ -93,6 +94,12 @@ class JointHead(SharesTargetEmbedding, OutputHead):
 
     def logits(self, features: Tensor) -> Tensor:
         return F.linear(self.context_features(features), self.output_table(), self.bias)  # (…, V)
+
+    def candidate_logits(self, features: Tensor, rows: Tensor) -> Tensor:
+        words = self.weight.index_select(0, rows)
+        table = self.sigma(self.output_proj(words)) if self.output_proj is not None else words
+        bias = None if self.bias is None else self.bias.index_select(0, rows)
+        return F.linear(self.context_features(features), table, bias)
 
     def target_vectors(self) -> Tensor:
         return self.output_table()

@@ -8,12 +8,12 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from nlgkit.heads import HEADS
-from nlgkit.heads.base import HeadContext, OutputHead
-from nlgkit.registry import PluginConfig
+from nlgkit.heads.base import HeadContext, OutputHead, linear_rows
+from nlgkit.heads.sampling import HeadConfig
 
 
 @dataclass(frozen=True)
-class LearnedHeadConfig(PluginConfig):
+class LearnedHeadConfig(HeadConfig):
     type: str = "learned"
     bias: bool = True
 
@@ -36,6 +36,9 @@ class LearnedHead(OutputHead):
 
     def logits(self, features: Tensor) -> Tensor:
         return F.linear(features, self.weight, self.bias)  # (…, d) → (…, V)
+
+    def candidate_logits(self, features: Tensor, rows: Tensor) -> Tensor:
+        return linear_rows(features, self.weight, self.bias, rows)
 
     def target_vectors(self) -> Tensor:
         return self.weight

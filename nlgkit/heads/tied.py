@@ -17,12 +17,12 @@ from torch import Tensor, nn
 
 from nlgkit.errors import ConfigError
 from nlgkit.heads import HEADS
-from nlgkit.heads.base import HeadContext, OutputHead, SharesTargetEmbedding
-from nlgkit.registry import PluginConfig
+from nlgkit.heads.base import HeadContext, OutputHead, SharesTargetEmbedding, linear_rows
+from nlgkit.heads.sampling import HeadConfig
 
 
 @dataclass(frozen=True)
-class TiedHeadConfig(PluginConfig):
+class TiedHeadConfig(HeadConfig):
     type: str = "tied"
     bias: bool = True  # own learned bias over V (zero-initialised); the embedding has none
     projection_bias: bool = False  # only used when d ≠ E
@@ -67,6 +67,9 @@ class TiedHead(SharesTargetEmbedding, OutputHead):
 
     def logits(self, features: Tensor) -> Tensor:
         return F.linear(self.project(features), self.weight, self.bias)  # (…, V)
+
+    def candidate_logits(self, features: Tensor, rows: Tensor) -> Tensor:
+        return linear_rows(self.project(features), self.weight, self.bias, rows)
 
     def target_vectors(self) -> Tensor:
         return self.weight
