@@ -5,6 +5,7 @@ Training and inference both import this module: the model a run trains is the mo
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -42,6 +43,7 @@ def build_model(config: RunConfig, context: ModelContext, tgt_vocab: Vocabulary)
     model.attach_head(build_head(config.head, HeadContext(
         feature_dim=model.feature_dim, vocab_size=context.tgt_vocab_size, pad_index=context.pad_index,
         target_embedding=model.target_embedding(), seed=config.train.seed, token_counts=tuple(tgt_vocab.counts),
+        vocab_tokens=tuple(tgt_vocab.tokens), vocab_source=str(Path(config.data.dir) / f"vocab.{config.data.tgt_lang}.txt"),
     )))
     return context.finish(model) if context.finish is not None else model
 

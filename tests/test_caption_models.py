@@ -87,7 +87,7 @@ def test_attention_regulariser_is_the_auxiliary_loss() -> None:
     assert captioner("show_tell")(batch)[1] == {}
 
 
-@pytest.mark.parametrize("head", ["learned", "fixed", "hadamard"])
+@pytest.mark.parametrize("head", ["learned", "fixed", "hadamard", "continuous"])
 @pytest.mark.parametrize("name", CAPTIONERS)
 def test_captioners_decode_through_the_one_search(name: str, head: str) -> None:
     model = captioner(name, head).eval()

@@ -270,3 +270,19 @@ def test_max_len_caps_every_output(trained: tuple[Path, Path]) -> None:
     assert result.exit_code == 0, result.output
     lines = result.stdout.split("\n")[:-1]
     assert len(lines) == 2 and all(len(line.split()) <= 3 for line in lines)
+
+
+def test_embed_extracts_a_trained_runs_target_and_input_vectors(trained: tuple[Path, Path], tmp_path: Path) -> None:
+    """The "pre-trained" targets of a continuous model come from a discrete one (Tokarchuk & Niculae)."""
+    from nlgkit.embeddings import load_table
+
+    _, run_dir = trained
+    run = load_trained(run_dir, "best", "cpu")
+    for side, expected in (("target", run.model.head.target_vectors()), ("input", run.model.target_embedding().weight)):
+        out = tmp_path / f"{side}.safetensors"
+        result = cli("embed", "extract", str(run_dir), "-o", str(out), "--side", side)
+        assert result.exit_code == 0, result.output
+        vectors, words = load_table(out)
+        assert words == run.tgt_vocab.tokens and torch.equal(vectors, expected.detach().float())
+    result = cli("embed", "extract", str(tmp_path / "no-run"), "-o", str(tmp_path / "x.safetensors"))
+    assert result.exit_code != 0 and "no-run" in result.stderr and "\n" not in result.stderr.strip()

@@ -6,7 +6,7 @@ import sys
 
 import typer
 
-from nlgkit.cli import analyze, bpe, evaluate, prepare, report
+from nlgkit.cli import analyze, bpe, embed, evaluate, prepare, report
 from nlgkit.cli.caption import caption
 from nlgkit.cli.train import train
 from nlgkit.cli.translate import translate
@@ -20,6 +20,7 @@ app = typer.Typer(
 )
 app.add_typer(prepare.app, name="prepare", help="Prepare a corpus: tokenise, subword, vocabularies, manifest.")
 app.add_typer(bpe.app, name="bpe", help="Learn or apply subword models (subword-nmt BPE, sentencepiece).")
+app.add_typer(embed.app, name="embed", help="Write word-vector tables: random, extracted, combined, loaded.")
 app.command()(train)
 app.command()(translate)
 app.command()(caption)

@@ -6,6 +6,7 @@ from nlgkit.registry import Registry
 HEADS: Registry[OutputHead] = Registry("head")
 
 # Plain imports, one per head: each module registers itself in HEADS.
+from nlgkit.heads import continuous as _continuous  # noqa: F401
 from nlgkit.heads import fixed as _fixed  # noqa: F401
 from nlgkit.heads import hadamard as _hadamard  # noqa: F401
 from nlgkit.heads import joint as _joint  # noqa: F401

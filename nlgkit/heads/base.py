@@ -31,10 +31,18 @@ class HeadContext:
     target_embedding: nn.Embedding
     seed: int = 1
     token_counts: tuple[int, ...] | None = None
+    vocab_tokens: tuple[str, ...] | None = None  # the words by index (a head reading a table checks them)
+    vocab_source: str = ""  # where they come from, for error messages
 
 
 class OutputHead(nn.Module):
-    """Base class of all heads: softmax over ``logits`` unless a subclass overrides ``loss``/``log_probs``."""
+    """Base class of all heads: softmax over ``logits`` unless a subclass overrides ``loss``/``log_probs``.
+
+    ``normalized`` says what ``log_probs`` are: normalised log-probabilities (softmax heads), or scores that
+    search may add up but that do not sum to one over the vocabulary (the continuous head).
+    """
+
+    normalized: bool = True
 
     def __init__(self, context: HeadContext) -> None:
         super().__init__()

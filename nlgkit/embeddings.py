@@ -1,0 +1,149 @@
+"""Word-vector tables for continuous-output heads and embedding analyses (``nlgkit embed``).
+
+A table is two files: ``NAME.safetensors`` (``vectors``: (V, e) float32) and ``NAME.vocab.txt`` (one word per
+line, row order). Continuous heads read one as their frozen targets, and a table whose words are not the
+run's vocabulary in the same order is refused naming both files. Sources (Tokarchuk & Niculae 2024):
+random unit vectors (``sphere``) or scaled hypercube corners ±1/√e (``cube``); the target vectors of a trained
+discrete model (``extract``); α·A + (1 − α)·B of two tables, rows re-normalised (``combine``); and word2vec
+(text or binary), GloVe and fastText ``.vec`` files read by gensim (``load``), where a word missing from the
+file gets a random sphere row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from safetensors import SafetensorError
+from safetensors.torch import load_file, save_file
+from torch import Tensor
+
+from nlgkit.errors import ConfigError, DataError
+from nlgkit.io import atomic_write
+
+TENSOR = "vectors"
+
+
+def vocab_path(table: Path) -> Path:
+    """``NAME.vocab.txt`` beside ``NAME.safetensors``."""
+    return table.with_suffix(".vocab.txt")
+
+
+def save_table(path: Path, vectors: Tensor, words: Sequence[str]) -> None:
+    """Write the table and its word list atomically (each file: temporary, then rename)."""
+    if vectors.dim() != 2 or vectors.size(0) != len(words):
+        raise DataError(f"{path}: {tuple(vectors.shape)} vectors for {len(words)} words")
+    if any("\n" in word or "\r" in word for word in words):
+        raise DataError(f"{path}: a word contains a line break (the word list has one word per line)")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_write(vocab_path(path)) as handle:
+        handle.write("".join(f"{word}\n" for word in words))
+    tmp = path.with_name(f".{path.name}.tmp")
+    save_file({TENSOR: vectors.detach().float().contiguous().cpu()}, str(tmp), metadata={"format": "nlgkit-table"})
+    tmp.replace(path)
+
+
+def load_table(path: Path) -> tuple[Tensor, list[str]]:
+    """The vectors (V, e) and words of a table; one-line errors naming the file at fault."""
+    words_file = vocab_path(path)
+    if not path.is_file():
+        raise DataError(f"{path}: table not found")
+    if not words_file.is_file():
+        raise DataError(f"{words_file}: the table's word list is missing")
+    try:
+        vectors = load_file(str(path))[TENSOR]
+    except (SafetensorError, KeyError, OSError) as exc:
+        raise DataError(f"{path}: not an nlgkit table ({type(exc).__name__})") from None
+    words = words_file.read_text(encoding="utf-8").split("\n")[:-1]
+    if vectors.dim() != 2 or vectors.size(0) != len(words):
+        raise DataError(f"{path}: {tuple(vectors.shape)} vectors but {len(words)} words in {words_file}")
+    if not torch.isfinite(vectors).all():
+        raise DataError(f"{path}: the table holds non-finite values")
+    return vectors.float(), words
+
+
+def load_table_for(path: Path, words: Sequence[str] | None, source: str) -> Tensor:
+    """A table whose rows must be ``words`` in order (the run's vocabulary, read from ``source``)."""
+    vectors, table_words = load_table(path)
+    if words is not None and list(words) != table_words:
+        if len(words) != len(table_words):
+            detail = f"{len(table_words)} words, the vocabulary {len(words)}"
+        else:
+            row = next(i for i, (a, b) in enumerate(zip(words, table_words, strict=True)) if a != b)
+            detail = f"row {row} is {table_words[row]!r}, the vocabulary's {words[row]!r}"
+        raise ConfigError(f"{vocab_path(path)} does not match {source}: {detail} (make the table from this "
+                          f"vocabulary with `nlgkit embed`)")
+    return vectors
+
+
+def random_table(vocab_size: int, dim: int, dist: str, seed: int) -> Tensor:
+    """``sphere``: normalised standard normal rows; ``cube``: corners of the hypercube scaled to unit norm."""
+    generator = torch.Generator().manual_seed(seed)
+    if dist == "sphere":
+        return F.normalize(torch.randn(vocab_size, dim, generator=generator), dim=1)
+    if dist == "cube":
+        signs = torch.randint(0, 2, (vocab_size, dim), generator=generator).float() * 2 - 1
+        return signs / dim**0.5
+    raise ConfigError(f"--dist {dist!r}: expected sphere or cube")
+
+
+def combine_tables(a: Tensor, b: Tensor, alpha: float) -> Tensor:
+    """Tokarchuk & Niculae's combination: normalise(α·Â + (1 − α)·B̂) row by row, Â and B̂ unit rows."""
+    if a.shape != b.shape:
+        raise DataError(f"tables of shapes {tuple(a.shape)} and {tuple(b.shape)} cannot be combined")
+    if not 0.0 <= alpha <= 1.0:
+        raise ConfigError(f"--alpha {alpha}: expected a value in [0, 1]")
+    mixed = alpha * F.normalize(a, dim=1) + (1 - alpha) * F.normalize(b, dim=1)
+    return F.normalize(mixed, dim=1)
+
+
+def vectors_from_file(path: Path, words: Sequence[str], fmt: str, seed: int) -> tuple[Tensor, int]:
+    """Rows for ``words`` from a word2vec / GloVe / fastText file (gensim); returns the table and how many
+    words the file lacked (those get random sphere rows of the file's dimension)."""
+    from gensim.models import KeyedVectors
+
+    if not path.is_file():
+        raise DataError(f"{path}: file not found")
+    try:
+        vectors = KeyedVectors.load_word2vec_format(str(path), binary=fmt == "word2vec-binary",
+                                                    no_header=fmt == "glove", unicode_errors="replace")
+    except (ValueError, EOFError, UnicodeDecodeError, IndexError) as exc:
+        raise DataError(f"{path}: not a {fmt} vector file ({type(exc).__name__}: {exc})") from None
+    table = random_table(len(words), vectors.vector_size, "sphere", seed)
+    missing = 0
+    for row, word in enumerate(words):
+        if word in vectors.key_to_index:
+            table[row] = torch.from_numpy(vectors[word].copy())
+        else:
+            missing += 1
+    return table, missing
+
+
+def extract_table(run_dir: Path, side: str = "target", checkpoint: str = "best") -> tuple[Tensor, list[str]]:
+    """A trained run's target vectors (its head's table) or input vectors (the decoder's embedding), with
+    the target vocabulary: the "pre-trained" targets of Tokarchuk & Niculae come from a discrete model."""
+    from nlgkit.runs import load_trained
+
+    run = load_trained(run_dir, checkpoint, "cpu")
+    if side == "input":
+        vectors = run.model.target_embedding().weight
+    elif side == "target":
+        vectors = run.model.head.target_vectors()
+        if vectors is None:
+            raise DataError(f"{run_dir}: the {run.config.head.type!r} head has no table of target vectors")
+    else:
+        raise ConfigError(f"--side {side!r}: expected target or input")
+    return vectors.detach().float().clone(), list(run.tgt_vocab.tokens)
+
+
+def vocabulary_words(path: Path) -> list[str]:
+    """The words of an nlgkit vocabulary file (``vocab.LANG.txt``) or of a table's word list."""
+    from nlgkit.data.vocab import Vocabulary
+
+    if path.name.endswith(".vocab.txt"):
+        if not path.is_file():
+            raise DataError(f"{path}: word list not found")
+        return path.read_text(encoding="utf-8").split("\n")[:-1]
+    return list(Vocabulary.load(path).tokens)
