@@ -106,18 +106,15 @@ def count_parameters(model: nn.Module) -> dict[str, Any]:
 
 
 def build_optimizer(config: RunConfig, model: nn.Module) -> torch.optim.Optimizer:
-    """Adam over trainable parameters only: fixed heads get neither gradients nor optimizer state."""
+    """Adam or AdamW over trainable parameters only: fixed heads get neither gradients nor optimizer state."""
     params = [p for p in model.parameters() if p.requires_grad]
-    return torch.optim.Adam(params, lr=config.train.lr, weight_decay=config.train.weight_decay)
-
-
-def build_scheduler(config: RunConfig, optimizer: torch.optim.Optimizer) -> torch.optim.lr_scheduler.ReduceLROnPlateau:
-    """lr × lr_decay after ``lr_patience`` epochs without validation-BLEU improvement.
-
-    torch reduces once the number of bad epochs *exceeds* ``patience``, hence ``lr_patience - 1``.
-    """
     t = config.train
-    return torch.optim.lr_scheduler.ReduceLROnPlateau(
-        optimizer, mode="max", factor=t.lr_decay, patience=max(t.lr_patience - 1, 0), min_lr=t.min_lr,
-        threshold=0.0,
-    )
+    optimizer_class = torch.optim.AdamW if t.optimizer == "adamw" else torch.optim.Adam
+    return optimizer_class(params, lr=t.lr, betas=tuple(t.adam_betas), weight_decay=t.weight_decay)
+
+
+def build_scheduler(config: RunConfig, optimizer: torch.optim.Optimizer) -> Any:
+    """The learning-rate schedule ``[train] schedule`` names (:mod:`nlgkit.train.schedules`)."""
+    from nlgkit.train.schedules import build_schedule
+
+    return build_schedule(config, optimizer)

@@ -75,6 +75,10 @@ class TrainConfig:
     amp: bool = True  # bf16 autocast on CUDA; ignored on CPU
     num_threads: int = 0  # CPU threads (0 = all cores)
     log_every: int = 50  # updates between metric lines
+    optimizer: Literal["adam", "adamw"] = "adam"
+    adam_betas: tuple[float, float] = (0.9, 0.999)  # (0.9, 0.98) for Transformers
+    schedule: Literal["plateau", "inverse_sqrt", "none"] = "plateau"  # see nlgkit.train.schedules
+    warmup_updates: int = 4000  # inverse_sqrt only
 
 
 @dataclass(frozen=True)
@@ -324,6 +328,10 @@ def validate(config: RunConfig, source: str) -> None:
             raise ConfigError(f"{source}: {key} = {value}: must be positive")
     if not 0.0 <= t.label_smoothing < 1.0:
         raise ConfigError(f"{source}: train.label_smoothing = {t.label_smoothing}: must be in [0, 1)")
+    if t.warmup_updates <= 0:
+        raise ConfigError(f"{source}: train.warmup_updates = {t.warmup_updates}: must be positive")
+    if len(t.adam_betas) != 2 or not all(0.0 <= b < 1.0 for b in t.adam_betas):
+        raise ConfigError(f"{source}: train.adam_betas = {list(t.adam_betas)}: two values in [0, 1)")
     if not 0.0 < t.lr_decay <= 1.0:
         raise ConfigError(f"{source}: train.lr_decay = {t.lr_decay}: must be in (0, 1]")
     if config.search.nbest > config.search.beam:

@@ -288,17 +288,41 @@ def test_embed_extracts_a_trained_runs_target_and_input_vectors(trained: tuple[P
     assert result.exit_code != 0 and "no-run" in result.stderr and "\n" not in result.stderr.strip()
 
 
-@pytest.mark.parametrize("head", ["continuous", "joint"])
-def test_a_research_head_learns_to_translate_through_the_trainer(head: str, paper, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    """The new heads train through the unchanged trainer and search: memorised training sentences come out
-    clearly better than from the same model untrained (beam 3; the continuous head's vMF scores)."""
+RNN_SECTION = """type = "rnn"
+embedding_dim = 48
+encoder_dim = 64
+decoder_dim = 64
+attention_dim = 48
+pre_output_dim = 64
+dropout = 0.1"""
+SECTIONS = {
+    "continuous": 'type = "continuous"\ndim = 32', "joint": 'type = "joint"\njoint_dim = 64',
+    "luong": 'type = "lstm_luong"\nembedding_dim = 64\nhidden_dim = 96\nlayers = 1\ndropout = 0.1',
+    "transformer": 'type = "transformer"\npreset = "small"\ndim = 64\nffn_dim = 128\nencoder_layers = 2\n'
+                   'decoder_layers = 2\ndropout = 0.1',
+}
+
+
+@pytest.mark.parametrize("name", ["continuous", "joint", "luong", "transformer"])
+def test_a_research_head_or_model_learns_to_translate_through_the_trainer(name: str, paper,  # type: ignore[no-untyped-def]
+                                                                          tmp_path: Path) -> None:
+    """The new heads and models train through the unchanged trainer and search: memorised training sentences
+    come out clearly better than from the same model untrained (beam 3; the continuous head's vMF scores)."""
     data_dir = paper[0]
-    recipe = tiny_recipe(tmp_path, data_dir, tmp_path / head, max_epochs=10)
-    head_section = {"continuous": 'type = "continuous"\ndim = 32', "joint": 'type = "joint"\njoint_dim = 64'}[head]
-    recipe.write_text(recipe.read_text().replace('type = "fixed"\ninit = "l2"\nbias = "fixed"', head_section))
+    extra = {"transformer": {"schedule": "inverse_sqrt", "warmup_updates": 30, "lr": 0.003, "max_epochs": 40,
+                             "adam_betas": [0.9, 0.98]},
+             "luong": {"max_epochs": 50, "lr": 0.01}}.get(name, {"max_epochs": 10})
+    recipe = tiny_recipe(tmp_path, data_dir, tmp_path / name, **extra)
+    text = recipe.read_text()
+    if name in ("luong", "transformer"):
+        text = text.replace(RNN_SECTION, SECTIONS[name])
+    else:
+        text = text.replace('type = "fixed"\ninit = "l2"\nbias = "fixed"', SECTIONS[name])
+    assert text != recipe.read_text()
+    recipe.write_text(text)
     result = cli("train", str(recipe))
     assert result.exit_code == 0, result.output
-    run = load_trained(tmp_path / head, "last", "cpu")
+    run = load_trained(tmp_path / name, "last", "cpu")
     sources = [line.split() for line in read_lines(data_dir / "train.de")[:100]]
     refs = read_lines(data_dir / "train.en")[:100]
 

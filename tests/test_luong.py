@@ -72,7 +72,7 @@ def test_every_head_learns_a_batch(head: str) -> None:
     model = luong(head=head).train()
     optimizer = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=0.01)
     losses = []
-    for _ in range(25):
+    for _ in range(50):
         optimizer.zero_grad()
         features, _ = model(Batch(inputs(), PREV, GOLD, [0, 1], 7))
         loss = model.head.loss(features, GOLD)

@@ -81,6 +81,8 @@ class LuongModel(Generator):
         self.combine = nn.Linear(2 * dim, dim, bias=False)  # W_c over [c_t; h_t]
         self.dropout = nn.Dropout(drop)
         self.feature_dim = dim
+        for parameter in self.parameters():  # Luong et al. §4.1 (and OpenNMT's param_init): U[−0.1, 0.1]
+            nn.init.uniform_(parameter, -0.1, 0.1)
 
     def encode(self, inputs: Inputs) -> State:
         """src (B, S), src_lengths (B,) → the decoder's start: the encoder's final states, layer by layer."""

@@ -234,6 +234,7 @@ class Trainer:
             torch.nn.utils.clip_grad_norm_([p for p in model.parameters() if p.requires_grad],
                                            self.config.train.clip_norm)
         optimizer.step()
+        session.scheduler.after_update()
         return float(loss_sum.detach()), {name: float(value.detach()) for name, value in aux_losses.items()}
 
     def _train_epoch(self, session: Session, loop: LoopState, progress: Progress, stop_signal: StopOnSignal,
@@ -285,7 +286,7 @@ class Trainer:
             loop.best_score, loop.best_epoch, loop.bad_epochs = metrics[metric], loop.epoch, 0
         else:
             loop.bad_epochs += 1
-        session.scheduler.step(metrics[metric])
+        session.scheduler.after_epoch(metrics[metric])
         lr = session.optimizer.param_groups[0]["lr"]
         session.log.write("valid", epoch=loop.epoch, update=loop.update, lr=lr, wall_s=round(loop.wall_seconds, 1),
                           metric=metric, best=loop.best_score, **metrics)

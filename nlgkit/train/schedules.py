@@ -1,0 +1,81 @@
+"""Learning-rate schedules chosen by ``[train] schedule``: one interface for per-epoch and per-update ones.
+
+- ``plateau`` (default; Shalev et al.'s appendix): lr × ``lr_decay`` after ``lr_patience`` epochs without
+  validation-metric gain (torch's ReduceLROnPlateau reduces once bad epochs *exceed* its patience, hence
+  ``lr_patience − 1``). Its state dict is torch's own, so checkpoints written before schedules existed load.
+- ``inverse_sqrt`` (Vaswani et al.; fairseq's schedule): linear warm-up to ``lr`` over ``warmup_updates``,
+  then lr · √(warmup / update).
+- ``none``: the learning rate stays ``lr``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+
+from nlgkit.config import RunConfig
+
+
+class Schedule:
+    """``after_update()`` after every optimizer step, ``after_epoch(metric)`` after every validation."""
+
+    def after_update(self) -> None:
+        pass
+
+    def after_epoch(self, metric: float) -> None:
+        pass
+
+    def state_dict(self) -> dict[str, Any]:
+        return {}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        pass
+
+
+class Plateau(Schedule):
+    def __init__(self, config: RunConfig, optimizer: torch.optim.Optimizer) -> None:
+        t = config.train
+        self.inner = torch.optim.lr_scheduler.ReduceLROnPlateau(
+            optimizer, mode="max", factor=t.lr_decay, patience=max(t.lr_patience - 1, 0), min_lr=t.min_lr,
+            threshold=0.0)
+
+    def after_epoch(self, metric: float) -> None:
+        self.inner.step(metric)
+
+    def state_dict(self) -> dict[str, Any]:
+        return self.inner.state_dict()
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.inner.load_state_dict(state)
+
+
+class InverseSqrt(Schedule):
+    def __init__(self, config: RunConfig, optimizer: torch.optim.Optimizer) -> None:
+        warmup = config.train.warmup_updates
+
+        def factor(update: int) -> float:  # LambdaLR's count: 0 before the first update
+            step = update + 1
+            return min(step / warmup, math.sqrt(warmup / step))
+
+        self.inner = torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+
+    def after_update(self) -> None:
+        self.inner.step()
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"last_epoch": self.inner.last_epoch}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        inner = self.inner
+        inner.last_epoch = int(state["last_epoch"])
+        for group, base, factor in zip(inner.optimizer.param_groups, inner.base_lrs, inner.lr_lambdas, strict=True):
+            group["lr"] = base * factor(inner.last_epoch)
+
+
+SCHEDULES = {"plateau": Plateau, "inverse_sqrt": InverseSqrt, "none": lambda config, optimizer: Schedule()}
+
+
+def build_schedule(config: RunConfig, optimizer: torch.optim.Optimizer) -> Schedule:
+    return SCHEDULES[config.train.schedule](config, optimizer)  # type: ignore[no-any-return,operator]
