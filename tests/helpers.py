@@ -32,3 +32,21 @@ def model_for(config: RunConfig, src: Vocabulary, tgt: Vocabulary) -> Generator:
     """The model ``config`` describes for a translation task with these vocabularies."""
     vocabs = {config.data.src_lang: src, config.data.tgt_lang: tgt}
     return build_model(config, build_task(config).model_context(vocabs), tgt)
+
+
+def check_one_search(model: Generator, inputs: dict[str, Any], batch_size: int, bos: int = 2, eos: int = 3,
+                     max_len: int = 6) -> None:
+    """A model decodes through the shared search: beam 1 equals greedy; beam 4 gives 4 ranked hypotheses."""
+    import torch
+
+    from nlgkit.search import beam_search, greedy_search
+
+    max_lens = torch.full((batch_size,), max_len)
+    greedy = greedy_search(model, model.encode(inputs), batch_size=batch_size, bos=bos, eos=eos, max_lens=max_lens)
+    beam1 = beam_search(model, model.encode(inputs), batch_size=batch_size, bos=bos, eos=eos, beam_size=1,
+                        max_lens=max_lens)
+    assert [h[0].tokens for h in greedy] == [h[0].tokens for h in beam1]
+    beam4 = beam_search(model, model.encode(inputs), batch_size=batch_size, bos=bos, eos=eos, beam_size=4,
+                        max_lens=max_lens, nbest=4)
+    for hyps in beam4:
+        assert len(hyps) == 4 and [h.score for h in hyps] == sorted((h.score for h in hyps), reverse=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from helpers import with_head
+from helpers import check_one_search, with_head
 
 from nlgkit.data.batching import Batch
 from nlgkit.errors import ConfigError
@@ -12,9 +12,8 @@ from nlgkit.heads import HEADS
 from nlgkit.models import MODELS
 from nlgkit.models.base import ModelContext
 from nlgkit.models.transformer import TransformerConfig
-from nlgkit.search import beam_search, greedy_search
 
-SRC_V, TGT_V, PAD, BOS, EOS = 30, 25, 1, 2, 3
+SRC_V, TGT_V, PAD = 30, 25, 1
 TINY = {"encoder_layers": 2, "decoder_layers": 2, "dim": 16, "ffn_dim": 24, "heads": 4, "dropout": 0.1}
 
 
@@ -81,15 +80,7 @@ def test_every_head_learns_a_batch(head: str) -> None:
 
 @pytest.mark.parametrize("head", ["learned", "continuous"])
 def test_decodes_through_the_one_search(head: str) -> None:
-    model = transformer(head, output_dim=8 if head == "continuous" else 0).eval()
-    max_lens = torch.tensor([6, 6])
-    greedy = greedy_search(model, model.encode(inputs()), batch_size=2, bos=BOS, eos=EOS, max_lens=max_lens)
-    beam1 = beam_search(model, model.encode(inputs()), batch_size=2, bos=BOS, eos=EOS, beam_size=1,
-                        max_lens=max_lens)
-    assert [h[0].tokens for h in greedy] == [h[0].tokens for h in beam1]
-    beam4 = beam_search(model, model.encode(inputs()), batch_size=2, bos=BOS, eos=EOS, beam_size=4,
-                        max_lens=max_lens, nbest=4)
-    assert all(len(hyps) == 4 for hyps in beam4)
+    check_one_search(transformer(head, output_dim=8 if head == "continuous" else 0).eval(), inputs(), batch_size=2)
 
 
 def test_presets_and_their_parameter_counts() -> None:
