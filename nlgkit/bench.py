@@ -120,6 +120,14 @@ def _worker(args: argparse.Namespace) -> None:
         result = measure_extraction(args.images, args.limit or 256)
     elif args.worker == "caption":
         result = measure_captioning(args.run, args.beam, args.limit)
+    elif args.worker == "head":
+        from nlgkit.bench_research import measure_head
+
+        result = measure_head(args.recipe, args.limit)
+    elif args.worker == "decode":
+        from nlgkit.bench_research import measure_decoding
+
+        result = measure_decoding(args.recipe, args.beam)
     else:
         result = measure_translation(args.run, args.beam, args.limit)
     print(json.dumps(result))
@@ -147,7 +155,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--images", default="../shared/data/flickr8k/images",
                         help="images for the feature-extraction benchmark")
     parser.add_argument("--caption-updates", type=int, default=20)
-    parser.add_argument("--worker", choices=["train", "translate", "extract", "caption"], help=argparse.SUPPRESS)
+    parser.add_argument("--worker", choices=["train", "translate", "extract", "caption", "head", "decode"],
+                        help=argparse.SUPPRESS)
     parser.add_argument("--recipe", help=argparse.SUPPRESS)
     parser.add_argument("--run", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -165,7 +174,8 @@ def main(argv: list[str] | None = None) -> None:
                              "--limit", str(args.limit))
     captioning = _captioning_benchmarks(args)
     if "captioning" not in captioning:
-        previous = (_previous(ROOT / args.output, "captioning") or {}).get("captioning")
+        last = _previous(ROOT / args.output, "captioning") or {}
+        previous = last.get("captioning") or last.get("previous_captioning")  # carried until measured again
         if previous:
             captioning["previous_captioning"] = previous
     git = git_revision()
@@ -201,12 +211,18 @@ def main(argv: list[str] | None = None) -> None:
             lines.append(f"The previous `make bench` (same file) measured `{previous['run']}` at beam {previous['beam']}: "
                          f"{previous['sentences_per_s']:.1f} sentences/s over {previous['sentences']} sentences.")
     lines += _captioning_lines(captioning)
+    from nlgkit.bench_research import DECODERS, HEAD_CASES, VOCABS, research_lines
+
+    heads = [_spawn("--worker", "head", "--recipe", case, "--limit", str(v)) for case in HEAD_CASES for v in VOCABS]
+    decoding = [_spawn("--worker", "decode", "--recipe", name, "--beam", "5") for name in DECODERS]
+    lines += research_lines(heads, decoding)
     lines.append("")
     text = "\n".join(lines)
     with atomic_write(ROOT / args.output) as handle:
         handle.write(text)
     with atomic_write((ROOT / args.output).with_suffix(".json")) as handle:
-        json.dump({"training": training, "translation": translation, "captioning": captioning}, handle, indent=2)
+        json.dump({"training": training, "translation": translation, "captioning": captioning, "heads": heads,
+                   "decoding": decoding}, handle, indent=2)
     print(text)
 
 

@@ -297,13 +297,14 @@ pre_output_dim = 64
 dropout = 0.1"""
 SECTIONS = {
     "continuous": 'type = "continuous"\ndim = 32', "joint": 'type = "joint"\njoint_dim = 64',
+    "sampled": 'type = "learned"\n[head.sampling]\nshare = 0.5',
     "luong": 'type = "lstm_luong"\nembedding_dim = 64\nhidden_dim = 96\nlayers = 1\ndropout = 0.1',
     "transformer": 'type = "transformer"\npreset = "small"\ndim = 64\nffn_dim = 128\nencoder_layers = 2\n'
                    'decoder_layers = 2\ndropout = 0.1',
 }
 
 
-@pytest.mark.parametrize("name", ["continuous", "joint", "luong", "transformer"])
+@pytest.mark.parametrize("name", ["continuous", "joint", "sampled", "luong", "transformer"])
 def test_a_research_head_or_model_learns_to_translate_through_the_trainer(name: str, paper,  # type: ignore[no-untyped-def]
                                                                           tmp_path: Path) -> None:
     """The new heads and models train through the unchanged trainer and search: memorised training sentences
@@ -323,6 +324,9 @@ def test_a_research_head_or_model_learns_to_translate_through_the_trainer(name: 
     result = cli("train", str(recipe))
     assert result.exit_code == 0, result.output
     run = load_trained(tmp_path / name, "last", "cpu")
+    events = [json.loads(line) for line in (tmp_path / name / "metrics.jsonl").read_text().splitlines()]
+    train = [e for e in events if e["event"] == "train"]
+    assert train and all(("sampling_overflows" in e) == (name == "sampled") for e in train)
     sources = [line.split() for line in read_lines(data_dir / "train.de")[:100]]
     refs = read_lines(data_dir / "train.en")[:100]
 

@@ -365,3 +365,13 @@ def test_sampled_softmax_trains_on_the_batch_targets_and_a_share_of_negatives() 
                                                reduction="sum"))
     with pytest.raises(ConfigError, match="recipe.toml: head.sampling.share = 0.0"):
         HEADS.config_class("joint")(type="joint", sampling=SamplingConfig(share=0.0)).validate("recipe.toml", None)
+
+
+def test_sampling_overflows_are_counted_for_the_training_log() -> None:
+    from nlgkit.heads.sampling import SamplingConfig
+
+    head = make_head("learned", vocab=40, sampling=SamplingConfig(share=0.1)).train()  # budget: 4 classes
+    assert make_head("learned").train_stats() == {}  # nothing to log without sampling
+    head.loss(torch.randn(1, 6, D), torch.tensor([[5, 6, 7, 8, 9, 10]]))  # 6 targets > budget
+    head.loss(torch.randn(1, 2, D), torch.tensor([[5, 6]]))
+    assert head.train_stats() == {"sampling_overflows": 1}

@@ -33,7 +33,7 @@ GOLD = torch.tensor([[11, 12, 13, 14, 3], [14, 15, 16, 3, 1]])
 
 
 @pytest.mark.parametrize("options", [{}, {"norm": "post"}, {"positions": "learned"}, {"output_dim": 8},
-                                     {"share_embeddings": True}])
+                                     {"share_embeddings": True}, {"cache": False}])
 def test_incremental_decoding_equals_full_recomputation(options: dict) -> None:
     src_vocab = TGT_V if options.get("share_embeddings") else SRC_V
     model = transformer(src_vocab=src_vocab, **options).eval()
@@ -44,7 +44,10 @@ def test_incremental_decoding_equals_full_recomputation(options: dict) -> None:
         for t in range(PREV.size(1)):
             step, state = model.step(PREV[:, t], state)
             torch.testing.assert_close(step, forced[:, t], atol=1e-5, rtol=1e-4)
-        assert state["self_k0"].shape == (2, 4, 5, 4)  # one cached key per decoded position, per head
+        if options.get("cache", True):
+            assert state["self_k0"].shape == (2, 4, 5, 4)  # one cached key per decoded position, per head
+        else:
+            assert state["self_k0"].shape == (2, 4, 0, 4) and state["prefix"].shape == (2, 5)
     if options.get("share_embeddings"):
         assert model.src_embed is model.tgt_embed
 

@@ -78,6 +78,10 @@ class OutputHead(nn.Module):
         logits = self.logits(selected).float()
         return F.cross_entropy(logits, gold, reduction="sum", label_smoothing=label_smoothing)
 
+    def train_stats(self) -> dict[str, int]:
+        """Counters the trainer logs with each ``train`` event (sampled softmax: batches over budget)."""
+        return {"sampling_overflows": self.sampling_overflows} if self.sampling_share < 1.0 else {}
+
     def candidate_logits(self, features: Tensor, rows: Tensor) -> Tensor:
         """Logits (n, |rows|) of the classes ``rows`` only (sampled softmax); heads with a table override
         this to score just those rows."""

@@ -46,6 +46,7 @@ class TransformerConfig(PluginConfig):
     output_dim: int = 0  # features the head sees; 0 = dim
     dropout: float = 0.1
     attention_dropout: float = 0.0
+    cache: bool = True  # incremental decoding; false recomputes the whole prefix at every step (for benchmarks)
 
     def size(self, name: str) -> int:
         value = getattr(self, name)
@@ -220,6 +221,13 @@ class TransformerModel(Generator):
         return state
 
     def step(self, prev_tokens: Tensor, state: State) -> tuple[Tensor, State]:
+        if not self.config.cache:  # the whole prefix again, as decoders without a cache do
+            prefix = torch.cat([state["prefix"], prev_tokens[:, None]], dim=1) if "prefix" in state else \
+                prev_tokens[:, None]
+            x = self._embed(self.tgt_embed, prefix)
+            for i, layer in enumerate(self.decoder):
+                x, _ = layer(x, None, (state[f"cross_k{i}"], state[f"cross_v{i}"]), state["mask"])
+            return self.output(self.decoder_norm(x[:, -1])), {**state, "prefix": prefix}
         x = self._embed(self.tgt_embed, prev_tokens[:, None], state["step"])  # (B, 1, d)
         new_state = dict(state)
         for i, layer in enumerate(self.decoder):

@@ -261,7 +261,7 @@ class Trainer:
             if loop.update % t.log_every == 0:
                 session.log.write("train", update=loop.update, epoch=loop.epoch, loss=window.loss,
                                   tokens_per_s=window.tokens_per_s, lr=lr, wall_s=round(loop.wall_seconds, 1),
-                                  **window.aux_means())
+                                  **window.aux_means(), **session.model.head.train_stats())
                 window = MetricWindow()
             if t.max_updates and loop.update >= t.max_updates:
                 loop.stop_reason = f"train.max_updates = {t.max_updates} reached"

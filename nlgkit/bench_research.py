@@ -1,0 +1,103 @@
+"""Benchmarks of the research heads and models (run by ``make bench`` through :mod:`nlgkit.bench`).
+
+- Heads as the vocabulary grows: forward + backward of one head's training loss over 1,024 target tokens of
+  512-dim features, for the full softmax, sampled softmax at 50 / 25 / 5 % and the continuous head (e = 128),
+  at |V| = 8k, 32k and 128k (synthetic vocabularies; the rest of the model is the same for every row, so only
+  the head differs).
+- Beam-5 decoding speed of the translation models at Multi30K-like sizes (8,000-word vocabularies, 100
+  synthetic sentences of 12–20 tokens), untrained: hypotheses run to the length limit (1.5·|x| + 10), so every
+  model decodes the same number of steps. The Transformer is measured with and without its key/value cache.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import torch
+from torch import nn
+
+HEAD_CASES = {"softmax": {"type": "learned"}, "sampled 50%": {"type": "learned", "share": 0.5},
+              "sampled 25%": {"type": "learned", "share": 0.25}, "sampled 5%": {"type": "learned", "share": 0.05},
+              "continuous": {"type": "continuous", "dim": 128}}
+VOCABS = (8_000, 32_000, 128_000)
+DECODERS = {
+    "rnn": {"type": "rnn"},
+    "lstm_luong": {"type": "lstm_luong"},
+    "transformer (small, cached)": {"type": "transformer", "preset": "small"},
+    "transformer (small, no cache)": {"type": "transformer", "preset": "small", "cache": False},
+}
+
+
+def measure_head(case: str, vocab_size: int, tokens: int = 1024, dim: int = 512, repeats: int = 5) -> dict[str, Any]:
+    from nlgkit.bench import _peak_rss_mib
+    from nlgkit.heads import HEADS, HeadContext, build_head
+    from nlgkit.heads.sampling import SamplingConfig
+
+    torch.manual_seed(0)
+    options = dict(HEAD_CASES[case])
+    kind, share = options.pop("type"), options.pop("share", 1.0)
+    config = HEADS.config_class(kind)(type=kind, sampling=SamplingConfig(share=share), **options)
+    context = HeadContext(feature_dim=dim, vocab_size=vocab_size, pad_index=1,
+                          target_embedding=nn.Embedding(vocab_size, dim), seed=1)
+    head = build_head(config, context).train()
+    features = torch.randn(tokens, dim, requires_grad=True)
+    targets = torch.randint(4, vocab_size, (tokens,))
+    seconds = 0.0
+    for i in range(repeats + 2):
+        start = time.perf_counter()
+        head.loss(features, targets).backward()
+        if i >= 2:  # two warm-ups
+            seconds += time.perf_counter() - start
+    return {"head": case, "vocab": vocab_size, "tokens_per_s": tokens * repeats / seconds,
+            "threads": torch.get_num_threads(), "peak_rss_mib": _peak_rss_mib()}
+
+
+def measure_decoding(name: str, beam: int = 5, sentences: int = 100) -> dict[str, Any]:
+    from nlgkit.bench import _peak_rss_mib
+    from nlgkit.builders import build_model, placeholder_vocabulary
+    from nlgkit.config import config_from_dict
+    from nlgkit.inference import generate
+    from nlgkit.tasks import build_task
+
+    torch.manual_seed(0)
+    config = config_from_dict({"model": DECODERS[name], "head": {"type": "learned"}}, "bench")
+    vocab = placeholder_vocabulary(8000)
+    task = build_task(config)
+    vocabs = {config.data.src_lang: vocab, config.data.tgt_lang: vocab}
+    model = build_model(config, task.model_context(vocabs), vocab).eval()
+    generator = torch.Generator().manual_seed(1)
+    sources = [torch.randint(4, 8000, (int(n),), generator=generator).tolist() + [vocab.eos_index]
+               for n in torch.randint(12, 21, (sentences,), generator=generator)]
+    start = time.perf_counter()
+    found = generate(model, task, sources, vocab, beam=beam, batch_size=50)
+    seconds = time.perf_counter() - start
+    steps = sum(len(h[0].tokens) for h in found)
+    return {"model": name, "beam": beam, "sentences": sentences, "sentences_per_s": sentences / seconds,
+            "output_tokens": steps, "threads": torch.get_num_threads(), "peak_rss_mib": _peak_rss_mib()}
+
+
+def research_lines(heads: list[dict[str, Any]], decoding: list[dict[str, Any]]) -> list[str]:
+    lines = ["", "## Research heads: training cost as the vocabulary grows", "",
+             ("Forward + backward of the head's loss over 1,024 target tokens of 512-dim features (the rest of the "
+             "model is the same for every row)."), "",
+             "| head | " + " | ".join(f"\\|V\\| = {v // 1000}k: tokens/s (peak RSS MiB)" for v in VOCABS) + " |",
+             "|---|" + "---:|" * len(VOCABS)]
+    for case in HEAD_CASES:
+        cells = [next((f"{r['tokens_per_s']:,.0f} ({r['peak_rss_mib']:,.0f})" for r in heads
+                       if r["head"] == case and r["vocab"] == v), "–") for v in VOCABS]
+        lines.append(f"| {case} | " + " | ".join(cells) + " |")
+    by = {(r["head"], r["vocab"]): r["tokens_per_s"] for r in heads}
+    if ("continuous", VOCABS[0]) in by and ("continuous", VOCABS[-1]) in by:
+        lines.append(f"\ncontinuous head: {VOCABS[-1] // 1000}k / {VOCABS[0] // 1000}k speed = "
+                     f"{by['continuous', VOCABS[-1]] / by['continuous', VOCABS[0]]:.2f}× (softmax: "
+                     f"{by['softmax', VOCABS[-1]] / by['softmax', VOCABS[0]]:.2f}×)")
+    lines += ["", "## Beam-5 decoding by model (untrained, 8,000-word vocabularies, to the length limit)", "",
+              "| model | sentences/s | output tokens | peak RSS (MiB) |", "|---|---:|---:|---:|"]
+    lines += [f"| {r['model']} | {r['sentences_per_s']:.1f} | {r['output_tokens']:,} | {r['peak_rss_mib']:,.0f} |"
+              for r in decoding]
+    speeds = {r["model"]: r["sentences_per_s"] for r in decoding}
+    cached, plain = "transformer (small, cached)", "transformer (small, no cache)"
+    if cached in speeds and plain in speeds:
+        lines.append(f"\nTransformer key/value cache: {speeds[cached] / speeds[plain]:.2f}× the speed without it")
+    return lines
