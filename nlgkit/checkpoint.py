@@ -96,4 +96,6 @@ def load_train_state(directory: Path) -> dict[str, Any]:
     try:
         return torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # noqa: BLE001 - any unpickling failure is a corrupt or foreign file
-        raise CheckpointError(f"{path}: cannot load training state ({type(exc).__name__}: {exc})") from None
+        # not torch's message: its advice (weights_only=False) would run whatever code the file holds
+        raise CheckpointError(f"{path}: not a valid nlgkit training state; it was not loaded "
+                              f"({type(exc).__name__})") from None

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import math
 import tomllib
 import types
 import typing
@@ -182,6 +183,8 @@ def _convert(value: Any, tp: Any, where: str, source: str) -> Any:
     if tp is float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ConfigError(f"{source}: {where} = {value!r}: expected a number")
+        if not math.isfinite(value):  # TOML accepts nan and inf; no setting of nlgkit means them
+            raise ConfigError(f"{source}: {where} = {value!r}: expected a finite number")
         return float(value)
     if tp is str:
         if not isinstance(value, str):

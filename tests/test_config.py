@@ -43,6 +43,10 @@ def write(tmp_path: Path, text: str) -> Path:
     ("[nonsense]\n", "unknown key 'nonsense'"),
     ("[train\n", "invalid TOML"),
     ("[train]\nlr = -1.0\n", "train.lr = -1.0: must be positive"),
+    ("[train]\nlr = nan\n", "train.lr = nan: expected a finite number"),
+    ("[train]\nlr = inf\n", "train.lr = inf: expected a finite number"),
+    ("[head]\ntype = \"fixed\"\nscale = -inf\n", "head.scale = -inf: expected a finite number"),
+    ("[train]\nadam_betas = [0.9, nan]\n", "train.adam_betas[1] = nan: expected a finite number"),
 ])
 def test_bad_recipes_name_the_key(tmp_path: Path, text: str, expected: str) -> None:
     with pytest.raises(ConfigError) as info:
