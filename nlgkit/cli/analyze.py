@@ -10,19 +10,19 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
-from nlgkit import runs
-from nlgkit.checkpoint import load_train_state
 from nlgkit.cli.common import handle_errors
 from nlgkit.errors import NlgkitError
-from nlgkit.evaluate.analysis import geometry, neighbours, norms, params, wordsim
-from nlgkit.evaluate.analysis.plots import check_output_path, save_png
-from nlgkit.evaluate.analysis.vectors import VectorSet, select_sets, vector_sets
+from nlgkit.evaluate.analysis import wordsim_files
+
+if TYPE_CHECKING:  # the analyses import torch, scipy and matplotlib: only when a command runs
+    from nlgkit import runs
+    from nlgkit.evaluate.analysis.vectors import VectorSet
 
 RunDir = Annotated[Path, typer.Argument(help="Run directory written by `nlgkit train`", show_default=False)]
 Checkpoint = Annotated[str, typer.Option(help="best, last, or a checkpoint directory")]
@@ -37,6 +37,9 @@ Vectors = Annotated[list[str] | None, typer.Option(
 def _load_sets(run_dir: Path, checkpoint: str, device: str, names: list[str] | None,
                default: list[str] | None) -> tuple[runs.TrainedRun, list[VectorSet]]:
     """Load the run and pick vector sets: ``names``, else ``default`` where available, else all."""
+    from nlgkit import runs
+    from nlgkit.evaluate.analysis.vectors import select_sets, vector_sets
+
     run = runs.load_trained(run_dir, checkpoint, device)
     available = vector_sets(run.model, run.src_vocab, run.tgt_vocab)
     if not names:
@@ -77,6 +80,9 @@ def _header(run: runs.TrainedRun) -> dict[str, Any]:
 def norms_command(run_dir: RunDir, checkpoint: Checkpoint = "best", device: Device = "auto",
                   vectors: Vectors = None, png: Png = None, json_output: JsonFlag = False) -> None:
     """Spearman ρ between vector L2 norm and training frequency (Shalev et al. Fig. 2); default: all sets."""
+    from nlgkit.evaluate.analysis import norms
+    from nlgkit.evaluate.analysis.plots import check_output_path, save_png
+
     if png is not None:
         check_output_path(png)
     run, sets = _load_sets(run_dir, checkpoint, device, vectors, None)
@@ -96,11 +102,13 @@ def norms_command(run_dir: RunDir, checkpoint: Checkpoint = "best", device: Devi
 def wordsim_command(run_dir: RunDir, checkpoint: Checkpoint = "best", device: Device = "auto",
                     vectors: Vectors = None,
                     data_dir: Annotated[Path, typer.Option(help="Directory of the benchmark files")]
-                    = wordsim.DEFAULT_DIR,
+                    = wordsim_files.DEFAULT_DIR,
                     benchmark: Annotated[list[str] | None, typer.Option(
-                        help=f"Repeatable: {', '.join(wordsim.BENCHMARKS)} (default: all)")] = None,
+                        help=f"Repeatable: {', '.join(wordsim_files.BENCHMARKS)} (default: all)")] = None,
                     json_output: JsonFlag = False) -> None:
     """Spearman ρ between cosines and human similarity, with pairs covered (Shalev et al. Table 4)."""
+    from nlgkit.evaluate.analysis import wordsim
+
     benchmarks = {name: wordsim.read_benchmark(path)
                   for name, path in wordsim.benchmark_paths(data_dir, benchmark).items()}
     run, sets = _load_sets(run_dir, checkpoint, device, vectors, None)
@@ -131,6 +139,8 @@ def neighbours_command(run_dir: RunDir, checkpoint: Checkpoint = "best", device:
                            metavar="A,B", help="Word pair whose cosine to print, repeatable")] = None,
                        vectors: Vectors = None, json_output: JsonFlag = False) -> None:
     """Nearest neighbours by cosine (Pappas et al. Table 1) and pair cosines; default: tgt_input/output."""
+    from nlgkit.evaluate.analysis import neighbours
+
     pairs = [_parse_pair(text) for text in pair or []]
     if not query and not pairs:
         raise NlgkitError("nothing to look up: give --query WORD and/or --pair A,B")
@@ -165,6 +175,9 @@ def geometry_command(run_dir: RunDir, checkpoint: Checkpoint = "best", device: D
                      = None,
                      vectors: Vectors = None, png: Png = None, json_output: JsonFlag = False) -> None:
     """Cosine to, and rank of, the 1st/5th nearest neighbour per frequency-rank bin (Tokarchuk & Niculae)."""
+    from nlgkit.evaluate.analysis import geometry
+    from nlgkit.evaluate.analysis.plots import check_output_path, save_png
+
     if bins < 1 or (bin_size is not None and bin_size < 1):
         raise NlgkitError("--bins and --bin-size must be at least 1")
     if png is not None:
@@ -199,6 +212,10 @@ def params_command(run_dir: RunDir, checkpoint: Checkpoint = "best", device: Dev
                    )] = False,
                    json_output: JsonFlag = False) -> None:
     """Trainable/frozen/buffer elements and bytes per component, plus Adam state (Shalev et al. Table 3)."""
+    from nlgkit import runs
+    from nlgkit.checkpoint import load_train_state
+    from nlgkit.evaluate.analysis import params
+
     run = runs.load_trained(run_dir, checkpoint, device)
     state = load_train_state(run.checkpoint).get("optimizer") if measure_optimizer else None
     if measure_optimizer and not isinstance(state, dict):

@@ -18,16 +18,10 @@ from nlgkit.errors import DataError
 from nlgkit.evaluate.analysis.norms import spearman
 from nlgkit.evaluate.analysis.similarity import pair_cosines
 from nlgkit.evaluate.analysis.vectors import lookup
+from nlgkit.evaluate.analysis.wordsim_files import BENCHMARKS, DEFAULT_DIR  # noqa: F401  (re-exported)
 from nlgkit.io import read_lines
 
 # name → file in the wordsim directory (copies of mfaruqui/eval-word-vectors data/word-sim)
-BENCHMARKS: dict[str, str] = {
-    "simlex999": "EN-SIMLEX-999.txt",
-    "men": "EN-MEN-TR-3k.txt",
-    "mturk771": "EN-MTurk-771.txt",
-}
-DEFAULT_DIR = Path("..") / "shared" / "data" / "wordsim"  # relative to the working directory
-
 Pair = tuple[str, str, float]
 
 

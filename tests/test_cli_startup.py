@@ -1,0 +1,34 @@
+"""The CLI starts at once: no torch, scipy, matplotlib or spaCy import until a command needs them."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+HEAVY = ("torch", "scipy", "matplotlib", "spacy")
+COMMANDS = [[], ["prepare"], ["prepare", "multi30k"], ["prepare", "flickr8k"], ["bpe"], ["embed"],
+            ["embed", "random"], ["train"], ["translate"], ["caption"], ["evaluate"], ["evaluate", "norms"],
+            ["evaluate", "report"]]
+
+
+def imported_after_help(argv: list[str]) -> list[str]:
+    code = (
+        "import sys, json\n"
+        "from nlgkit.cli.main import main\n"
+        "try:\n"
+        f"    main({argv + ['--help']!r})\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        f"print(json.dumps([m for m in {HEAVY!r} if m in sys.modules]))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert "Usage" in out.stdout, out.stdout[-500:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("argv", COMMANDS, ids=lambda a: " ".join(a) or "nlgkit")
+def test_help_imports_no_heavy_library(argv: list[str]) -> None:
+    assert imported_after_help(argv) == []
