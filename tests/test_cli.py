@@ -141,6 +141,50 @@ def test_translate_keeps_one_line_per_input_whatever_the_input(trained: tuple[Pa
     # empty input → empty output
     result = cli("translate", "--model", str(run_dir), input="")
     assert result.exit_code == 0 and result.stdout == ""
+    # as a stream, in groups of 2: the same lines, n-best indices counted over the whole input
+    whole = cli("translate", "--model", str(run_dir), "--input", str(source), "--max-input-tokens", "50")
+    streamed = cli("translate", "--model", str(run_dir), "--input", str(source), "--max-input-tokens", "50",
+                   "--buffer-size", "2")
+    assert streamed.exit_code == 0 and streamed.stdout == whole.stdout and len(whole.stdout.splitlines()) == 5
+    assert "line 4: 10000 tokens" in streamed.stderr and "line 5: invalid UTF-8" in streamed.stderr
+    result = cli("translate", "--model", str(run_dir), "--nbest", "2", "--beam", "2", "--buffer-size", "1",
+                 input="ein hund .\nzwei katzen .\n")
+    assert [r.split(" ||| ")[0] for r in result.stdout.splitlines()] == ["0", "0", "1", "1"]
+
+
+def test_translate_answers_a_pipe_line_by_line_before_its_end(trained: tuple[Path, Path]) -> None:
+    """`--buffer-size 1` serves as an interactive pipe: each answer arrives while stdin is still open."""
+    import subprocess
+    import sys
+    import threading
+
+    _, run_dir = trained
+    process = subprocess.Popen([sys.executable, "-m", "nlgkit", "translate", "--model", str(run_dir),
+                                "--buffer-size", "1", "--device", "cpu"], stdin=subprocess.PIPE,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert process.stdin is not None and process.stdout is not None
+
+    def answer() -> str:
+        got: list[str] = []
+        reader = threading.Thread(target=lambda: got.append(process.stdout.readline()))  # type: ignore[union-attr]
+        reader.start()
+        reader.join(timeout=120)
+        assert got, "no answer while the pipe is open"
+        return got[0]
+
+    try:
+        answers = []
+        for line in ("ein mann fährt fahrrad .", "", "zwei hunde spielen ."):
+            process.stdin.write(line + "\n")
+            process.stdin.flush()
+            answers.append(answer())  # read before the next line is written
+        process.stdin.close()
+        assert process.wait(timeout=60) == 0
+        assert process.stdout.read() == ""  # nothing more than one line per input
+    finally:
+        process.kill()
+    assert [a.endswith("\n") for a in answers] == [True] * 3
+    assert answers[0].strip() and answers[1] == "\n" and answers[2].strip()
 
 
 def test_translate_then_evaluate(trained: tuple[Path, Path], paper, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]

@@ -5,6 +5,8 @@ Defined behaviour for awkward input (also in the README):
 - bytes that are not UTF-8 are replaced by U+FFFD (an unknown word) with a warning naming the line;
 - a line longer than ``--max-input-tokens`` tokens is cut to that length, with a warning naming the line;
 - an empty input gives an empty output.
+With ``--buffer-size N`` the input is read as a stream: each group of N lines is translated, written and
+flushed before the next is read (an interactive pipe); without it all input is read first.
 With ``--nbest N`` (N > 1) each input gives N lines ``INDEX ||| hypothesis ||| score`` (Moses n-best format,
 INDEX counted from 0), best first. The work is done in ``nlgkit.generation``; this module parses and prints.
 """
@@ -41,17 +43,34 @@ def translate(
     pretokenized: Annotated[bool, typer.Option(help="Input is already in the data directory's token form")] = False,
     detokenize: Annotated[bool, typer.Option(help="Detokenise output to the form of the training text")] = True,
     device: Annotated[str, typer.Option(help="auto, cpu, cuda or cuda:N")] = "auto",
+    buffer_size: Annotated[int, typer.Option(help="Translate the input as a stream, N lines at a time, each group "
+                                                  "written and flushed when done (0 = read all input first)")] = 0,
 ) -> None:
     """Translate text with a trained run (stdin → stdout by default)."""
-    from nlgkit.generation.output import SearchOptions, read_text_input, write_lines
-    from nlgkit.generation.translate import translate_lines
+    from nlgkit.errors import ConfigError
+    from nlgkit.generation.output import SearchOptions, line_groups, read_text_input, write_lines
+    from nlgkit.generation.translate import Translator
     from nlgkit.runs import load_trained
+
+    if buffer_size < 0:
+        raise ConfigError(f"--buffer-size {buffer_size}: must be 0 or positive")
 
     run = load_trained(model, checkpoint, device)
     options = SearchOptions.resolve(run.config.search, beam=beam, nbest=nbest, length_penalty=length_penalty,
                                     max_len_a=max_len_a, max_len_b=max_len_b, max_len=max_len,
                                     batch_size=batch_size)
-    lines, name = read_text_input(input, warn)
-    out = translate_lines(run, lines, options, name=name, pretokenized=pretokenized, detokenize=detokenize,
-                          max_input_tokens=max_input_tokens, warn=warn)
-    write_lines(out, output)
+    translator = Translator(run, options, pretokenized=pretokenized, detokenize=detokenize,
+                            max_input_tokens=max_input_tokens, warn=warn)
+    if buffer_size == 0:
+        lines, name = read_text_input(input, warn)
+        write_lines(translator.lines(lines, name), output)
+        return
+    name, kept = str(input) if input else "<stdin>", []
+    for first, group in line_groups(input, buffer_size, warn):
+        out = translator.lines(group, name, first)
+        if output is None:  # a pipe: answer each group at once
+            write_lines(out, None)
+        else:  # a file is still written whole, atomically, at the end
+            kept += out
+    if output is not None:
+        write_lines(kept, output)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -62,11 +62,37 @@ def read_text_input(path: Path | None, warn: Callable[[str], None]) -> tuple[lis
                         on_invalid=lambda number: warn(f"{name}: line {number}: invalid UTF-8 replaced by U+FFFD")), name
 
 
-def output_lines(results: Sequence[list[Hypothesis]], nbest: int, render: Callable[[list[int]], str]) -> list[str]:
+def line_groups(path: Path | None, size: int, warn: Callable[[str], None]) -> Iterator[tuple[int, list[str]]]:
+    """``(first line number, lines)`` groups of up to ``size`` lines, read as they arrive (stdin when ``path``
+    is None): a group is handed on as soon as it is complete, so a pipe gets answers before its EOF."""
+    name = str(path) if path else "<stdin>"
+    if path is not None and not path.is_file():
+        raise DataError(f"{path}: file not found")
+    handle = open(path, "rb") if path is not None else sys.stdin.buffer  # noqa: SIM115 - closed below
+    try:
+        group: list[str] = []
+        number = first = 1
+        for raw in iter(handle.readline, b""):
+            group += decode_lines(raw, name, on_invalid=lambda _, at=number: warn(
+                f"{name}: line {at}: invalid UTF-8 replaced by U+FFFD"))
+            number += 1
+            if len(group) == size:
+                yield first, group
+                group, first = [], number
+        if group:
+            yield first, group
+    finally:
+        if path is not None:
+            handle.close()
+
+
+def output_lines(results: Sequence[list[Hypothesis]], nbest: int, render: Callable[[list[int]], str],
+                 first_index: int = 0) -> list[str]:
     """One line per input (empty when it has no hypothesis); with nbest > 1, Moses n-best lines
-    ``INDEX ||| text ||| score`` (INDEX from 0, best first, padded to nbest lines per input)."""
+    ``INDEX ||| text ||| score`` (INDEX from ``first_index``, 0 for a whole input; best first, padded to nbest
+    lines per input)."""
     lines = []
-    for index, hyps in enumerate(results):
+    for index, hyps in enumerate(results, start=first_index):
         if nbest == 1:
             lines.append(render(hyps[0].tokens) if hyps else "")
             continue

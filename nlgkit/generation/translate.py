@@ -14,35 +14,54 @@ from nlgkit.inference import generate
 from nlgkit.runs import TrainedRun
 
 
+class Translator:
+    """A translation run ready for text: its tokenizer and detokenizer are loaded once, so that a stream of
+    small groups (``translate --buffer-size``) costs no more than one large batch per line."""
+
+    def __init__(self, run: TrainedRun, options: SearchOptions, *, pretokenized: bool = False,
+                 detokenize: bool = True, max_input_tokens: int = 400,
+                 warn: Callable[[str], None] = print) -> None:
+        if run.config.task.type != "translation":
+            raise DataError(f"{run.checkpoint}: a {run.config.task.type} model; `nlgkit translate` needs a "
+                            f"translation model")
+        if max_input_tokens <= 0:
+            raise DataError(f"--max-input-tokens = {max_input_tokens}: must be positive")
+        from nlgkit.data.tokenize import load_pipeline
+
+        self.run, self.options, self.warn = run, options, warn
+        self.pretokenized, self.detokenize, self.max_input_tokens = pretokenized, detokenize, max_input_tokens
+        self.src_pipeline = load_pipeline(run.assets, run.config.data.src_lang)
+        self.detokenizer = run.detokenizer()
+
+    def lines(self, lines: list[str], name: str = "<stdin>", first_number: int = 1) -> list[str]:
+        """The output lines for ``lines`` (numbered from ``first_number`` in warnings): one per input line,
+        ``nbest`` per line with n-best output."""
+        run = self.run
+        sources: list[list[int]] = []
+        for number, line in enumerate(lines, start=first_number):
+            tokens = line.split() if self.pretokenized else self.src_pipeline.encode(line)
+            if len(tokens) > self.max_input_tokens:
+                self.warn(f"{name}: line {number}: {len(tokens)} tokens, cut to {self.max_input_tokens}")
+                tokens = tokens[: self.max_input_tokens]
+            sources.append(run.src_vocab.encode(tokens))
+        todo = [i for i, source in enumerate(sources) if source]
+        found = generate(run.model, run.task, [sources[i] for i in todo], run.tgt_vocab, device=run.device,
+                         **self.options.search_kwargs())
+        results: list[list] = [[] for _ in sources]
+        for i, hyps in zip(todo, found):
+            results[i] = hyps
+
+        def render(tokens: list[int]) -> str:
+            words = run.tgt_vocab.decode(tokens)
+            return self.detokenizer(words) if self.detokenize else " ".join(words)
+
+        return output_lines(results, self.options.nbest, render, first_number - 1)
+
+
 def translate_lines(run: TrainedRun, lines: list[str], options: SearchOptions, *, name: str = "<stdin>",
                     pretokenized: bool = False, detokenize: bool = True, max_input_tokens: int = 400,
                     warn: Callable[[str], None] = print) -> list[str]:
     """The output lines for ``lines``: one per input line (``nbest`` per line with n-best output)."""
-    if run.config.task.type != "translation":
-        raise DataError(f"{run.checkpoint}: a {run.config.task.type} model; `nlgkit translate` needs a "
-                        f"translation model")
-    if max_input_tokens <= 0:
-        raise DataError(f"--max-input-tokens = {max_input_tokens}: must be positive")
-    from nlgkit.data.tokenize import load_pipeline
-
-    src_pipeline = load_pipeline(run.assets, run.config.data.src_lang)
-    sources: list[list[int]] = []
-    for number, line in enumerate(lines, start=1):
-        tokens = line.split() if pretokenized else src_pipeline.encode(line)
-        if len(tokens) > max_input_tokens:
-            warn(f"{name}: line {number}: {len(tokens)} tokens, cut to {max_input_tokens}")
-            tokens = tokens[:max_input_tokens]
-        sources.append(run.src_vocab.encode(tokens))
-    todo = [i for i, source in enumerate(sources) if source]
-    found = generate(run.model, run.task, [sources[i] for i in todo], run.tgt_vocab, device=run.device,
-                     **options.search_kwargs())
-    results: list[list] = [[] for _ in sources]
-    for i, hyps in zip(todo, found):
-        results[i] = hyps
-    detokenizer = run.detokenizer()
-
-    def render(tokens: list[int]) -> str:
-        words = run.tgt_vocab.decode(tokens)
-        return detokenizer(words) if detokenize else " ".join(words)
-
-    return output_lines(results, options.nbest, render)
+    translator = Translator(run, options, pretokenized=pretokenized, detokenize=detokenize,
+                            max_input_tokens=max_input_tokens, warn=warn)
+    return translator.lines(lines, name)
