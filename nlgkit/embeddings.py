@@ -21,6 +21,7 @@ from safetensors.torch import load_file, save_file
 from torch import Tensor
 
 from nlgkit.errors import ConfigError, DataError
+from nlgkit.heads.base import regenerable_generator
 from nlgkit.io import atomic_write
 
 TENSOR = "vectors"
@@ -29,6 +30,11 @@ TENSOR = "vectors"
 def vocab_path(table: Path) -> Path:
     """``NAME.vocab.txt`` beside ``NAME.safetensors``."""
     return table.with_suffix(".vocab.txt")
+
+
+def _read_words(path: Path) -> list[str]:
+    """A word list: one word per line, as :func:`save_table` writes it."""
+    return path.read_text(encoding="utf-8").split("\n")[:-1]
 
 
 def save_table(path: Path, vectors: Tensor, words: Sequence[str]) -> None:
@@ -56,7 +62,7 @@ def load_table(path: Path) -> tuple[Tensor, list[str]]:
         vectors = load_file(str(path))[TENSOR]
     except (SafetensorError, KeyError, OSError) as exc:
         raise DataError(f"{path}: not an nlgkit table ({type(exc).__name__})") from None
-    words = words_file.read_text(encoding="utf-8").split("\n")[:-1]
+    words = _read_words(words_file)
     if vectors.dim() != 2 or vectors.size(0) != len(words):
         raise DataError(f"{path}: {tuple(vectors.shape)} vectors but {len(words)} words in {words_file}")
     if not torch.isfinite(vectors).all():
@@ -80,7 +86,7 @@ def load_table_for(path: Path, words: Sequence[str] | None, source: str) -> Tens
 
 def random_table(vocab_size: int, dim: int, dist: str, seed: int) -> Tensor:
     """``sphere``: normalised standard normal rows; ``cube``: corners of the hypercube scaled to unit norm."""
-    generator = torch.Generator().manual_seed(seed)
+    generator = regenerable_generator(seed)
     if dist == "sphere":
         return F.normalize(torch.randn(vocab_size, dim, generator=generator), dim=1)
     if dist == "cube":
@@ -145,5 +151,5 @@ def vocabulary_words(path: Path) -> list[str]:
     if path.name.endswith(".vocab.txt"):
         if not path.is_file():
             raise DataError(f"{path}: word list not found")
-        return path.read_text(encoding="utf-8").split("\n")[:-1]
+        return _read_words(path)
     return list(Vocabulary.load(path).tokens)

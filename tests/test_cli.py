@@ -70,12 +70,11 @@ def trained(paper: tuple[Path, dict], tmp_path_factory: pytest.TempPathFactory) 
     return recipe, run_dir
 
 
-def test_training_beats_an_untrained_model_by_a_clear_margin(trained: tuple[Path, Path], paper) -> None:  # type: ignore[no-untyped-def]
-    recipe, run_dir = trained
-    data_dir = paper[0]
+def trained_and_untrained_bleu(recipe: Path, run_dir: Path, data_dir: Path) -> tuple[float, float]:
+    """BLEU (beam 3) on 100 memorised training sentences of the run's last checkpoint and of the same model
+    untrained (seed 3)."""
     sources = [line.split() for line in read_lines(data_dir / "train.de")[:100]]
     refs = read_lines(data_dir / "train.en")[:100]
-
     run = load_trained(run_dir, "last", "cpu")
     detokenize = run.detokenizer()
 
@@ -83,11 +82,14 @@ def test_training_beats_an_untrained_model_by_a_clear_margin(trained: tuple[Path
         hyps = generate(model, run.task, [run.src_vocab.encode(s) for s in sources], run.tgt_vocab, beam=3)
         return bleu([detokenize(run.tgt_vocab.decode(h[0].tokens)) for h in hyps], refs)
 
-    trained_bleu = score(run.model)
     torch.manual_seed(3)
-    config = load_recipe(recipe)
-    untrained = model_for(config, run.src_vocab, run.tgt_vocab).eval()
-    untrained_bleu = score(untrained)
+    untrained = model_for(load_recipe(recipe), run.src_vocab, run.tgt_vocab).eval()
+    return score(run.model), score(untrained)
+
+
+def test_training_beats_an_untrained_model_by_a_clear_margin(trained: tuple[Path, Path], paper) -> None:  # type: ignore[no-untyped-def]
+    recipe, run_dir = trained
+    trained_bleu, untrained_bleu = trained_and_untrained_bleu(recipe, run_dir, paper[0])
     assert trained_bleu > untrained_bleu + 10, (trained_bleu, untrained_bleu)
 
     events = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
@@ -367,18 +369,8 @@ def test_a_research_head_or_model_learns_to_translate_through_the_trainer(name: 
     recipe.write_text(text)
     result = cli("train", str(recipe))
     assert result.exit_code == 0, result.output
-    run = load_trained(tmp_path / name, "last", "cpu")
     events = [json.loads(line) for line in (tmp_path / name / "metrics.jsonl").read_text().splitlines()]
     train = [e for e in events if e["event"] == "train"]
     assert train and all(("sampling_overflows" in e) == (name == "sampled") for e in train)
-    sources = [line.split() for line in read_lines(data_dir / "train.de")[:100]]
-    refs = read_lines(data_dir / "train.en")[:100]
-
-    def score(model) -> float:  # type: ignore[no-untyped-def]
-        hyps = generate(model, run.task, [run.src_vocab.encode(s) for s in sources], run.tgt_vocab, beam=3)
-        return bleu([run.detokenizer()(run.tgt_vocab.decode(h[0].tokens)) for h in hyps], refs)
-
-    torch.manual_seed(3)
-    untrained = model_for(load_recipe(recipe), run.src_vocab, run.tgt_vocab).eval()
-    trained_bleu, untrained_bleu = score(run.model), score(untrained)
+    trained_bleu, untrained_bleu = trained_and_untrained_bleu(recipe, tmp_path / name, data_dir)
     assert trained_bleu > untrained_bleu + 5, (trained_bleu, untrained_bleu)

@@ -1,4 +1,6 @@
-"""Additive (Bahdanau) attention with the source-side projection computed once per sentence.
+"""Attention over padded source sentences, and the helpers every source-reading model shares.
+
+Additive (Bahdanau) attention computes its source-side projection once per sentence.
 
 The energy ``tanh(W [s; h] + b)`` is linear in the concatenation, so ``W`` splits into a query part
 (applied to the decoder state every step) and a key part (applied to the encoder outputs once). Same
@@ -10,6 +12,26 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+
+
+def padding_mask(lengths: Tensor, width: int) -> Tensor:
+    """(B, width): True beyond each sentence's length (from lengths, not token values)."""
+    return torch.arange(width, device=lengths.device)[None, :] >= lengths[:, None]
+
+
+def run_packed(rnn: nn.RNNBase, embedded: Tensor, lengths: Tensor) -> tuple[Tensor, Tensor | tuple[Tensor, Tensor]]:
+    """Run ``rnn`` over padded sequences (B, S, E) without reading the padding: outputs (B, S, H), final state."""
+    packed = pack_padded_sequence(embedded, lengths.cpu(), batch_first=True, enforce_sorted=False)
+    packed_out, final = rnn(packed)
+    output, _ = pad_packed_sequence(packed_out, batch_first=True, total_length=embedded.size(1))
+    return output, final
+
+
+def masked_context(scores: Tensor, values: Tensor, pad_mask: Tensor) -> Tensor:
+    """softmax over the unmasked scores (B, S), then the weighted sum of values (B, S, D) → (B, D)."""
+    weights = torch.softmax(scores.masked_fill(pad_mask, float("-inf")), dim=-1)
+    return torch.bmm(weights.unsqueeze(1), values).squeeze(1)
 
 
 class AdditiveAttention(nn.Module):
@@ -34,7 +56,4 @@ class AdditiveAttention(nn.Module):
     def forward(self, query: Tensor, keys: Tensor, values: Tensor, pad_mask: Tensor) -> Tensor:
         """Context (B, Dk) from a projected query (B, A), keys (B, S, A), values (B, S, Dk), pad_mask (B, S)."""
         energy = torch.tanh(keys + query.unsqueeze(1))  # (B, S, A)
-        scores = self.score(energy).squeeze(-1)  # (B, S)
-        scores = scores.masked_fill(pad_mask, float("-inf"))
-        weights = torch.softmax(scores, dim=-1)  # (B, S)
-        return torch.bmm(weights.unsqueeze(1), values).squeeze(1)  # (B, Dk)
+        return masked_context(self.score(energy).squeeze(-1), values, pad_mask)  # (B, Dk)

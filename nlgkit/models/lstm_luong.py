@@ -14,11 +14,11 @@ from typing import Any, Literal
 
 import torch
 from torch import Tensor, nn
-from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from nlgkit.data.batching import Batch
 from nlgkit.errors import ConfigError
 from nlgkit.models import MODELS
+from nlgkit.models.attention import masked_context, padding_mask, run_packed
 from nlgkit.models.base import Generator, Inputs, ModelContext, State, check_model_options
 from nlgkit.registry import PluginConfig
 
@@ -59,8 +59,7 @@ class LuongAttention(nn.Module):
             scores = self.v(torch.tanh(keys + self.query_proj(query).unsqueeze(1))).squeeze(-1)  # (B, S)
         else:
             scores = torch.bmm(keys, query.unsqueeze(-1)).squeeze(-1)  # (B, S)
-        weights = scores.masked_fill(pad_mask, float("-inf")).softmax(dim=-1)
-        return torch.bmm(weights.unsqueeze(1), values).squeeze(1)
+        return masked_context(scores, values, pad_mask)
 
 
 @MODELS.register("lstm_luong", LuongConfig)
@@ -88,13 +87,11 @@ class LuongModel(Generator):
         """src (B, S), src_lengths (B,) → the decoder's start: the encoder's final states, layer by layer."""
         src, lengths = inputs["src"], inputs["src_lengths"]
         embedded = self.dropout(self.src_embed(src))
-        packed = pack_padded_sequence(embedded, lengths.cpu(), batch_first=True, enforce_sorted=False)
-        packed_out, (h, c) = self.encoder(packed)
-        encoder_out, _ = pad_packed_sequence(packed_out, batch_first=True, total_length=src.size(1))
+        encoder_out, (h, c) = run_packed(self.encoder, embedded, lengths)
         return {"hidden": h.transpose(0, 1).contiguous(), "cells": c.transpose(0, 1).contiguous(),  # (B, L, H)
                 "feed": encoder_out.new_zeros(src.size(0), self.feature_dim),  # h̃_0 = 0
                 "encoder_out": encoder_out, "keys": self.attention.keys(encoder_out),
-                "pad_mask": torch.arange(src.size(1), device=src.device)[None, :] >= lengths.to(src.device)[:, None]}
+                "pad_mask": padding_mask(lengths.to(src.device), src.size(1))}
 
     def step(self, prev_tokens: Tensor, state: State) -> tuple[Tensor, State]:
         embedded = self.dropout(self.tgt_embed(prev_tokens))  # (B, E)

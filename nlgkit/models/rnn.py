@@ -15,11 +15,10 @@ from typing import Any, Literal
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
-from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from nlgkit.data.batching import Batch
 from nlgkit.models import MODELS
-from nlgkit.models.attention import AdditiveAttention
+from nlgkit.models.attention import AdditiveAttention, padding_mask, run_packed
 from nlgkit.models.base import Generator, Inputs, ModelContext, State, check_model_options
 from nlgkit.registry import PluginConfig
 
@@ -129,9 +128,7 @@ class RNNModel(Generator):
         """inputs: src (B, S) padded token ids, src_lengths (B,) → decoder start state."""
         src, src_lengths = inputs["src"], inputs["src_lengths"]
         embedded = self.dropout(self.src_embed(src))  # (B, S, E)
-        packed = pack_padded_sequence(embedded, src_lengths.cpu(), batch_first=True, enforce_sorted=False)
-        packed_out, final = self.encoder(packed)
-        encoder_out, _ = pad_packed_sequence(packed_out, batch_first=True, total_length=src.size(1))  # (B,S,C)
+        encoder_out, final = run_packed(self.encoder, embedded, src_lengths)  # (B, S, C)
         final_h = final[0] if isinstance(final, tuple) else final  # (layers·dirs, B, H)
         if self.config.bidirectional:
             last = torch.cat([final_h[-2], final_h[-1]], dim=-1)  # (B, 2H)
@@ -143,8 +140,7 @@ class RNNModel(Generator):
             "hidden": hidden,
             "encoder_out": encoder_out,
             "keys": self.attention.project_keys(encoder_out),  # (B, S, A), once per sentence
-            # (B, S): True beyond each sentence's length; from lengths, not token values
-            "pad_mask": torch.arange(src.size(1), device=src.device)[None, :] >= src_lengths.to(src.device)[:, None],
+            "pad_mask": padding_mask(src_lengths.to(src.device), src.size(1)),  # (B, S)
         }
         if self.decoder.is_lstm:
             state["cells"] = torch.zeros_like(hidden)

@@ -23,6 +23,7 @@ from torch import Tensor, nn
 from nlgkit.data.batching import Batch
 from nlgkit.errors import ConfigError
 from nlgkit.models import MODELS
+from nlgkit.models.attention import padding_mask
 from nlgkit.models.base import Generator, Inputs, ModelContext, State
 from nlgkit.registry import PluginConfig
 
@@ -205,8 +206,7 @@ class TransformerModel(Generator):
 
     def encode(self, inputs: Inputs) -> State:
         src, lengths = inputs["src"], inputs["src_lengths"]
-        pad = torch.arange(src.size(1), device=src.device)[None, :] >= lengths.to(src.device)[:, None]  # (B, S)
-        mask = ~pad[:, None, None, :]  # (B, 1, 1, S): True where attention may look
+        mask = ~padding_mask(lengths.to(src.device), src.size(1))[:, None, None, :]  # (B, 1, 1, S): may look
         x = self._embed(self.src_embed, src)
         for layer in self.encoder:
             x = layer(x, mask)
