@@ -24,8 +24,12 @@ def _peak_rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def measure_training(recipe: str, updates: int, warmup: int) -> dict[str, Any]:
-    """Target tokens/s over ``updates`` real batches of the recipe's first epoch (after ``warmup``)."""
+def measure_training(recipe: str, updates: int, warmup: int, efficiency: bool = False) -> dict[str, Any]:
+    """Target tokens/s over ``updates`` real batches of the recipe's first epoch (after ``warmup``).
+
+    With ``efficiency``, the same batches are stepped again while their matrix products are recorded, and
+    the step time is compared with this machine's matmul rate at those shapes (:mod:`nlgkit.bench_efficiency`).
+    """
     from nlgkit.config import load_recipe
     from nlgkit.data.batching import bucketed_batches
     from nlgkit.train.trainer import Trainer
@@ -50,11 +54,22 @@ def measure_training(recipe: str, updates: int, warmup: int) -> dict[str, Any]:
     optimizer_bytes = sum(t.numel() * t.element_size() for s in optimizer.state.values() for t in s.values()
                           if torch.is_tensor(t))
     examples = sum(len(indices) for indices in batches[warmup : warmup + updates])
-    return {"recipe": recipe, "head": config.head.type, "updates": updates, "target_tokens": tokens,
+    figures = _efficiency(trainer, session, batches[warmup : warmup + updates], seconds, tokens) if efficiency else {}
+    return {**figures, "recipe": recipe, "head": config.head.type, "updates": updates, "target_tokens": tokens,
             "seconds": seconds, "tokens_per_s": tokens / seconds, "examples_per_s": examples / seconds,
             "threads": torch.get_num_threads(),
             "trainable_parameters": session.params["trainable"], "head_gradient_elements": head_grads,
             "optimizer_state_mib": optimizer_bytes / 2**20, "peak_rss_mib": _peak_rss_mib()}
+
+
+def _efficiency(trainer: Any, session: Any, batches: list[list[int]], seconds: float, tokens: int) -> dict[str, Any]:
+    from nlgkit.bench_efficiency import MatmulRecorder, efficiency
+
+    recorder = MatmulRecorder()
+    with recorder:
+        for indices in batches:
+            trainer.train_step(session, session.task.collate(session.data.train, indices, session.tgt_vocab))
+    return efficiency(seconds, recorder.products, tokens)
 
 
 def measure_translation(run_dir: str, beam: int, limit: int) -> dict[str, Any]:
@@ -113,9 +128,39 @@ def measure_captioning(run_dir: str, beam: int, limit: int) -> dict[str, Any]:
             "images_per_s": len(names) / seconds, "threads": torch.get_num_threads(), "peak_rss_mib": _peak_rss_mib()}
 
 
+def measure_startup(run_dir: str | None, repeats: int = 3) -> dict[str, Any]:
+    """Wall seconds (median of ``repeats``) of ``nlgkit --help`` and, with a trained run, of translating one
+    line end to end (process start, imports, model load, search, output), as a user runs them."""
+    import statistics
+
+    def wall(argv: list[str], stdin: str = "") -> float:
+        times = []
+        for _ in range(repeats):
+            start = time.perf_counter()
+            subprocess.run([sys.executable, "-m", "nlgkit", *argv], input=stdin, capture_output=True, text=True,
+                           check=True, cwd=ROOT)
+            times.append(time.perf_counter() - start)
+        return statistics.median(times)
+
+    result: dict[str, Any] = {"help_s": wall(["--help"])}
+    if run_dir:
+        result["translate_one_line_s"] = wall(["translate", "--model", run_dir, "--device", "cpu"],
+                                              "Ein Mann fährt mit dem Fahrrad durch die Stadt .\n")
+        result["run"] = run_dir
+    result["import_torch_s"] = statistics.median(
+        _timed([sys.executable, "-c", "import torch"]) for _ in range(repeats))
+    return result
+
+
+def _timed(argv: list[str]) -> float:
+    start = time.perf_counter()
+    subprocess.run(argv, capture_output=True, check=True)
+    return time.perf_counter() - start
+
+
 def _worker(args: argparse.Namespace) -> None:
     if args.worker == "train":
-        result = measure_training(args.recipe, args.updates, args.warmup)
+        result = measure_training(args.recipe, args.updates, args.warmup, args.efficiency)
     elif args.worker == "extract":
         result = measure_extraction(args.images, args.limit or 256)
     elif args.worker == "caption":
@@ -158,6 +203,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--worker", choices=["train", "translate", "extract", "caption", "head", "decode"],
                         help=argparse.SUPPRESS)
     parser.add_argument("--recipe", help=argparse.SUPPRESS)
+    parser.add_argument("--efficiency", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--run", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
@@ -167,11 +213,12 @@ def main(argv: list[str] | None = None) -> None:
     from nlgkit.train.provenance import cpu_name, git_revision
 
     training = [_spawn("--worker", "train", "--recipe", f"recipes/{name}.toml", "--updates", str(args.updates),
-                       "--warmup", str(args.warmup)) for name in ("multi30k_learned", "multi30k_fixed")]
+                       "--warmup", str(args.warmup), "--efficiency") for name in ("multi30k_learned", "multi30k_fixed")]
     translation = None
     if (ROOT / args.translate_run / "checkpoints" / "best").exists():
         translation = _spawn("--worker", "translate", "--run", args.translate_run, "--beam", str(args.beam),
                              "--limit", str(args.limit))
+    startup = measure_startup(args.translate_run if translation else None)
     captioning = _captioning_benchmarks(args)
     if "captioning" not in captioning:
         last = _previous(ROOT / args.output, "captioning") or {}
@@ -196,6 +243,7 @@ def main(argv: list[str] | None = None) -> None:
         lines.append(f"| `{r['recipe']}` | {r['head']} | {r['updates']} | {r['tokens_per_s']:,.0f} | "
                      f"{r['trainable_parameters']:,} | {r['head_gradient_elements']:,} | "
                      f"{r['optimizer_state_mib']:.1f} | {r['peak_rss_mib']:,.0f} |")
+    lines += _efficiency_lines(training)
     lines += ["", "## Translation (test2016, batched beam search)", ""]
     if translation:
         t = translation
@@ -210,6 +258,12 @@ def main(argv: list[str] | None = None) -> None:
             translation = previous
             lines.append(f"The previous `make bench` (same file) measured `{previous['run']}` at beam {previous['beam']}: "
                          f"{previous['sentences_per_s']:.1f} sentences/s over {previous['sentences']} sentences.")
+    lines += ["", "## CLI start-up (wall seconds, median of 3 runs, as a user runs the commands)", "",
+              (f"`nlgkit --help`: {startup['help_s']:.2f} s. `python -c 'import torch'` alone: "
+               f"{startup['import_torch_s']:.2f} s.")]
+    if "translate_one_line_s" in startup:
+        lines.append(f"`echo … | nlgkit translate --model {startup['run']}` (one line, beam 5, end to end): "
+                     f"{startup['translate_one_line_s']:.2f} s.")
     lines += _captioning_lines(captioning)
     from nlgkit.bench_research import DECODERS, HEAD_CASES, VOCABS, research_lines
 
@@ -221,9 +275,29 @@ def main(argv: list[str] | None = None) -> None:
     with atomic_write(ROOT / args.output) as handle:
         handle.write(text)
     with atomic_write((ROOT / args.output).with_suffix(".json")) as handle:
-        json.dump({"training": training, "translation": translation, "captioning": captioning, "heads": heads,
+        json.dump({"training": training, "translation": translation, "startup": startup, "captioning": captioning,
+                   "heads": heads,
                    "decoding": decoding}, handle, indent=2)
     print(text)
+
+
+def _efficiency_lines(training: list[dict[str, Any]]) -> list[str]:
+    """Each recipe's achieved GFLOP/s as a share of this machine's matmul rate at the step's own shapes."""
+    rows = [r for r in training if "share_of_matmul_rate" in r]
+    if not rows:
+        return []
+    lines = ["", ("Efficiency: FLOPs of forward + backward counted from each step's matrix products (2·m·k·n); "
+                  "the matmul rate is this machine's, measured in the same process by timing each of those "
+                  "products alone (float32). Share = achieved / rate at the step's shapes = ideal matmul time / "
+                  "step time."), "",
+             ("| recipe | MFLOP per target token | achieved GFLOP/s | matmul GFLOP/s at the step's shapes "
+              "| share | distinct products | 2048² matmul GFLOP/s |"),
+             "|---|---:|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        lines.append(f"| `{r['recipe']}` | {r['mflop_per_token']:.1f} | {r['achieved_gflops']:.1f} | "
+                     f"{r['matmul_gflops_at_shapes']:.1f} | {100 * r['share_of_matmul_rate']:.0f}% | "
+                     f"{r['distinct_products']} | {r['square_matmul_gflops']:.1f} |")
+    return lines
 
 
 def _previous(output: Path, key: str) -> Any:

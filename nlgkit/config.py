@@ -74,6 +74,7 @@ class TrainConfig:
     valid_beam: int = 1  # beam size for the per-epoch validation BLEU (1 = greedy, fast)
     device: str = "auto"  # auto | cpu | cuda | cuda:N
     amp: bool = True  # bf16 autocast on CUDA; ignored on CPU
+    compile: bool = False  # torch.compile the training step (model + head loss); dynamic shapes
     num_threads: int = 0  # CPU threads (0 = all cores)
     log_every: int = 50  # updates between metric lines
     optimizer: Literal["adam", "adamw"] = "adam"

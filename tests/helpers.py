@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 from nlgkit.builders import build_model
@@ -36,12 +38,15 @@ def model_for(config: RunConfig, src: Vocabulary, tgt: Vocabulary) -> Generator:
 
 def check_one_search(model: Generator, inputs: dict[str, Any], batch_size: int, bos: int = 2, eos: int = 3,
                      max_len: int = 6) -> None:
-    """A model decodes through the shared search: beam 1 equals greedy; beam 4 gives 4 ranked hypotheses."""
+    """A model decodes through the shared search: beam 1 equals greedy; beam 4 gives 4 ranked hypotheses,
+    the same whether the search keeps the model's static state in place or copies it at every step."""
     import torch
 
     from nlgkit.search import beam_search, greedy_search
 
     max_lens = torch.full((batch_size,), max_len)
+    if batch_size > 1:  # sentences of different lengths leave the batch at different steps
+        max_lens[0] = max(1, max_len // 2)
     greedy = greedy_search(model, model.encode(inputs), batch_size=batch_size, bos=bos, eos=eos, max_lens=max_lens)
     beam1 = beam_search(model, model.encode(inputs), batch_size=batch_size, bos=bos, eos=eos, beam_size=1,
                         max_lens=max_lens)
@@ -50,3 +55,46 @@ def check_one_search(model: Generator, inputs: dict[str, Any], batch_size: int, 
                         max_lens=max_lens, nbest=4)
     for hyps in beam4:
         assert len(hyps) == 4 and [h.score for h in hyps] == sorted((h.score for h in hyps), reverse=True)
+    static, model.static_state = model.static_state, frozenset()  # copy every entry at every step
+    try:
+        copied = beam_search(model, model.encode(inputs), batch_size=batch_size, bos=bos, eos=eos, beam_size=4,
+                             max_lens=max_lens, nbest=4)
+    finally:
+        model.static_state = static
+    assert [[h.tokens for h in hyps] for hyps in copied] == [[h.tokens for h in hyps] for hyps in beam4]
+    assert [[h.score for h in hyps] for hyps in copied] == [[h.score for h in hyps] for hyps in beam4]
+
+
+def tiny_recipe(tmp: Path, data_dir: Path, run_dir: Path, dropout: float = 0.1, **train: object) -> Path:
+    """A small model on a slice of real data; the loop, data and heads are the production ones."""
+    settings = {"lr": 0.005, "batch_size": 25, "max_epochs": 14, "log_every": 5, "seed": 3,
+                "lr_patience": 20, "early_stop_patience": 30, **train}
+    lines = "\n".join(f"{k} = {json.dumps(v)}" for k, v in settings.items())
+    path = tmp / f"{run_dir.name}.toml"
+    path.write_text(f"""
+[run]
+dir = "{run_dir}"
+[data]
+dir = "{data_dir}"
+train_limit = 300
+valid_limit = 60
+[data.prepare]
+corpus = "none"
+[model]
+type = "rnn"
+embedding_dim = 48
+encoder_dim = 64
+decoder_dim = 64
+attention_dim = 48
+pre_output_dim = 64
+dropout = {dropout}
+[head]
+type = "fixed"
+init = "l2"
+bias = "fixed"
+[train]
+{lines}
+[search]
+beam = 3
+""")
+    return path

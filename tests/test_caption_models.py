@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from helpers import with_head
+from helpers import check_one_search, with_head
 
 from nlgkit.data.batching import Batch
 from nlgkit.heads import HEADS
@@ -107,6 +107,7 @@ def test_captioners_decode_through_the_one_search(name: str, head: str) -> None:
         alone = beam_search(model, model.encode(one), batch_size=1, bos=BOS, eos=EOS, beam_size=4,
                             max_lens=max_lens[:1], nbest=4)
         assert [h.tokens for h in alone[0]] == [h.tokens for h in beam4[i]]
+    check_one_search(model, inputs, batch_size=4, bos=BOS, eos=EOS, max_len=7)
 
 
 def test_a_translation_model_refuses_a_captioning_context() -> None:

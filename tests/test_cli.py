@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers import model_for
+from helpers import model_for, tiny_recipe
 from safetensors.torch import load_file
 from typer.testing import CliRunner
 
@@ -23,41 +23,6 @@ RECIPES = Path(__file__).resolve().parents[1] / "recipes"
 
 def cli(*args: str, input: bytes | str | None = None):  # type: ignore[no-untyped-def]
     return CliRunner().invoke(app, list(args), input=input)
-
-
-def tiny_recipe(tmp: Path, data_dir: Path, run_dir: Path, **train: object) -> Path:
-    """A small model on a slice of real data; the loop, data and heads are the production ones."""
-    settings = {"lr": 0.005, "batch_size": 25, "max_epochs": 14, "log_every": 5, "seed": 3,
-                "lr_patience": 20, "early_stop_patience": 30, **train}
-    lines = "\n".join(f"{k} = {json.dumps(v)}" for k, v in settings.items())
-    path = tmp / f"{run_dir.name}.toml"
-    path.write_text(f"""
-[run]
-dir = "{run_dir}"
-[data]
-dir = "{data_dir}"
-train_limit = 300
-valid_limit = 60
-[data.prepare]
-corpus = "none"
-[model]
-type = "rnn"
-embedding_dim = 48
-encoder_dim = 64
-decoder_dim = 64
-attention_dim = 48
-pre_output_dim = 64
-dropout = 0.1
-[head]
-type = "fixed"
-init = "l2"
-bias = "fixed"
-[train]
-{lines}
-[search]
-beam = 3
-""")
-    return path
 
 
 @pytest.fixture(scope="module")

@@ -32,3 +32,10 @@ def imported_after_help(argv: list[str]) -> list[str]:
 @pytest.mark.parametrize("argv", COMMANDS, ids=lambda a: " ".join(a) or "nlgkit")
 def test_help_imports_no_heavy_library(argv: list[str]) -> None:
     assert imported_after_help(argv) == []
+
+
+def test_loading_the_heads_imports_no_scipy() -> None:
+    """Every run loads the heads package; only the vMF loss and score need scipy's Bessel functions."""
+    code = "import sys, nlgkit.heads, nlgkit.models; print('scipy' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"

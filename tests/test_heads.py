@@ -56,6 +56,9 @@ def test_contract(name: str) -> None:
     features, targets = batch()
     log_probs = head.log_probs(features)
     assert log_probs.shape == (3, 5, V)
+    scores, offset = head.search_scores(features)  # what beam search ranks: log_probs = scores - offset
+    assert scores.shape == (3, 5, V) and offset.shape == (3, 5)
+    torch.testing.assert_close(scores - offset.unsqueeze(-1), log_probs.float(), atol=1e-5, rtol=1e-6)
     features.requires_grad_(True)
     loss = head.loss(features, targets)
     assert loss.dim() == 0 and torch.isfinite(loss)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from helpers import rnn
+from helpers import check_one_search, rnn
 
 from nlgkit.data.batching import Batch
 from nlgkit.heads import HEADS
@@ -75,6 +75,12 @@ def test_reorder_duplicates_state_rows() -> None:
         assert value.size(0) == 3
         torch.testing.assert_close(value[0], state[key][1])
         torch.testing.assert_close(value[2], state[key][0])
+
+
+@pytest.mark.parametrize("cell,layers", [("gru", 1), ("lstm", 2)])
+def test_decodes_through_the_one_search(cell: str, layers: int) -> None:
+    src, lengths, _ = batch()
+    check_one_search(tiny_model(cell, layers), {"src": src, "src_lengths": lengths}, batch_size=2)
 
 
 @pytest.mark.parametrize("head", HEADS.names())

@@ -155,8 +155,9 @@ def test_scripted_batch_equals_one_at_a_time_and_drops_finished_sentences() -> N
     for i in range(3):
         alone = ScriptedModel([{}] * i + [scripts[i]])  # same sentence id, so the same script
         assert together[i] == decode(alone, torch.tensor([i]), [max_lens[i]], 2, beam_search, nbest=2)[0]
-    # LENGTH stops at its max_len and EOS_FIRST with 2 finished after step 2: step 3 runs GREEDY_TRAP only.
-    assert model.batch_sizes == [6, 6, 2]
+    # The first step extends one hypothesis per sentence (3 rows), then 2 beams each; LENGTH stops at its
+    # max_len and EOS_FIRST with 2 finished after step 2: step 3 runs GREEDY_TRAP only.
+    assert model.batch_sizes == [3, 6, 2]
 
 
 def test_greedy_drops_finished_sentences() -> None:

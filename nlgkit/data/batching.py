@@ -82,9 +82,14 @@ class Batch:
     num_target_tokens: int  # gold tokens including </s>: the unit of loss normalisation and throughput
 
     def to(self, device: torch.device) -> Batch:
-        inputs = {name: value.to(device) for name, value in self.inputs.items()}
-        return Batch(inputs, self.prev_tokens.to(device), self.targets.to(device), self.indices,
-                     self.num_target_tokens)
+        """The batch on ``device``; to a GPU through pinned memory, without waiting for the copy."""
+        def move(tensor: Tensor) -> Tensor:
+            if device.type == "cuda":
+                return tensor.pin_memory().to(device, non_blocking=True)
+            return tensor.to(device)
+
+        inputs = {name: move(value) for name, value in self.inputs.items()}
+        return Batch(inputs, move(self.prev_tokens), move(self.targets), self.indices, self.num_target_tokens)
 
 
 def target_tensors(targets: list[list[int]], vocab: Vocabulary) -> tuple[Tensor, Tensor, int]:

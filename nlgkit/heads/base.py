@@ -60,6 +60,19 @@ class OutputHead(nn.Module):
         """Log-scores (…, V) for search; normalised (logsumexp = 0) for every softmax head."""
         return F.log_softmax(self.logits(features).float(), dim=-1)
 
+    def search_scores(self, features: Tensor) -> tuple[Tensor, Tensor]:
+        """``log_probs`` in two parts, scores (B, V) and a per-row offset (B,): log_probs = scores − offset.
+
+        Beam search ranks a row's words by the scores alone and subtracts the offset from the few candidates
+        it keeps, instead of writing a normalised (B, V) matrix at every step. For the softmax the scores are
+        the logits and the offset their logsumexp; a head with its own ``log_probs`` gives them with offset 0.
+        """
+        if type(self).log_probs is not OutputHead.log_probs:
+            scores = self.log_probs(features).float()
+            return scores, scores.new_zeros(scores.shape[:-1])
+        logits = self.logits(features).float()
+        return logits, torch.logsumexp(logits, dim=-1)
+
     def loss(self, features: Tensor, targets: Tensor, label_smoothing: float = 0.0) -> Tensor:
         """Summed training loss over the non-padding targets.
 

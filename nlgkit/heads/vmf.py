@@ -16,11 +16,12 @@ import math
 
 import numpy as np
 import torch
-from scipy.special import gammaln, ive
 from torch import Tensor
 
 
 def _log_iv(v: float, kappa: np.ndarray) -> np.ndarray:
+    from scipy.special import gammaln, ive  # here, not at import: every run loads the heads, few need Bessel
+
     scaled = ive(v, kappa)
     with np.errstate(divide="ignore"):
         value = np.log(scaled) + kappa
@@ -30,6 +31,8 @@ def _log_iv(v: float, kappa: np.ndarray) -> np.ndarray:
 
 def _ratio(v: float, kappa: np.ndarray) -> np.ndarray:
     """I_{v+1}(κ) / I_v(κ)."""
+    from scipy.special import ive
+
     low, high = ive(v, kappa), ive(v + 1.0, kappa)
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = high / low

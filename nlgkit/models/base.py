@@ -1,7 +1,7 @@
 """The generator-model protocol shared by translation and captioning models.
 
 Search knows nothing about architectures: it calls ``encode`` once, then ``step`` and ``reorder``, and
-turns features into scores with ``model.head.log_probs``. Training calls ``forward`` (teacher forcing),
+turns features into scores with ``model.head.search_scores``. Training calls ``forward`` (teacher forcing),
 which also returns the model's auxiliary losses, and ``model.head.loss``. State is a dict of tensors whose
 first dimension is the batch (or beam) index. Models stop at features: the builder creates the one head
 from the model's ``feature_dim`` and ``target_embedding`` and attaches it, so no model builds its own.
@@ -65,6 +65,10 @@ class Generator(nn.Module):
 
     head: OutputHead
     feature_dim: int
+    # State entries that ``encode`` computes and ``step`` passes on unchanged (encoder outputs, attention
+    # keys, padding masks): every beam of a sentence holds the same rows of them, so beam search does not
+    # reorder them while hypotheses only move among the beams of the same sentences.
+    static_state: frozenset[str] = frozenset()
 
     @classmethod
     def from_config(cls, config: Any, context: ModelContext) -> Generator:

@@ -64,6 +64,8 @@ class LuongAttention(nn.Module):
 
 @MODELS.register("lstm_luong", LuongConfig)
 class LuongModel(Generator):
+    static_state = frozenset({"encoder_out", "keys", "pad_mask"})  # from encode, the same for all beams of a sentence
+
     def __init__(self, config: LuongConfig, context: ModelContext) -> None:
         super().__init__()
         src_vocab_size = context.require("src_vocab_size", "lstm_luong")

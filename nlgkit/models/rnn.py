@@ -64,16 +64,25 @@ class DecoderCell(nn.Module):
         first = self.layers[0]
         return F.linear(embedded, first.weight_ih[:, : self.embedding_dim], first.bias_ih)
 
+    def context_weight(self) -> Tensor:
+        """(G·H, C): the context part of layer 0's input projection.
+
+        Teacher forcing slices it once per batch and passes it to every step: a slice taken inside the
+        step would, in backward, zero-fill and copy a full-size weight gradient at every step.
+        """
+        return self.layers[0].weight_ih[:, self.embedding_dim :]
+
     def forward(
         self, embedding_gates: Tensor, context: Tensor, hidden: list[Tensor], cells: list[Tensor],
-        top_hidden_gates: Tensor | None = None,
+        top_hidden_gates: Tensor | None = None, context_weight: Tensor | None = None,
     ) -> tuple[list[Tensor], list[Tensor]]:
         """One step. embedding_gates (B, G·H), context (B, C), hidden/cells: per layer (B, H)."""
         new_hidden, new_cells = [], []
         layer_input = None
         for i, layer in enumerate(self.layers):
             if i == 0:
-                gi = embedding_gates + F.linear(context, layer.weight_ih[:, self.embedding_dim :])
+                weight = self.context_weight() if context_weight is None else context_weight
+                gi = embedding_gates + F.linear(context, weight)
             else:
                 gi = F.linear(layer_input, layer.weight_ih, layer.bias_ih)
             last = i == len(self.layers) - 1
@@ -100,6 +109,8 @@ class DecoderCell(nn.Module):
 
 @MODELS.register("rnn", RNNConfig)
 class RNNModel(Generator):
+    static_state = frozenset({"encoder_out", "keys", "pad_mask"})  # from encode, the same for all beams of a sentence
+
     def __init__(self, config: RNNConfig, context: ModelContext) -> None:
         super().__init__()
         src_vocab_size = context.require("src_vocab_size", "rnn")
@@ -182,13 +193,14 @@ class RNNModel(Generator):
         fused_weight = torch.cat([top.weight_hh, self.attention.query_weight], dim=0)  # (G·H + A, D)
         fused_bias = torch.cat([top.bias_hh, top.bias_hh.new_zeros(self.config.attention_dim)])
         split = [top.weight_hh.size(0), self.config.attention_dim]
+        context_weight = self.decoder.context_weight()
         outputs, contexts = [], []
         # unbind/split rather than indexing: their backward is one concatenation, where indexing
         # would zero-fill a full-size gradient at every step
         for step_gates in embedding_gates.unbind(1):
             hidden_gates, query = F.linear(hidden[-1], fused_weight, fused_bias).split(split, dim=1)
             context = self.attention(query, state["keys"], state["encoder_out"], state["pad_mask"])
-            hidden, cells = self.decoder(step_gates, context, hidden, cells, hidden_gates)
+            hidden, cells = self.decoder(step_gates, context, hidden, cells, hidden_gates, context_weight)
             outputs.append(hidden[-1])
             contexts.append(context)
         output = torch.stack(outputs, dim=1)  # (B, T, D)

@@ -44,6 +44,8 @@ class ShowAttendTellConfig(PluginConfig):
 
 @MODELS.register("show_attend_tell", ShowAttendTellConfig)
 class ShowAttendTell(Generator):
+    static_state = frozenset({"regions", "keys"})  # from encode, the same for all beams of a sentence
+
     def __init__(self, config: ShowAttendTellConfig, context: ModelContext) -> None:
         super().__init__()
         channels = context.require("image_channels", "show_attend_tell")

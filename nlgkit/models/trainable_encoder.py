@@ -52,6 +52,10 @@ class WithTrainableEncoderTop(Generator):
     def reorder(self, state: State, index: Tensor) -> State:
         return self.inner.reorder(state, index)
 
+    @property
+    def static_state(self) -> frozenset[str]:  # type: ignore[override]
+        return self.inner.static_state
+
     def forward(self, batch: Batch) -> tuple[Tensor, dict[str, Tensor]]:
         return self.inner(replace(batch, inputs=self._features(batch.inputs)))
 

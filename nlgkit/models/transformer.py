@@ -184,6 +184,8 @@ class TransformerModel(Generator):
         self.output = nn.Linear(dim, config.output_dim) if config.output_dim else nn.Identity()
         self.dropout = nn.Dropout(config.dropout)
         self.feature_dim = config.output_dim or dim
+        # from encode, the same for all beams of a sentence: the padding mask and cross-attention keys/values
+        self.static_state = frozenset({"mask"} | {f"cross_{kv}{i}" for i in range(len(self.decoder)) for kv in "kv"})
 
     @staticmethod
     def _embedding(size: int, dim: int, pad_index: int) -> nn.Embedding:

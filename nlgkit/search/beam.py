@@ -1,11 +1,12 @@
 """Batched beam and greedy search over an already encoded state.
 
 Search knows nothing about architectures: it calls only ``model.step``, ``model.reorder`` and
-``model.head.log_probs`` (see ``nlgkit.models.base``), so translation and captioning models share it.
+``model.head.search_scores`` (the head's log-scores as word scores minus a per-row offset; see
+``nlgkit.heads.base``), so translation and captioning models and every head share it.
 The caller runs ``model.encode`` and passes the state in.
 
 The beam follows fairseq's sequence generator: each step takes the top 2·beam candidates of every
-sentence, moves the EOS ones ranked within the top beam to the finished list, and keeps the first beam
+sentence (found among each hypothesis's own top 2·beam words, so no (beam × vocabulary) matrix is written), moves the EOS ones ranked within the top beam to the finished list, and keeps the first beam
 non-EOS ones active, so a slot whose hypothesis ended is refilled instead of lost. A sentence stops once
 it has ``beam_size`` finished hypotheses, or after ``max_len`` steps; finished sentences leave the batch
 so that one long sentence does not keep the others computing.
@@ -95,9 +96,9 @@ def greedy_search(
     step = 0
     while n:
         features, state = model.step(prev, state)  # (n, d)
-        lprobs = _step_scores(model, features, eos, step < min_len)  # (n, V)
-        best_score, best = lprobs.max(dim=1)  # (n,), (n,)
-        log_prob = log_prob + best_score
+        word_scores, offset = _step_scores(model, features, eos, step < min_len)  # (n, V), (n,)
+        best_score, best = word_scores.max(dim=1)  # (n,), (n,)
+        log_prob = log_prob + (best_score - offset)
         tokens = torch.cat([tokens, best.unsqueeze(1)], dim=1)
         step += 1
         ended = best.eq(eos) | max_lens[active].le(step)  # (n,)
@@ -140,25 +141,30 @@ def beam_search(
     max_lens = max_lens.to(device=device, dtype=torch.long)
     finished: list[list[Hypothesis]] = [[] for _ in range(batch_size)]
     active = _start(finished, max_lens)  # (n,) sentence ids still decoding
-    state = model.reorder(state, active.repeat_interleave(k))  # every tensor (n·k, …)
     ids = active.tolist()
     n = len(ids)
     beam_range = torch.arange(k, device=device)
-    # Only beam 0 is alive at the first step: the k copies would otherwise propose the same words.
-    scores = torch.full((n, k), -math.inf, device=device)  # (n, k) float32 cumulative log-probs
+    # The first step extends one hypothesis per sentence (the k copies would propose the same words), so
+    # it runs on n rows and the state grows to n·k rows after it. A vocabulary smaller than the beam
+    # cannot fill k beams from one row: then all k rows run from the start, beams 1… at −inf.
+    beams = 1 if model.head.vocab_size >= k else k
+    state = model.reorder(state, active.repeat_interleave(beams))  # every tensor (n·beams, …)
+    scores = torch.full((n, beams), -math.inf, device=device)  # (n, beams) float32 cumulative log-probs
     scores[:, 0] = 0.0
-    tokens = torch.empty(n * k, 0, dtype=torch.long, device=device)  # (n·k, t)
-    prev = torch.full((n * k,), bos, dtype=torch.long, device=device)  # (n·k,)
+    tokens = torch.empty(n * beams, 0, dtype=torch.long, device=device)  # (n·beams, t)
+    prev = torch.full((n * beams,), bos, dtype=torch.long, device=device)  # (n·beams,)
     step = 0
     while n:
-        features, state = model.step(prev, state)  # (n·k, d)
-        lprobs = _step_scores(model, features, eos, step < min_len)  # (n·k, V)
-        vocab = lprobs.size(1)
-        candidates = (scores.view(-1, 1) + lprobs).view(n, k * vocab)  # (n, k·V)
-        top_scores, top_index = candidates.topk(min(2 * k, k * vocab), dim=1)  # (n, 2k)
-        top_beams = torch.div(top_index, vocab, rounding_mode="floor")  # (n, 2k)
-        top_words = top_index - top_beams * vocab  # (n, 2k)
-        top_rows = top_beams + torch.arange(n, device=device).unsqueeze(1) * k  # (n, 2k) rows of n·k
+        features, state = model.step(prev, state)  # (n·beams, d)
+        word_scores, offset = _step_scores(model, features, eos, step < min_len)  # (n·beams, V), (n·beams,)
+        # A sentence's best 2k extensions are among each of its rows' best 2k words: rank those only.
+        width = min(2 * k, word_scores.size(1))
+        row_scores, row_words = word_scores.topk(width, dim=1)  # (n·beams, w)
+        candidates = (scores.view(-1, 1) + (row_scores - offset.unsqueeze(1))).view(n, beams * width)
+        top_scores, top_index = candidates.topk(min(2 * k, beams * width), dim=1)  # (n, 2k)
+        top_beams = torch.div(top_index, width, rounding_mode="floor")  # (n, 2k)
+        top_words = row_words.view(n, beams * width).gather(1, top_index)  # (n, 2k)
+        top_rows = top_beams + torch.arange(n, device=device).unsqueeze(1) * beams  # (n, 2k) rows of n·beams
         is_eos = top_words.eq(eos)  # (n, 2k)
         step += 1
 
@@ -176,14 +182,17 @@ def beam_search(
         order = torch.arange(width, device=device) + is_eos.long() * width  # (n, 2k)
         keep = order.topk(k, dim=1, largest=False).indices  # (n, k), in rank order
         scores = top_scores.gather(1, keep)  # (n, k)
-        keep_rows = top_rows.gather(1, keep).view(-1)  # (n·k,) the row each new hypothesis extends
+        keep_rows = top_rows.gather(1, keep).view(-1)  # (n·k,) the row of n·beams each new hypothesis extends
         prev = top_words.gather(1, keep).view(-1)  # (n·k,)
         tokens = torch.cat([tokens[keep_rows], prev.unsqueeze(1)], dim=1)  # (n·k, t+1)
 
         full = torch.tensor([len(finished[i]) >= k for i in ids], device=device)  # (n,)
         at_limit = max_lens[active].le(step)  # (n,)
         done = full | at_limit
+        same_sentences = beams == k  # rows only move among the beams of each sentence (until one leaves)
+        beams = k
         if bool(done.any()):
+            same_sentences = False
             _finalise_at_limit(finished, ids, at_limit & ~full, tokens, scores, step, length_penalty)
             live = (~done).nonzero().flatten()  # (n',)
             live_rows = (live.unsqueeze(1) * k + beam_range).view(-1)  # (n'·k,)
@@ -191,9 +200,19 @@ def beam_search(
             keep_rows, tokens, prev = keep_rows[live_rows], tokens[live_rows], prev[live_rows]
             ids = active.tolist()
             n = len(ids)
-        if n:
-            state = model.reorder(state, keep_rows)  # state rows follow their hypotheses
+        if n:  # state rows follow their hypotheses
+            state = _reorder(model, state, keep_rows, same_sentences)
     return [sorted(hyps, key=lambda h: h.score, reverse=True)[:nbest] for hyps in finished]
+
+
+def _reorder(model: Generator, state: State, rows: Tensor, same_sentences: bool) -> State:
+    """``model.reorder``; while rows only move among the beams of the same sentences, the model's static
+    entries (equal across a sentence's beams) are kept as they are instead of being copied."""
+    static = getattr(model, "static_state", frozenset()) if same_sentences else frozenset()
+    if not static:
+        return model.reorder(state, rows)
+    moved = model.reorder({key: value for key, value in state.items() if key not in static}, rows)
+    return {**moved, **{key: value for key, value in state.items() if key in static}}
 
 
 def _finalise_at_limit(
@@ -214,12 +233,13 @@ def _finalise_at_limit(
                 finished[ids[pos]].append(Hypothesis(row, normalise(lp, step, length_penalty), lp))
 
 
-def _step_scores(model: Generator, features: Tensor, eos: int, forbid_eos: bool) -> Tensor:
-    """Float32 log-scores (B, V); EOS is masked out (out of place) before ``min_len`` tokens."""
-    lprobs = model.head.log_probs(features).float()  # (B, V)
+def _step_scores(model: Generator, features: Tensor, eos: int, forbid_eos: bool) -> tuple[Tensor, Tensor]:
+    """Float32 word scores (B, V) and offsets (B,) whose difference is the head's log-scores
+    (``OutputHead.search_scores``); EOS is masked out (out of place) before ``min_len`` tokens."""
+    word_scores, offset = model.head.search_scores(features)
     if forbid_eos:
-        lprobs = lprobs.index_fill(1, torch.tensor([eos], device=lprobs.device), -math.inf)
-    return lprobs
+        word_scores = word_scores.index_fill(1, torch.tensor([eos], device=word_scores.device), -math.inf)
+    return word_scores, offset
 
 
 def _start(results: list[list[Hypothesis]], max_lens: Tensor) -> Tensor:

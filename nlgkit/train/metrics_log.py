@@ -9,12 +9,18 @@ from typing import Any
 
 
 class MetricsLog:
-    """Append-only JSONL: one object per event, flushed at once so a crash loses nothing logged."""
+    """Append-only JSONL: one object per event, flushed at once so a crash loses nothing logged.
 
-    def __init__(self, path: Path) -> None:
+    ``enabled=False`` (ranks other than 0 under data parallelism) writes nothing.
+    """
+
+    def __init__(self, path: Path, enabled: bool = True) -> None:
         self.path = path
+        self.enabled = enabled
 
     def write(self, event: str, **fields: Any) -> None:
+        if not self.enabled:
+            return
         record = {"event": event, "time": round(time.time(), 3), **fields}
         with open(self.path, "a", encoding="utf-8") as handle:
             handle.write(json.dumps(record) + "\n")

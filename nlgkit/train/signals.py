@@ -55,8 +55,12 @@ class MetricWindow:
         return self.loss_sum / max(self.tokens, 1)
 
     @property
+    def seconds(self) -> float:
+        return max(time.perf_counter() - self.start, 1e-9)
+
+    @property
     def tokens_per_s(self) -> float:
-        return self.tokens / max(time.perf_counter() - self.start, 1e-9)
+        return self.tokens / self.seconds
 
     def aux_means(self) -> dict[str, float]:
         return {f"aux_{name}": total / max(self.updates, 1) for name, total in self.aux_sums.items()}

@@ -7,6 +7,10 @@ its auxiliary losses; the head turns features into the main loss.
 Resuming restores weights, optimizer, scheduler, RNG state and the position inside the epoch, and the
 epoch's batch order is a function of (seed, epoch): on CPU an interrupted-and-resumed run ends with the
 same weights as an uninterrupted one.
+
+Under ``torchrun`` every rank runs this loop on its share of each global batch
+(:mod:`nlgkit.train.distributed`); rank 0 alone validates and writes, and every decision that depends
+on a clock, a signal or a score is taken by all ranks together.
 """
 
 from __future__ import annotations
@@ -40,12 +44,14 @@ from nlgkit.checkpoint import (
 )
 from nlgkit.config import RunConfig, config_from_dict, to_dict
 from nlgkit.data.batching import Batch, bucketed_batches
-from nlgkit.errors import CheckpointError, NlgkitError
+from nlgkit.errors import CheckpointError, ConfigError, NlgkitError
 from nlgkit.inference import best_texts, generate
 from nlgkit.io import atomic_write, write_json
 from nlgkit.models.base import Generator
 from nlgkit.tasks import Task, TaskData, build_task
+from nlgkit.train.distributed import Ranks, data_parallel
 from nlgkit.train.metrics_log import MetricsLog
+from nlgkit.train.objective import TrainingObjective
 from nlgkit.train.provenance import environment, git_revision
 from nlgkit.train.rundata import copy_model_assets, ensure_data_dir
 from nlgkit.train.signals import MetricWindow, StopOnSignal
@@ -91,6 +97,8 @@ class Session:
     autocast: Any
     log: MetricsLog
     params: dict[str, Any]
+    objective: torch.nn.Module  # model + head loss in one forward (wrapped for data parallelism if distributed)
+    ranks: Ranks
 
     @property
     def tgt_vocab(self) -> Any:
@@ -113,12 +121,20 @@ class Trainer:
         """Train until the task's metric stops improving (or a limit or a signal), checkpointing as it goes."""
         self._check_run_dir()
         session = self.set_up()
+        try:
+            return self._run(session)
+        finally:
+            session.ranks.leave()
+
+    def _run(self, session: Session) -> dict[str, Any]:
         loop = self._restore(session) if self.resume else self._start(session)
         if loop.finished:
             self.console.print(f"{self.run_dir}: already finished ({loop.stop_reason})")
             return self._summary(loop, session)
+        ranks = session.ranks
         self.console.print(f"[bold]{self.run_dir}[/]: {session.params['trainable']:,} trainable parameters, "
-                           f"{len(session.data.train):,} training examples, device {session.device}")
+                           f"{len(session.data.train):,} training examples, device {session.device}"
+                           + (f", rank 0 of {ranks.world_size}" if ranks.distributed else ""))
         session.model.train()
         clock = (time.perf_counter(), loop.wall_seconds)
         stopped = False
@@ -146,27 +162,42 @@ class Trainer:
                               f"or set run.dir to a new directory")
 
     def set_up(self) -> Session:
-        """Threads, seed, device, task, data, model, optimizer and schedule (nothing written yet)."""
+        """Threads, seed, device, process group, task, data, model, optimizer and schedule (nothing written)."""
         cfg, t = self.config, self.config.train
+        ranks = Ranks.from_environment()
+        if not ranks.is_main:
+            self.console, self.show_progress = Console(stderr=True, quiet=True), False
         if t.num_threads > 0:
             torch.set_num_threads(t.num_threads)
         torch.manual_seed(t.seed)
-        device = select_device(t.device)
+        device = ranks.device(select_device(t.device))
+        ranks.join(device)
         use_amp = t.amp and device.type == "cuda"
         autocast = torch.autocast("cuda", dtype=torch.bfloat16) if use_amp else nullcontext()
         task = build_task(cfg)
+        if ranks.is_main:  # rank 0 prepares missing data while the others wait
+            ensure_data_dir(cfg, task, log=self.console.print)
+        ranks.barrier()
         data_dir = ensure_data_dir(cfg, task, log=self.console.print)
         vocabs = task.load_vocabularies(data_dir)
         data = task.load_data(data_dir, vocabs, device)
         model = build_model(cfg, task.model_context(vocabs), vocabs[task.target_lang]).to(device)
-        optimizer = build_optimizer(cfg, model)
+        optimizer = build_optimizer(cfg, model, device)
         scheduler = build_scheduler(cfg, optimizer)
-        log = MetricsLog(self.run_dir / "metrics.jsonl")
-        return Session(task, data, model, optimizer, scheduler, device, autocast, log, count_parameters(model))
+        objective = data_parallel(TrainingObjective(model, t.label_smoothing), ranks, device)
+        if t.compile:
+            objective = torch.compile(objective, dynamic=True)
+        if ranks.rank > 0:  # same initial weights everywhere; each rank its own dropout and sampling draws
+            torch.manual_seed(rank_seed(t.seed, ranks.rank))
+        log = MetricsLog(self.run_dir / "metrics.jsonl", enabled=ranks.is_main)
+        return Session(task, data, model, optimizer, scheduler, device, autocast, log, count_parameters(model),
+                       objective, ranks)
 
     def _start(self, session: Session) -> LoopState:
-        """A new run: record config, data manifest, provenance and the start event."""
+        """A new run: record config, data manifest, provenance and the start event (rank 0)."""
         data = session.data
+        if not session.ranks.is_main:
+            return LoopState()
         self.run_dir.mkdir(parents=True, exist_ok=True)
         copy_model_assets(data.data_dir, self.run_dir / "data")
         write_json(self.run_dir / "config.json", to_dict(self.config))
@@ -175,7 +206,8 @@ class Trainer:
                                                       "parameters": session.params})
         session.log.write("start", parameters=session.params["trainable"],
                           frozen=session.params["frozen"] + session.params["buffers"], device=str(session.device),
-                          task=self.config.task.type, train_examples=len(data.train))
+                          task=self.config.task.type, train_examples=len(data.train),
+                          world_size=session.ranks.world_size)
         return LoopState()
 
     def _restore(self, session: Session) -> LoopState:
@@ -189,12 +221,22 @@ class Trainer:
         state = load_train_state(self.last_dir)
         session.optimizer.load_state_dict(state["optimizer"])
         session.scheduler.load_state_dict(state["scheduler"])
-        torch.set_rng_state(state["rng"])
-        if session.device.type == "cuda" and "cuda_rng" in state:
-            torch.cuda.set_rng_state(state["cuda_rng"], session.device)
         loop = LoopState.from_saved(state["loop"])
+        saved_world = int(state.get("world_size", 1))
+        ranks = session.ranks
+        if saved_world == ranks.world_size:
+            torch.set_rng_state(state["rng_by_rank"][ranks.rank] if ranks.distributed else state["rng"])
+            if session.device.type == "cuda" and "cuda_rng" in state and ranks.is_main:
+                torch.cuda.set_rng_state(state["cuda_rng"], session.device)
+        else:
+            # the data order is the same for any world size; only the random streams cannot continue
+            torch.manual_seed(rank_seed(self.config.train.seed, ranks.rank) + loop.update)
+            self.console.print(f"{self.last_dir}: saved by {saved_world} rank(s), resumed by {ranks.world_size}: "
+                               f"same batches from update {loop.update} on, new dropout/sampling draws "
+                               f"(the run will not match an uninterrupted one bit for bit)")
         session.log.write("resume", update=loop.update, epoch=loop.epoch, git=git_revision(),
-                          env=environment(session.device))
+                          env=environment(session.device), world_size=ranks.world_size,
+                          saved_world_size=saved_world)
         return loop
 
     def _check_resume_config(self, saved: dict[str, Any]) -> None:
@@ -219,15 +261,16 @@ class Trainer:
         )
 
     # -- one epoch's pieces -------------------------------------------------------------------------------
-    def train_step(self, session: Session, batch: Batch) -> tuple[float, dict[str, float]]:
-        """One update; returns the summed head loss and each auxiliary loss (already weighted)."""
+    def train_step(self, session: Session, batch: Batch,
+                   loss_tokens: float | None = None) -> tuple[float, dict[str, float]]:
+        """One update; returns the summed head loss and each auxiliary loss (already weighted).
+
+        ``loss_tokens`` normalises the loss (default: the batch's target tokens; see TrainingObjective).
+        """
         model, optimizer = session.model, session.optimizer
         with session.autocast:
-            features, aux_losses = model(batch)
-            loss_sum = model.head.loss(features, batch.targets, label_smoothing=self.config.train.label_smoothing)
-        loss = loss_sum / batch.num_target_tokens
-        for value in aux_losses.values():
-            loss = loss + value
+            loss, loss_sum, aux_losses = session.objective(
+                batch, batch.num_target_tokens if loss_tokens is None else loss_tokens)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         if self.config.train.clip_norm > 0:
@@ -235,47 +278,74 @@ class Trainer:
                                            self.config.train.clip_norm)
         optimizer.step()
         session.scheduler.after_update()
-        return float(loss_sum.detach()), {name: float(value.detach()) for name, value in aux_losses.items()}
+        return float(loss_sum), {name: float(value) for name, value in aux_losses.items()}
 
     def _train_epoch(self, session: Session, loop: LoopState, progress: Progress, stop_signal: StopOnSignal,
                      clock: tuple[float, float]) -> tuple[bool, bool]:
         """Train the rest of ``loop.epoch``: (stopped by a limit or a signal, epoch complete)."""
-        t = self.config.train
-        batches = bucketed_batches(session.data.train, t.batch_size, t.batch_unit, t.seed, loop.epoch)
+        t, ranks, data = self.config.train, session.ranks, session.data.train
+        batches = bucketed_batches(data, t.batch_size, t.batch_unit, t.seed, loop.epoch)
+        target_lengths = data.target_lengths if ranks.distributed else []
+        self._check_shares(session, loop, batches)
         bar = progress.add_task("train", total=len(batches), completed=loop.batch_in_epoch, epoch=loop.epoch,
                                 loss=0.0, tps=0.0, lr=session.optimizer.param_groups[0]["lr"])
         window = MetricWindow()
         session_start, wall_at_start = clock
         interrupted = False
         for position in range(loop.batch_in_epoch, len(batches)):
-            batch = session.task.collate(session.data.train, batches[position], session.tgt_vocab)
-            batch = batch.to(session.device)
-            loss_sum, aux = self.train_step(session, batch)
-            window.add(loss_sum, aux, batch.num_target_tokens)
-            loop.train_tokens += batch.num_target_tokens
-            loop.update += 1
+            global_batch = batches[position]
             loop.batch_in_epoch = position + 1
+            if not ranks.can_share(global_batch):
+                continue  # too few examples for every rank to get one: all ranks skip it (logged per epoch)
+            batch = session.task.collate(data, ranks.shard(global_batch), session.tgt_vocab)
+            batch = batch.to(session.device)
+            if ranks.distributed:
+                global_tokens = sum(target_lengths[i] + 1 for i in global_batch)
+                loss_sum, aux = self.train_step(session, batch, global_tokens / ranks.world_size)
+            else:
+                global_tokens = batch.num_target_tokens
+                loss_sum, aux = self.train_step(session, batch)
+            window.add(loss_sum, aux, batch.num_target_tokens)
+            loop.train_tokens += global_tokens
+            loop.update += 1
             loop.wall_seconds = wall_at_start + time.perf_counter() - session_start
             lr = session.optimizer.param_groups[0]["lr"]
-            progress.update(bar, advance=1, loss=window.loss, tps=window.tokens_per_s, lr=lr)
+            progress.update(bar, advance=1, loss=window.loss, tps=window.tokens_per_s * ranks.world_size, lr=lr)
             if loop.update % t.log_every == 0:
-                session.log.write("train", update=loop.update, epoch=loop.epoch, loss=window.loss,
-                                  tokens_per_s=window.tokens_per_s, lr=lr, wall_s=round(loop.wall_seconds, 1),
+                loss_total, tokens_total = ranks.sum([window.loss_sum, float(window.tokens)], session.device)
+                session.log.write("train", update=loop.update, epoch=loop.epoch,
+                                  loss=loss_total / max(tokens_total, 1.0), tokens=int(tokens_total),
+                                  tokens_per_s=tokens_total / window.seconds, lr=lr,
+                                  wall_s=round(loop.wall_seconds, 1),
                                   **window.aux_means(), **session.model.head.train_stats())
                 window = MetricWindow()
+            reason = ""
             if t.max_updates and loop.update >= t.max_updates:
-                loop.stop_reason = f"train.max_updates = {t.max_updates} reached"
-                interrupted = True
+                reason = f"train.max_updates = {t.max_updates} reached"
             elif t.max_minutes and loop.wall_seconds >= 60 * t.max_minutes:
-                loop.stop_reason = f"train.max_minutes = {t.max_minutes} reached"
-                interrupted = True
+                reason = f"train.max_minutes = {t.max_minutes} reached"
             elif stop_signal.requested:
-                loop.stop_reason = "stopped by a signal (resume with --resume)"
+                reason = "stopped by a signal (resume with --resume)"
+            if ranks.any(bool(reason), session.device):  # a clock or a signal on one rank stops every rank
+                loop.stop_reason = reason or "stopped on another rank (resume with --resume)"
                 interrupted = True
-            if interrupted:
                 break
         progress.remove_task(bar)
         return interrupted, loop.batch_in_epoch >= len(batches)
+
+    def _check_shares(self, session: Session, loop: LoopState, batches: list[list[int]]) -> None:
+        """Under data parallelism, every rank needs an example of each batch: say which batches are skipped."""
+        ranks = session.ranks
+        if not ranks.distributed or loop.batch_in_epoch > 0:
+            return
+        skipped = sum(not ranks.can_share(batch) for batch in batches)
+        if skipped == len(batches):
+            raise ConfigError(f"train.batch_size = {self.config.train.batch_size} "
+                              f"{self.config.train.batch_unit}: no batch has an example for each of the "
+                              f"{ranks.world_size} ranks; use larger batches or fewer ranks")
+        if skipped:
+            session.log.write("shard", epoch=loop.epoch, skipped_batches=skipped, batches=len(batches),
+                              world_size=ranks.world_size)
 
     def _end_epoch(self, session: Session, loop: LoopState) -> None:
         """Validate, step the schedule, decide whether to stop, and checkpoint (best and last)."""
@@ -308,7 +378,7 @@ class Trainer:
     def _pause_inside_epoch(self, session: Session, loop: LoopState) -> None:
         """Stopped inside an epoch (a limit or a signal): keep the position for --resume, and make sure a
         usable "best" exists even if no epoch was validated yet."""
-        if find_checkpoint(self.best_dir) is None:
+        if session.ranks.from_main(find_checkpoint(self.best_dir) is None):
             metrics = self.validate(session)
             session.log.write("valid", epoch=loop.epoch, update=loop.update, partial=True,
                               metric=session.task.metric, **metrics)
@@ -316,7 +386,13 @@ class Trainer:
         self._save(session, loop, self.last_dir, {})
 
     def validate(self, session: Session) -> dict[str, float]:
-        """Validation loss per token (teacher forcing) and the task's scores of greedy/beam output."""
+        """Validation loss per token (teacher forcing) and the task's scores of greedy/beam output.
+
+        Rank 0 validates and every other rank receives its scores (so all take the same decisions).
+        """
+        return session.ranks.from_main(self._validate(session) if session.ranks.is_main else {})
+
+    def _validate(self, session: Session) -> dict[str, float]:
         model, data, task = session.model, session.data, session.task
         model.eval()
         total, tokens = 0.0, 0
@@ -339,10 +415,17 @@ class Trainer:
     # -- checkpoints and summary --------------------------------------------------------------------------
     def _save(self, session: Session, loop: LoopState, directory: Path, metrics: dict[str, Any],
               with_state: bool = True) -> None:
+        """Rank 0 writes the checkpoint; with the training state, every rank's RNG state goes into it."""
+        ranks = session.ranks
+        rng_by_rank = ranks.gather(torch.get_rng_state()) if with_state and ranks.distributed else []
+        if not ranks.is_main:
+            return
         state = None
         if with_state:
             state = {"optimizer": session.optimizer.state_dict(), "scheduler": session.scheduler.state_dict(),
                      "rng": torch.get_rng_state(), "loop": dataclasses.asdict(loop)}
+            if ranks.distributed:
+                state["rng_by_rank"], state["world_size"] = rng_by_rank, ranks.world_size
             if session.device.type == "cuda":
                 state["cuda_rng"] = torch.cuda.get_rng_state(session.device)
         meta = {"config": to_dict(self.config), "vocab_checksums": self._vocab_checksums(session),
@@ -352,6 +435,13 @@ class Trainer:
     def _summary(self, loop: LoopState, session: Session) -> dict[str, Any]:
         summary = {"run_dir": str(self.run_dir), "trainable_parameters": session.params["trainable"],
                    "metric": session.task.metric, **dataclasses.asdict(loop)}
+        if not session.ranks.is_main:
+            return summary
         with atomic_write(self.run_dir / "summary.json") as handle:
             json.dump(summary, handle, indent=2)
         return summary
+
+
+def rank_seed(seed: int, rank: int) -> int:
+    """The random stream of a rank after the shared initialisation (rank 0 keeps the one-process stream)."""
+    return seed + 1_000_003 * rank

@@ -1,0 +1,34 @@
+"""The training objective as one module: the model's features and the head's loss in a single forward.
+
+Heads turn features into the loss; keeping that inside one ``forward`` means every trainable parameter
+(model and head) is used where ``DistributedDataParallel`` looks for it, and ``torch.compile`` sees the
+whole step.
+"""
+
+from __future__ import annotations
+
+from torch import Tensor, nn
+
+from nlgkit.data.batching import Batch
+from nlgkit.models.base import Generator
+
+
+class TrainingObjective(nn.Module):
+    def __init__(self, model: Generator, label_smoothing: float = 0.0) -> None:
+        super().__init__()
+        self.model = model
+        self.label_smoothing = label_smoothing
+
+    def forward(self, batch: Batch, loss_tokens: float) -> tuple[Tensor, Tensor, dict[str, Tensor]]:
+        """(loss to minimise, the head's summed loss, each auxiliary loss).
+
+        The head's loss is summed over the batch's target tokens and divided by ``loss_tokens``: the batch's
+        own count in one process; the global batch's count over the number of ranks under data parallelism,
+        so that averaging the ranks' gradients gives the gradient of the whole batch.
+        """
+        features, aux_losses = self.model(batch)
+        loss_sum = self.model.head.loss(features, batch.targets, label_smoothing=self.label_smoothing)
+        loss = loss_sum / loss_tokens
+        for value in aux_losses.values():
+            loss = loss + value
+        return loss, loss_sum.detach(), {name: value.detach() for name, value in aux_losses.items()}
