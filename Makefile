@@ -11,7 +11,16 @@ RUNS_DIR ?= runs
 TABLE1_RUNS := flickr8k_tell_learned flickr8k_tell_tied flickr8k_tell_fixed flickr8k_attend_learned flickr8k_attend_tied flickr8k_attend_fixed
 TABLE2_RUNS := multi30k_learned multi30k_tied multi30k_fixed multi30k_en_de_learned multi30k_en_de_tied multi30k_en_de_fixed
 
-.PHONY: install demo test test-slow lint bench reproduce-table1 reproduce-table2 reproduce-table3 reproduce-table4 clean
+TOKARCHUK_RUNS := tokarchuk_softmax tokarchuk_uniform tokarchuk_hypercube tokarchuk_pretrained tokarchuk_combined
+TABLES := $(RUNS_DIR)/tokarchuk_tables
+
+# $(call train,RUN,RECIPE,OPTIONS): train RUNS_DIR/RUN unless its summary.json says finished; resume it when it
+# already has a checkpoint (so an interrupted reproduce target continues where it stopped).
+train = grep -qs '"finished": true' $(RUNS_DIR)/$(1)/summary.json || \
+	$(NLGKIT) train $(2) --run-dir $(RUNS_DIR)/$(1) $(3) $$( [ -d $(RUNS_DIR)/$(1)/checkpoints/last ] && echo --resume )
+
+.PHONY: install demo test test-slow lint bench reproduce-table1 reproduce-table2 reproduce-table3 reproduce-table4 \
+	reproduce-tokarchuk clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -49,11 +58,7 @@ bench: $(STAMP)
 # features are extracted once), caption the test images with beam 10, write the table. A run whose
 # summary.json says finished is not trained again.
 reproduce-table1: $(STAMP)
-	for run in $(TABLE1_RUNS); do \
-	  grep -qs '"finished": true' $(RUNS_DIR)/$$run/summary.json && continue; \
-	  $(NLGKIT) train recipes/$$run.toml --run-dir $(RUNS_DIR)/$$run \
-	    $$( [ -d $(RUNS_DIR)/$$run/checkpoints/last ] && echo --resume ) || exit 1; \
-	done
+	for run in $(TABLE1_RUNS); do $(call train,$$run,recipes/$$run.toml) || exit 1; done
 	$(PY) -m nlgkit.reproduce table1 $(addprefix $(RUNS_DIR)/,$(TABLE1_RUNS)) --output results/table1.md
 
 # Shalev et al. Table 3: trainable parameters of the Multi30K models (no training needed).
@@ -62,16 +67,29 @@ reproduce-table3: $(STAMP)
 
 # Shalev et al. Table 2: train the six Multi30K runs (long: hours on CPU), translate test2016, write the table.
 reproduce-table2: $(STAMP)
-	for run in $(TABLE2_RUNS); do \
-	  grep -qs '"finished": true' $(RUNS_DIR)/$$run/summary.json && continue; \
-	  $(NLGKIT) train recipes/$$run.toml --run-dir $(RUNS_DIR)/$$run \
-	    $$( [ -d $(RUNS_DIR)/$$run/checkpoints/last ] && echo --resume ) || exit 1; \
-	done
+	for run in $(TABLE2_RUNS); do $(call train,$$run,recipes/$$run.toml) || exit 1; done
 	$(PY) -m nlgkit.reproduce table2 $(addprefix $(RUNS_DIR)/,$(TABLE2_RUNS)) --output results/table2.md
 
 # Shalev et al. Table 4: word similarity of the trained DE-EN runs' target and input vectors.
 reproduce-table4: $(STAMP)
 	$(PY) -m nlgkit.reproduce table4 $(RUNS_DIR)/multi30k_learned $(RUNS_DIR)/multi30k_fixed --output results/table4.md
+
+# Tokarchuk & Niculae (2024) on Multi30K DE-EN (their WMT data is not available offline): a small Transformer
+# with a softmax (128-dim outputs) and with continuous outputs against random sphere (uniform), hypercube,
+# pre-trained (extracted from the softmax run) and combined (α = 0.9) targets; then their Table 1 (greedy and
+# beam 5), BLEU against beam 1-10 (Fig. 1) and word F1 by frequency (Fig. 3). Hours on CPU; GPU recommended.
+reproduce-tokarchuk: $(STAMP)
+	$(call train,tokarchuk_softmax,recipes/multi30k_transformer.toml)
+	$(NLGKIT) embed random --vocab $(RUNS_DIR)/tokarchuk_softmax/data/vocab.en.txt --dist cube -o $(TABLES)/hypercube.safetensors
+	$(NLGKIT) embed random --vocab $(RUNS_DIR)/tokarchuk_softmax/data/vocab.en.txt --dist sphere -o $(TABLES)/sphere.safetensors
+	$(NLGKIT) embed extract $(RUNS_DIR)/tokarchuk_softmax -o $(TABLES)/pretrained.safetensors
+	$(NLGKIT) embed combine $(TABLES)/pretrained.safetensors $(TABLES)/sphere.safetensors --alpha 0.9 -o $(TABLES)/combined.safetensors
+	$(call train,tokarchuk_uniform,recipes/multi30k_transformer_continuous.toml)
+	for targets in hypercube pretrained combined; do \
+	  $(call train,tokarchuk_$$targets,recipes/multi30k_transformer_continuous.toml,--set head.table="'$(TABLES)/$$targets.safetensors'") || exit 1; \
+	done
+	$(PY) -m nlgkit.reproduce tokarchuk $(addprefix $(RUNS_DIR)/,$(TOKARCHUK_RUNS)) --output results/tokarchuk.md
+	$(PY) -m nlgkit.reproduce log-summary $(addprefix $(RUNS_DIR)/,$(TOKARCHUK_RUNS)) --output results/tokarchuk_runs.md
 
 clean:
 	rm -rf runs/demo .pytest_cache

@@ -37,8 +37,13 @@ def _read_words(path: Path) -> list[str]:
     return path.read_text(encoding="utf-8").split("\n")[:-1]
 
 
-def save_table(path: Path, vectors: Tensor, words: Sequence[str]) -> None:
-    """Write the table and its word list atomically (each file: temporary, then rename)."""
+# What a table holds, recorded in its metadata so that reports can name a run's targets as the papers do.
+KINDS = ("sphere", "cube", "pretrained", "input", "combined", "loaded")
+
+
+def save_table(path: Path, vectors: Tensor, words: Sequence[str], kind: str = "") -> None:
+    """Write the table and its word list atomically (each file: temporary, then rename); ``kind`` (one of
+    :data:`KINDS`) says where the vectors came from."""
     if vectors.dim() != 2 or vectors.size(0) != len(words):
         raise DataError(f"{path}: {tuple(vectors.shape)} vectors for {len(words)} words")
     if any("\n" in word or "\r" in word for word in words):
@@ -47,8 +52,20 @@ def save_table(path: Path, vectors: Tensor, words: Sequence[str]) -> None:
     with atomic_write(vocab_path(path)) as handle:
         handle.write("".join(f"{word}\n" for word in words))
     tmp = path.with_name(f".{path.name}.tmp")
-    save_file({TENSOR: vectors.detach().float().contiguous().cpu()}, str(tmp), metadata={"format": "nlgkit-table"})
+    save_file({TENSOR: vectors.detach().float().contiguous().cpu()}, str(tmp),
+              metadata={"format": "nlgkit-table", "kind": kind})
     tmp.replace(path)
+
+
+def table_kind(path: Path) -> str:
+    """Where a table's vectors came from (:data:`KINDS`), or "" for a table written without it."""
+    from safetensors import safe_open
+
+    try:
+        with safe_open(str(path), "pt") as handle:
+            return (handle.metadata() or {}).get("kind", "")
+    except (SafetensorError, OSError):
+        return ""
 
 
 def load_table(path: Path) -> tuple[Tensor, list[str]]:

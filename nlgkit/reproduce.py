@@ -106,17 +106,9 @@ def _table3_captioning(paper, build_untrained, count_parameters) -> list[str]:  
 
 def table2(run_dirs: list[str], output: str | None) -> str:
     """Shalev et al.'s Table 2 beside the given runs (see :mod:`nlgkit.evaluate.report`)."""
-    from nlgkit.errors import CheckpointError, DataError
-    from nlgkit.evaluate.collect import best_meta
     from nlgkit.evaluate.report import build_report, collect_runs, render_markdown, report_to_dict
 
-    ready, waiting = [], []
-    for run_dir in run_dirs:
-        try:
-            best_meta(Path(run_dir))
-            ready.append(run_dir)
-        except (CheckpointError, DataError):
-            waiting.append(run_dir)  # not trained yet: listed, not an error (make reproduce-table2 runs them)
+    ready, waiting = _trained(run_dirs)  # runs not trained yet are listed, not an error
     intro = [
         "Written by `make reproduce-table2` (`python -m nlgkit.reproduce table2 RUN_DIR…`): each run's best",
         "checkpoint (by validation BLEU) translates test2016 with the recipe's beam; sacreBLEU on detokenised,",
@@ -137,6 +129,46 @@ def table2(run_dirs: list[str], output: str | None) -> str:
 
         write_json(Path(output).with_suffix(".json"), report_to_dict(report))
     return text
+
+
+def tokarchuk(run_dirs: list[str], output: str | None, beams: tuple[int, ...] = tuple(range(1, 11))) -> str:
+    """Tokarchuk & Niculae's Table 1, Fig. 1 and Fig. 3 from the given runs, softmax baseline first
+    (see :mod:`nlgkit.evaluate.tokarchuk`); runs not trained yet are listed, not an error."""
+    from nlgkit.evaluate.tokarchuk import tokarchuk_report
+
+    ready, waiting = _trained(run_dirs)
+    if not ready:
+        text = "\n".join(["# Tokarchuk & Niculae (2024) on the data present", "",
+                          *(f"Not run yet: `{run_dir}`" for run_dir in waiting), ""])
+    else:
+        text = tokarchuk_report([Path(r) for r in ready], beams, log=lambda m: print(m, file=sys.stderr))
+        text += "".join(f"\nNot run yet: `{run_dir}`\n" for run_dir in waiting)
+    _write(text, output)
+    return text
+
+
+def _beams(text: str) -> tuple[int, ...]:
+    try:
+        beams = tuple(int(part) for part in text.split(","))
+    except ValueError:
+        raise NlgkitError(f"--beams {text!r}: expected beam sizes separated by commas, e.g. 1,2,5") from None
+    if not beams or min(beams) < 1:
+        raise NlgkitError(f"--beams {text!r}: beam sizes must be at least 1")
+    return beams
+
+
+def _trained(run_dirs: list[str]) -> tuple[list[str], list[str]]:
+    """The run directories with a best checkpoint, and those without one yet."""
+    from nlgkit.evaluate.collect import best_meta
+
+    ready, waiting = [], []
+    for run_dir in run_dirs:
+        try:
+            best_meta(Path(run_dir))
+            ready.append(run_dir)
+        except NlgkitError:
+            waiting.append(run_dir)
+    return ready, waiting
 
 
 def table1(run_dirs: list[str], output: str | None, dataset: str = "Flickr8k") -> str:
@@ -296,6 +328,10 @@ def main(argv: list[str] | None = None) -> None:
     p4.add_argument("runs", nargs="+")
     p4.add_argument("--output")
     p4.add_argument("--wordsim-dir")
+    pt = sub.add_parser("tokarchuk")
+    pt.add_argument("runs", nargs="+")
+    pt.add_argument("--output")
+    pt.add_argument("--beams", default="1,2,3,4,5,6,7,8,9,10", help="beam sizes of BLEU against beam size")
     pl = sub.add_parser("log-summary")
     pl.add_argument("runs", nargs="+")
     pl.add_argument("--output")
@@ -314,6 +350,8 @@ def main(argv: list[str] | None = None) -> None:
             table2(args.runs, args.output)
         elif args.command == "table4":
             table4(args.runs, args.output, args.wordsim_dir)
+        elif args.command == "tokarchuk":
+            tokarchuk(args.runs, args.output, _beams(args.beams))
         elif args.command == "log-summary":
             log_summary(args.runs, args.output)
         else:

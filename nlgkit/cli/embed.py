@@ -32,7 +32,7 @@ def random_cmd(vocab: VocabOption, output: OutputOption,
     if dim <= 0:
         raise ConfigError(f"--dim {dim}: must be positive")
     words = vocabulary_words(vocab)
-    save_table(output, random_table(len(words), dim, dist, seed), words)
+    save_table(output, random_table(len(words), dim, dist, seed), words, kind=dist)
     _written(output, len(words), dim)
 
 
@@ -45,7 +45,7 @@ def extract_cmd(run_dir: Annotated[Path, typer.Argument(help="a trained run dire
     from nlgkit.embeddings import extract_table, save_table
 
     vectors, words = extract_table(run_dir, side, checkpoint)
-    save_table(output, vectors, words)
+    save_table(output, vectors, words, kind="pretrained" if side == "target" else "input")
     _written(output, *vectors.shape)
 
 
@@ -60,7 +60,7 @@ def combine_cmd(first: Annotated[Path, typer.Argument(help="table A (e.g. extrac
     a, words = load_table(first)
     b = load_table_for(second, words, str(vocab_path(first)))
     vectors = combine_tables(a, b, alpha)
-    save_table(output, vectors, words)
+    save_table(output, vectors, words, kind="combined")
     _written(output, *vectors.shape)
 
 
@@ -79,5 +79,5 @@ def load_cmd(vectors_file: Annotated[Path, typer.Argument(help="word2vec / GloVe
         raise ConfigError(f"--format {fmt!r}: expected word2vec, word2vec-binary or glove")
     words = vocabulary_words(vocab)
     table, missing = vectors_from_file(vectors_file, words, fmt, seed)
-    save_table(output, table, words)
+    save_table(output, table, words, kind="loaded")
     _written(output, *table.shape, f"; {missing:,} words not in {vectors_file} got random rows")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +28,7 @@ EXECUTION_ONLY = {"train": {"seed", "device", "num_threads", "log_every"}, "sear
 class RunResult:
     name: str
     run_dir: Path
-    # matched against paper rows: dataset, pair, src, tgt, model, head, seed, beam, subword
+    # matched against paper rows: dataset, pair, src, tgt, model, head, seed, beam, subword, target_embeddings
     keys: dict[str, Any]
     group: str  # the config without the seed and execution settings: equal for seed repetitions
     hyps: list[str]
@@ -69,31 +69,38 @@ def collect_runs(
     metrics: Sequence[str] = ("bleu",),
     device: str = "auto",
     log: Callable[[str], None] | None = None,
+    beam: int | None = None,
 ) -> list[RunResult]:
-    """One :class:`RunResult` per run directory, scored on its data directory's test split."""
+    """One :class:`RunResult` per run directory, scored on its data directory's test split (with the
+    recipe's beam, or ``beam``)."""
     for run_dir in run_dirs:  # fail on a bad directory before translating anything
         best_meta(Path(run_dir))
-    return [collect_run(Path(run_dir), metrics, device, log) for run_dir in run_dirs]
+    return [collect_run(Path(run_dir), metrics, device, log, beam) for run_dir in run_dirs]
 
 
 def collect_run(
-    run_dir: Path, metrics: Sequence[str], device: str = "auto", log: Callable[[str], None] | None = None
+    run_dir: Path, metrics: Sequence[str], device: str = "auto", log: Callable[[str], None] | None = None,
+    beam: int | None = None,
 ) -> RunResult:
     meta_path = best_meta(run_dir)
     config_path = run_dir / "config.json"
     raw = read_json(config_path) if config_path.is_file() else read_json(meta_path)["config"]
     config = config_from_dict(raw, str(config_path))
+    if beam is not None and beam != config.search.beam:
+        config = replace(config, search=replace(config.search, beam=beam))
+        hyp_file = run_dir / f"test.beam{beam}.hyp.{config.data.tgt_lang}"
+    else:
+        hyp_file = run_dir / f"test.hyp.{config.data.tgt_lang}"
     src, tgt = config.data.src_lang, config.data.tgt_lang
     data_dir = Path(config.data.dir)
     refs = read_lines(data_dir / f"test.ref.{tgt}")
-    hyp_file = run_dir / f"test.hyp.{tgt}"
     reused = hyp_file.is_file() and hyp_file.stat().st_mtime_ns > _newest(meta_path.parent)
     if reused:
         hyps = read_lines(hyp_file)
     else:
         if log:
-            log(f"{run_dir}: translating {data_dir / f'test.{src}'} with the best checkpoint")
-        hyps = translate_test(run_dir, data_dir, device)
+            log(f"{run_dir}: translating {data_dir / f'test.{src}'} with the best checkpoint, beam {config.search.beam}")
+        hyps = translate_test(run_dir, data_dir, device, beam=config.search.beam)
         with atomic_write(hyp_file) as handle:
             handle.writelines(line + "\n" for line in hyps)
     if len(hyps) != len(refs):
@@ -136,8 +143,9 @@ def _newest(directory: Path) -> int:
     return max(path.stat().st_mtime_ns for path in directory.iterdir())
 
 
-def translate_test(run_dir: Path, data_dir: Path, device: str = "auto") -> list[str]:
-    """Detokenised translations of ``test.{src}`` by the best checkpoint, with the recipe's search settings."""
+def translate_test(run_dir: Path, data_dir: Path, device: str = "auto", beam: int | None = None) -> list[str]:
+    """Detokenised translations of ``test.{src}`` by the best checkpoint, with the recipe's search settings
+    (its beam unless ``beam`` is given)."""
     from nlgkit.inference import best_texts, generate
     from nlgkit.runs import load_trained
 
@@ -152,7 +160,7 @@ def translate_test(run_dir: Path, data_dir: Path, device: str = "auto") -> list[
         run.task,
         sources,
         run.tgt_vocab,
-        beam=s.beam,
+        beam=s.beam if beam is None else beam,
         length_penalty=s.length_penalty,
         max_len_a=s.max_len_a,
         max_len_b=s.max_len_b,
@@ -180,6 +188,7 @@ def run_keys(config: RunConfig, run_dir: Path) -> dict[str, Any]:
         "seed": config.train.seed,
         "beam": config.search.beam,
         "subword": manifest.get("subword", prepare.subword),
+        "target_embeddings": config.head.target_embeddings(),
     }
 
 

@@ -59,6 +59,16 @@ class ContinuousHeadConfig(HeadConfig):
         if self.table and not Path(self.table).expanduser().is_file():
             raise ConfigError(f"{source}: head.table = {self.table!r}: file not found (make one with `nlgkit embed`)")
 
+    def target_embeddings(self) -> str:
+        """uniform (random sphere, also the default table), hypercube, pretrained, combined, … as the paper
+        names them, from the table's recorded kind."""
+        if not self.table:
+            return "uniform"
+        from nlgkit.embeddings import table_kind
+
+        kind = table_kind(Path(self.table).expanduser())
+        return {"sphere": "uniform", "cube": "hypercube"}.get(kind, kind or "unknown")
+
 
 @HEADS.register("continuous", ContinuousHeadConfig)
 class ContinuousHead(OutputHead):

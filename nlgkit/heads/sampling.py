@@ -43,6 +43,11 @@ class HeadConfig(PluginConfig):
     def validate(self, source: str, run_config: Any) -> None:
         self.sampling.validate(source)
 
+    def target_embeddings(self) -> str:
+        """The target vectors a report names this head by (Tokarchuk & Niculae's vocabulary): "none" for
+        heads without fixed target embeddings."""
+        return "none"
+
 
 def candidate_classes(gold: Tensor, vocab_size: int, share: float) -> tuple[Tensor, bool]:
     """V′ (sorted positives first, then uniform negatives) and whether the positives overflowed the budget."""

@@ -1,0 +1,128 @@
+"""Reports for papers whose data is not here: nlgkit's rows beside the paper's, matched by configuration.
+
+The papers of Pappas et al. and Tokarchuk & Niculae trained on WMT / IWSLT corpora that cannot be
+downloaded here; their claims are about *differences between configurations* (joint ≥ tied ≥ learned;
+random targets ≈ pre-trained ones). So nlgkit's runs on the data present are shown beside the paper's rows
+with the same configuration keys (head, target embeddings, beam …), one paper column per language pair
+of theirs, and every table says which data each side used. The shared machinery: scoring a run at any beam
+(hypotheses cached in the run directory), BLEU against beam size, word F1 by training frequency, and
+tables in Markdown.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from nlgkit.evaluate.collect import RunResult, collect_run
+from nlgkit.evaluate.papers import PaperTable
+from nlgkit.evaluate.report import Report, ReportRow
+from nlgkit.evaluate.vocabulary import DEFAULT_EDGES, bin_labels, word_f1_by_bin
+from nlgkit.io import read_lines
+
+Log = Callable[[str], None]
+
+
+def md_table(headers: list[str], rows: list[list[str]]) -> list[str]:
+    """A Markdown table; every column but the first right-aligned (numbers)."""
+    return ["| " + " | ".join(headers) + " |", "|" + "|".join(["---"] + ["---:"] * (len(headers) - 1)) + "|",
+            *("| " + " | ".join(row) + " |" for row in rows)]
+
+
+def paper_columns(table: PaperTable) -> list[str]:
+    """The paper's language pairs (with their data), in the order its rows list them."""
+    return list(dict.fromkeys(str(row.keys.get("pair", "")) for row in table.rows))
+
+
+def paper_value(table: PaperTable, keys: dict[str, Any], pair: str, metric: str, match: Sequence[str]) -> str:
+    """The paper's ``metric`` for the row of ``pair`` whose ``match`` keys equal the run's; "–" if none."""
+    for row in table.rows:
+        if str(row.keys.get("pair")) != pair:
+            continue
+        if all(str(row.keys.get(key)).lower() == str(keys.get(key)).lower() for key in match):
+            value = row.values.get(metric)
+            return "unclear" if value is None and metric in row.unclear else ("–" if value is None else f"{value:.2f}")
+    return "–"
+
+
+def ours(row: ReportRow, metric: str = "bleu") -> str:
+    """The run's score, or the seed mean ± sd of a group."""
+    if row.summary and row.spread:
+        mean, sd = row.spread
+        return f"{mean:.2f} ± {sd:.2f} (n = {row.group_size})"
+    value = row.values.get(metric)
+    return "–" if value is None else f"{value:.2f}"
+
+
+def versus_baseline(row: ReportRow) -> str:
+    """Paired bootstrap against the report's baseline: Δ [95% interval], p."""
+    if row.is_baseline:
+        return "baseline"
+    result = row.significance
+    if result is None:
+        return "–"
+    p = f"p < {1 / result.samples:.2g}" if result.p_value == 0 else f"p = {result.p_value:.3f}"
+    return f"{result.delta:+.2f} [{result.ci_low:+.2f}, {result.ci_high:+.2f}], {p}"
+
+
+def beside_paper(report: Report, table: PaperTable, match: Sequence[str], describe: Callable[[RunResult], str],
+                 ours_label: str) -> list[str]:
+    """nlgkit's rows (one per run or seed group) beside the paper's cells of the same configuration."""
+    pairs = paper_columns(table)
+    headers = ["configuration", *match, ours_label, "Δ vs baseline (paired bootstrap)",
+               *(f"paper {pair}" for pair in pairs)]
+    body = []
+    for row in report.rows:
+        if row.group_size > 1 and not row.summary:
+            continue  # a seed group is shown by its mean
+        run = row.runs[0]
+        body.append([describe(run), *(str(run.keys.get(key, "–")) for key in match), ours(row),
+                     versus_baseline(row), *(paper_value(table, run.keys, pair, "bleu", match) for pair in pairs)])
+    return md_table(headers, body)
+
+
+def bleu_by_beam(run_dirs: Sequence[Path], beams: Sequence[int], describe: Callable[[RunResult], str],
+                 device: str = "auto", log: Log | None = None) -> list[str]:
+    """BLEU of each run's best checkpoint on the test split at each beam size (hypotheses cached per beam)."""
+    body = []
+    for run_dir in run_dirs:
+        results = [collect_run(Path(run_dir), ("bleu",), device, log, beam=beam) for beam in beams]
+        body.append([describe(results[0]), *(f"{r.values['bleu']:.2f}" for r in results)])
+    return md_table(["run", *(f"beam {b}" for b in beams)], body)
+
+
+def training_word_counts(data_dir: Path, lang: str) -> Counter[str]:
+    """How often each word occurs in the training target text, as detokenised words (lowercased), so that
+    outputs and references of any subword vocabulary are binned by the same words."""
+    from nlgkit.data.tokenize import load_pipeline
+
+    raw = data_dir / f"train.ref.{lang}"
+    if raw.is_file():
+        lines = read_lines(raw)
+    else:
+        pipeline = load_pipeline(data_dir, lang)
+        lines = [pipeline.decode(line.split()) for line in read_lines(data_dir / f"train.{lang}")]
+    return Counter(word for line in lines for word in line.lower().split())
+
+
+def f1_by_frequency(results: Sequence[RunResult], describe: Callable[[RunResult], str],
+                    edges: Sequence[int] = DEFAULT_EDGES) -> list[str]:
+    """compare-mt's word F1 per training-frequency bin for each run (one column per bin)."""
+    counts_by_data: dict[tuple[str, str], Counter[str]] = {}
+    body = []
+    for run in results:
+        key = (str(_data_dir(run)), str(run.keys["tgt"]))
+        if key not in counts_by_data:
+            counts_by_data[key] = training_word_counts(Path(key[0]), key[1])
+        bins = word_f1_by_bin([h.lower() for h in run.hyps], [r.lower() for r in run.refs], counts_by_data[key], edges)
+        body.append([describe(run), *(f"{b['f1']:.3f}" for b in bins)])
+    return md_table(["run", *(f"F1, seen {label}" for label in bin_labels(edges))], body)
+
+
+def _data_dir(run: RunResult) -> Path:
+    from nlgkit.config import config_from_dict
+    from nlgkit.io import read_json
+
+    return Path(config_from_dict(read_json(run.run_dir / "config.json"), str(run.run_dir)).data.dir)

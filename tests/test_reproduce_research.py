@@ -1,0 +1,121 @@
+"""The research papers' reports from trained runs: tiny Transformers on a slice of Multi30K (real data, real
+training, real search); the tables, the claim test and the cached hypotheses are the production ones."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from nlgkit.cli.main import app
+from nlgkit.evaluate.papers import load_table
+from nlgkit.reproduce import main as reproduce
+
+TEST_LINES = 60
+
+
+def cli(*args: str) -> None:
+    result = CliRunner().invoke(app, list(args))
+    assert result.exit_code == 0, result.output
+
+
+def small_data(paper_dir: Path, tmp: Path) -> Path:
+    """The prepared paper data with a 60-sentence test split (reports translate it at several beams)."""
+    out = tmp / "data"
+    shutil.copytree(paper_dir, out)
+    for path in out.glob("test*"):
+        lines = path.read_text(encoding="utf-8").splitlines(keepends=True)[:TEST_LINES]
+        path.write_text("".join(lines), encoding="utf-8")
+    return out
+
+
+def transformer_recipe(tmp: Path, data_dir: Path, name: str, head: str) -> Path:
+    path = tmp / f"{name}.toml"
+    path.write_text(f"""
+[run]
+dir = "{tmp / name}"
+[data]
+dir = "{data_dir}"
+train_limit = 300
+valid_limit = 30
+[data.prepare]
+corpus = "none"
+[model]
+type = "transformer"
+preset = "small"
+dim = 32
+ffn_dim = 64
+heads = 2
+encoder_layers = 1
+decoder_layers = 1
+output_dim = 16
+dropout = 0.0
+[head]
+{head}
+[train]
+lr = 0.003
+batch_size = 50
+schedule = "none"
+max_updates = 24
+seed = 2
+[search]
+beam = 5
+""")
+    return path
+
+
+@pytest.fixture(scope="module")
+def tokarchuk_runs(paper, tmp_path_factory: pytest.TempPathFactory) -> list[Path]:  # type: ignore[no-untyped-def]
+    tmp = tmp_path_factory.mktemp("tokarchuk")
+    data = small_data(paper[0], tmp)
+    cli("train", str(transformer_recipe(tmp, data, "softmax", 'type = "learned"')))
+    cli("embed", "extract", str(tmp / "softmax"), "-o", str(tmp / "pretrained.safetensors"))
+    cli("train", str(transformer_recipe(tmp, data, "uniform", 'type = "continuous"\ndim = 16')))
+    cli("train", str(transformer_recipe(tmp, data, "pretrained",
+                                        f'type = "continuous"\ntable = "{tmp / "pretrained.safetensors"}"')))
+    return [tmp / "softmax", tmp / "uniform", tmp / "pretrained"]
+
+
+def section(text: str, title: str) -> list[str]:
+    """The table rows under a ``## title`` heading."""
+    part = text.split(f"## {title}", 1)[1].split("\n## ", 1)[0]
+    return [line for line in part.splitlines() if line.startswith("| ") and "---" not in line]
+
+
+def test_tokarchuk_report_from_trained_runs(tokarchuk_runs: list[Path], tmp_path: Path) -> None:
+    output = tmp_path / "tokarchuk.md"
+    reproduce(["tokarchuk", *map(str, tokarchuk_runs), str(tmp_path / "never_trained"), "--output", str(output),
+               "--beams", "1,2"])
+    text = output.read_text()
+    assert "**Other data:**" in text and "Not run yet" in text
+
+    table1 = section(text, "Table 1")
+    header, rows = table1[0], table1[1:]
+    assert "paper en-tr" in header and "paper ro-en" in header and "paper en-de" in header
+    # each run at the recipe's beam and greedy, named by its head and its targets (read from the table file)
+    names = ["softmax", "continuous, uniform targets", "continuous, pretrained targets"]
+    for name in names:
+        assert sorted(row.split(" | ")[3] for row in rows if row.startswith(f"| {name} (")) == ["1", "5"]
+    uniform_5 = next(row for row in rows if row.startswith("| continuous, uniform") and row.split(" | ")[3] == "5")
+    paper_cells = [r.values["bleu"] for r in load_table("tokarchuk2024_table1").rows
+                   if r.keys["head"] == "continuous" and r.keys["target_embeddings"] == "uniform" and r.keys["beam"] == 5]
+    assert uniform_5.rstrip(" |").split(" | ")[-3:] == [f"{v:.2f}" for v in paper_cells]
+    assert "baseline" in next(row for row in rows if row.startswith("| softmax") and row.split(" | ")[3] == "5")
+
+    assert "Random sphere targets − pre-trained targets (beam 5)" in section_text(text, "The claim")
+    by_beam = section(text, "BLEU against beam size")
+    assert by_beam[0].startswith("| run | beam 1 | beam 2 |") and len(by_beam) == 1 + len(tokarchuk_runs)
+    # greedy BLEU in Table 1 is the beam-1 column of Fig. 1: both come from the same cached hypotheses
+    greedy = {row.split(" (")[0][2:]: row.split(" | ")[4] for row in rows if row.split(" | ")[3] == "1"}
+    assert {row.split(" (")[0][2:]: row.split(" | ")[1] for row in by_beam[1:]} == greedy
+    f1 = section(text, "Word F1 by training frequency")
+    assert "seen <1" in f1[0] and len(f1) == 1 + len(tokarchuk_runs)
+    assert all(0.0 <= float(cell) <= 1.0 for row in f1[1:] for cell in row.rstrip(" |").split(" | ")[1:])
+    for run in tokarchuk_runs:
+        assert (run / "test.hyp.en").is_file() and (run / "test.beam2.hyp.en").is_file()
+
+
+def section_text(text: str, title: str) -> str:
+    return text.split(f"## {title}", 1)[1].split("\n## ", 1)[0]
