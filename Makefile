@@ -13,6 +13,13 @@ TABLE2_RUNS := multi30k_learned multi30k_tied multi30k_fixed multi30k_en_de_lear
 
 TOKARCHUK_RUNS := tokarchuk_softmax tokarchuk_uniform tokarchuk_hypercube tokarchuk_pretrained tokarchuk_combined
 TABLES := $(RUNS_DIR)/tokarchuk_tables
+PAPPAS_SIZES := 2000 8000 32000
+PAPPAS_SHARES := 0.5 0.25 0.05
+PAPPAS_RUNS := $(foreach size,$(PAPPAS_SIZES),$(foreach head,learned tied joint,pappas_bpe$(size)_$(head))) \
+	pappas_bpe8000_joint2048 $(foreach s,output context bilinear,pappas_bpe8000_joint_$(s)) \
+	$(foreach share,$(PAPPAS_SHARES),pappas_bpe32000_joint_sampled$(share))
+PAPPAS := recipes/pappas_multi30k.toml
+bpe = --set data.dir="'data/multi30k_de-en_bpejoint$(1)'" --set data.prepare.subword="'bpe-joint:$(1)'"
 
 # $(call train,RUN,RECIPE,OPTIONS): train RUNS_DIR/RUN unless its summary.json says finished; resume it when it
 # already has a checkpoint (so an interrupted reproduce target continues where it stopped).
@@ -20,7 +27,7 @@ train = grep -qs '"finished": true' $(RUNS_DIR)/$(1)/summary.json || \
 	$(NLGKIT) train $(2) --run-dir $(RUNS_DIR)/$(1) $(3) $$( [ -d $(RUNS_DIR)/$(1)/checkpoints/last ] && echo --resume )
 
 .PHONY: install demo test test-slow lint bench reproduce-table1 reproduce-table2 reproduce-table3 reproduce-table4 \
-	reproduce-tokarchuk clean
+	reproduce-tokarchuk reproduce-pappas clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -90,6 +97,26 @@ reproduce-tokarchuk: $(STAMP)
 	done
 	$(PY) -m nlgkit.reproduce tokarchuk $(addprefix $(RUNS_DIR)/,$(TOKARCHUK_RUNS)) --output results/tokarchuk.md
 	$(PY) -m nlgkit.reproduce log-summary $(addprefix $(RUNS_DIR)/,$(TOKARCHUK_RUNS)) --output results/tokarchuk_runs.md
+
+# Pappas et al. (2018) on Multi30K DE-EN (their WMT'17 data is not available offline): the LSTM-Luong model on joint
+# BPE vocabularies of 2k / 8k / 32k merges with learned, tied and joint (d_j 512) heads; at 8k also d_j 2048 and
+# the joint head's ablations; at 32k sampled softmax over 50 / 25 / 5 % of the vocabulary (their Table 4, with
+# training tokens/s). Hours each on CPU; GPU recommended.
+reproduce-pappas: $(STAMP)
+	for size in $(PAPPAS_SIZES); do for head in learned tied joint; do \
+	  $(call train,pappas_bpe$${size}_$${head},$(PAPPAS),$(call bpe,$$size) --set head.type="'$$head'") || exit 1; \
+	done; done
+	$(call train,pappas_bpe8000_joint2048,$(PAPPAS),$(call bpe,8000) --set head.type="'joint'" --set head.joint_dim=2048)
+	for structure in output context bilinear; do \
+	  $(call train,pappas_bpe8000_joint_$$structure,$(PAPPAS),$(call bpe,8000) --set head.type="'joint'" \
+	    --set head.structure="'$$structure'") || exit 1; \
+	done
+	for share in $(PAPPAS_SHARES); do \
+	  $(call train,pappas_bpe32000_joint_sampled$$share,$(PAPPAS),$(call bpe,32000) --set head.type="'joint'" \
+	    --set head.sampling.share=$$share) || exit 1; \
+	done
+	$(PY) -m nlgkit.reproduce pappas $(addprefix $(RUNS_DIR)/,$(PAPPAS_RUNS)) --output results/pappas.md
+	$(PY) -m nlgkit.reproduce log-summary $(addprefix $(RUNS_DIR)/,$(PAPPAS_RUNS)) --output results/pappas_runs.md
 
 clean:
 	rm -rf runs/demo .pytest_cache

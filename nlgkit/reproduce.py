@@ -133,18 +133,31 @@ def table2(run_dirs: list[str], output: str | None) -> str:
 
 def tokarchuk(run_dirs: list[str], output: str | None, beams: tuple[int, ...] = tuple(range(1, 11))) -> str:
     """Tokarchuk & Niculae's Table 1, Fig. 1 and Fig. 3 from the given runs, softmax baseline first
-    (see :mod:`nlgkit.evaluate.tokarchuk`); runs not trained yet are listed, not an error."""
+    (see :mod:`nlgkit.evaluate.tokarchuk`)."""
     from nlgkit.evaluate.tokarchuk import tokarchuk_report
 
+    return _research_report("Tokarchuk & Niculae (2024)", lambda ready: tokarchuk_report(ready, beams, log=_log),
+                            run_dirs, output)
+
+
+def pappas(run_dirs: list[str], output: str | None) -> str:
+    """Pappas et al.'s Table 2, ablations and sampling from the given runs (see :mod:`nlgkit.evaluate.pappas`)."""
+    from nlgkit.evaluate.pappas import pappas_report
+
+    return _research_report("Pappas et al. (2018)", lambda ready: pappas_report(ready, log=_log), run_dirs, output)
+
+
+def _research_report(paper: str, build: Any, run_dirs: list[str], output: str | None) -> str:
+    """``build(trained run directories)``'s Markdown, with the runs not trained yet listed (not an error)."""
     ready, waiting = _trained(run_dirs)
-    if not ready:
-        text = "\n".join(["# Tokarchuk & Niculae (2024) on the data present", "",
-                          *(f"Not run yet: `{run_dir}`" for run_dir in waiting), ""])
-    else:
-        text = tokarchuk_report([Path(r) for r in ready], beams, log=lambda m: print(m, file=sys.stderr))
-        text += "".join(f"\nNot run yet: `{run_dir}`\n" for run_dir in waiting)
+    text = build([Path(r) for r in ready]) if ready else f"# {paper} on the data present\n"
+    text += "".join(f"\nNot run yet: `{run_dir}`\n" for run_dir in waiting)
     _write(text, output)
     return text
+
+
+def _log(message: str) -> None:
+    print(message, file=sys.stderr)
 
 
 def _beams(text: str) -> tuple[int, ...]:
@@ -332,6 +345,9 @@ def main(argv: list[str] | None = None) -> None:
     pt.add_argument("runs", nargs="+")
     pt.add_argument("--output")
     pt.add_argument("--beams", default="1,2,3,4,5,6,7,8,9,10", help="beam sizes of BLEU against beam size")
+    pp = sub.add_parser("pappas")
+    pp.add_argument("runs", nargs="+")
+    pp.add_argument("--output")
     pl = sub.add_parser("log-summary")
     pl.add_argument("runs", nargs="+")
     pl.add_argument("--output")
@@ -352,6 +368,8 @@ def main(argv: list[str] | None = None) -> None:
             table4(args.runs, args.output, args.wordsim_dir)
         elif args.command == "tokarchuk":
             tokarchuk(args.runs, args.output, _beams(args.beams))
+        elif args.command == "pappas":
+            pappas(args.runs, args.output)
         elif args.command == "log-summary":
             log_summary(args.runs, args.output)
         else:

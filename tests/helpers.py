@@ -65,8 +65,19 @@ def check_one_search(model: Generator, inputs: dict[str, Any], batch_size: int, 
     assert [[h.score for h in hyps] for hyps in copied] == [[h.score for h in hyps] for hyps in beam4]
 
 
-def tiny_recipe(tmp: Path, data_dir: Path, run_dir: Path, dropout: float = 0.1, **train: object) -> Path:
-    """A small model on a slice of real data; the loop, data and heads are the production ones."""
+RNN = """type = "rnn"
+embedding_dim = 48
+encoder_dim = 64
+decoder_dim = 64
+attention_dim = 48
+pre_output_dim = 64"""
+FIXED = 'type = "fixed"\ninit = "l2"\nbias = "fixed"'
+
+
+def tiny_recipe(tmp: Path, data_dir: Path, run_dir: Path, dropout: float = 0.1, model: str = RNN,
+                head: str = FIXED, beam: int = 3, valid_limit: int = 60, **train: object) -> Path:
+    """A small model (``model`` and ``head``: the TOML lines of their sections) on a slice of real data; the
+    loop, data and heads are the production ones."""
     settings = {"lr": 0.005, "batch_size": 25, "max_epochs": 14, "log_every": 5, "seed": 3,
                 "lr_patience": 20, "early_stop_patience": 30, **train}
     lines = "\n".join(f"{k} = {json.dumps(v)}" for k, v in settings.items())
@@ -77,24 +88,17 @@ dir = "{run_dir}"
 [data]
 dir = "{data_dir}"
 train_limit = 300
-valid_limit = 60
+valid_limit = {valid_limit}
 [data.prepare]
 corpus = "none"
 [model]
-type = "rnn"
-embedding_dim = 48
-encoder_dim = 64
-decoder_dim = 64
-attention_dim = 48
-pre_output_dim = 64
+{model}
 dropout = {dropout}
 [head]
-type = "fixed"
-init = "l2"
-bias = "fixed"
+{head}
 [train]
 {lines}
 [search]
-beam = 3
+beam = {beam}
 """)
     return path

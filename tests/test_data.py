@@ -180,12 +180,12 @@ def test_download_errors(http_base: str, tmp_path: Path) -> None:
 # -- subwords --------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("subword, marker", [("bpe:300", "@@"), ("spm:400", "▁")])
+@pytest.mark.parametrize("subword, marker", [("bpe:300", "@@"), ("bpe-joint:300", "@@"), ("spm:400", "▁")])
 def test_subword_round_trip(small_corpus: Path, tmp_path: Path, subword: str, marker: str) -> None:
     manifest = parallel(small_corpus, tmp_path / "d", tokenizer="none", subword=subword, min_freq=1)
     kind = subword.split(":")[0]
-    assert manifest["subword_files"] == {lang: f"{kind}.{lang}.{'codes' if kind == 'bpe' else 'model'}"
-                                         for lang in ("de", "en")}
+    expected = {"bpe": "bpe.{lang}.codes", "bpe-joint": "bpe.joint.codes", "spm": "spm.{lang}.model"}[kind]
+    assert manifest["subword_files"] == {lang: expected.format(lang=lang) for lang in ("de", "en")}
     assert marker in (tmp_path / "d" / "train.en").read_text(encoding="utf-8")
     for lang in ("de", "en"):
         pipeline = load_pipeline(tmp_path / "d", lang)
@@ -194,6 +194,19 @@ def test_subword_round_trip(small_corpus: Path, tmp_path: Path, subword: str, ma
             pieces = pipeline.encode(line)
             assert pipeline.decode(pieces) == " ".join(line.lower().split())
             assert vocab.unk_index not in vocab.encode(pieces)
+
+
+def test_joint_bpe_learns_one_set_of_merges_from_both_languages(small_corpus: Path, tmp_path: Path) -> None:
+    parallel(small_corpus, tmp_path / "joint", tokenizer="none", subword="bpe-joint:300", min_freq=1)
+    parallel(small_corpus, tmp_path / "apart", tokenizer="none", subword="bpe:300", min_freq=1)
+    joint = (tmp_path / "joint" / "bpe.joint.codes").read_text(encoding="utf-8")
+    apart = {lang: (tmp_path / "apart" / f"bpe.{lang}.codes").read_text(encoding="utf-8") for lang in ("de", "en")}
+    assert joint not in apart.values()  # merges of the concatenated text, not of one side
+    # the joint merges segment both sides: a word frequent on only one side is merged for the other too
+    de_words = set((small_corpus / "train.de").read_text(encoding="utf-8").lower().split())
+    en_words = set((small_corpus / "train.en").read_text(encoding="utf-8").lower().split())
+    shared = {line.replace(" ", "").replace("</w>", "") for line in joint.splitlines()[1:]}
+    assert shared & {w for w in de_words - en_words} and shared & {w for w in en_words - de_words}
 
 
 def test_max_len_filters_train_only(small_corpus: Path, tmp_path: Path) -> None:

@@ -7,6 +7,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from helpers import tiny_recipe
 from typer.testing import CliRunner
 
 from nlgkit.cli.main import app
@@ -31,49 +32,34 @@ def small_data(paper_dir: Path, tmp: Path) -> Path:
     return out
 
 
-def transformer_recipe(tmp: Path, data_dir: Path, name: str, head: str) -> Path:
-    path = tmp / f"{name}.toml"
-    path.write_text(f"""
-[run]
-dir = "{tmp / name}"
-[data]
-dir = "{data_dir}"
-train_limit = 300
-valid_limit = 30
-[data.prepare]
-corpus = "none"
-[model]
-type = "transformer"
+TRANSFORMER = """type = "transformer"
 preset = "small"
 dim = 32
 ffn_dim = 64
 heads = 2
 encoder_layers = 1
 decoder_layers = 1
-output_dim = 16
-dropout = 0.0
-[head]
-{head}
-[train]
-lr = 0.003
-batch_size = 50
-schedule = "none"
-max_updates = 24
-seed = 2
-[search]
-beam = 5
-""")
-    return path
+output_dim = 16"""
+LUONG = """type = "lstm_luong"
+embedding_dim = 24
+hidden_dim = 24
+layers = 1"""
+
+
+def recipe(tmp: Path, data_dir: Path, name: str, head: str, model: str = TRANSFORMER) -> Path:
+    """A tiny model trained for 24 updates (no dropout, constant learning rate), searched with beam 5."""
+    return tiny_recipe(tmp, data_dir, tmp / name, dropout=0.0, model=model, head=head, beam=5, valid_limit=30,
+                       lr=0.003, batch_size=50, schedule="none", max_updates=24, log_every=6, seed=2)
 
 
 @pytest.fixture(scope="module")
 def tokarchuk_runs(paper, tmp_path_factory: pytest.TempPathFactory) -> list[Path]:  # type: ignore[no-untyped-def]
     tmp = tmp_path_factory.mktemp("tokarchuk")
     data = small_data(paper[0], tmp)
-    cli("train", str(transformer_recipe(tmp, data, "softmax", 'type = "learned"')))
+    cli("train", str(recipe(tmp, data, "softmax", 'type = "learned"')))
     cli("embed", "extract", str(tmp / "softmax"), "-o", str(tmp / "pretrained.safetensors"))
-    cli("train", str(transformer_recipe(tmp, data, "uniform", 'type = "continuous"\ndim = 16')))
-    cli("train", str(transformer_recipe(tmp, data, "pretrained",
+    cli("train", str(recipe(tmp, data, "uniform", 'type = "continuous"\ndim = 16')))
+    cli("train", str(recipe(tmp, data, "pretrained",
                                         f'type = "continuous"\ntable = "{tmp / "pretrained.safetensors"}"')))
     return [tmp / "softmax", tmp / "uniform", tmp / "pretrained"]
 
@@ -119,3 +105,35 @@ def test_tokarchuk_report_from_trained_runs(tokarchuk_runs: list[Path], tmp_path
 
 def section_text(text: str, title: str) -> str:
     return text.split(f"## {title}", 1)[1].split("\n## ", 1)[0]
+
+
+@pytest.fixture(scope="module")
+def pappas_runs(paper, tmp_path_factory: pytest.TempPathFactory) -> list[Path]:  # type: ignore[no-untyped-def]
+    tmp = tmp_path_factory.mktemp("pappas")
+    data = small_data(paper[0], tmp)
+    heads = {"learned": 'type = "learned"', "tied": 'type = "tied"', "joint": 'type = "joint"\njoint_dim = 16',
+             "joint_output": 'type = "joint"\njoint_dim = 16\nstructure = "output"',
+             "joint_sampled": 'type = "joint"\njoint_dim = 16\n[head.sampling]\nshare = 0.5'}
+    for name, head in heads.items():
+        cli("train", str(recipe(tmp, data, name, head, LUONG)))
+    return [tmp / name for name in heads]
+
+
+def test_pappas_report_from_trained_runs(pappas_runs: list[Path], tmp_path: Path) -> None:
+    output = tmp_path / "pappas.md"
+    reproduce(["pappas", *map(str, pappas_runs), "--output", str(output)])
+    text = output.read_text()
+    assert "**Other data:**" in text
+    table2 = section(text, "Table 2")
+    labels = [row.split(" (`")[0][2:] for row in table2[1:]]
+    assert labels == ["learned", "tied", "joint (d_j 16)"]  # the ablation and the sampled run have their own tables
+    assert "baseline" in table2[1] and all(" p " in row or "p <" in row or "p =" in row for row in table2[2:])
+    paper = section(text, "The paper's Table 2")
+    assert paper[0].startswith("| head | en-fi bpe:32000") and len(paper) == 1 + 3  # learned, tied, joint
+    assert "- none: joint − tied " in section_text(text, "The claim")
+    ablation = section(text, "Ablations")
+    assert [row.split(" (`")[0][2:] for row in ablation[1:]] == ["joint (d_j 16)", "joint output-only (d_j 16)"]
+    sampling = section(text, "Sampled softmax")
+    assert [row.split(" (`")[0][2:] for row in sampling[1:]] == ["joint (d_j 16)", "joint (d_j 16), sampled 50%"]
+    full, sampled = (row.rstrip(" |").split(" | ") for row in sampling[1:])
+    assert full[-1] == "1.00×" and float(sampled[-1].rstrip("×")) > 0  # speeds from each run's training log

@@ -29,7 +29,8 @@ MinFreqOption = Annotated[int, typer.Option(
 MaxLenOption = Annotated[int, typer.Option(
     "--max-len", help="drop training pairs longer than this many tokens (0 = keep all)")]
 SubwordOption = Annotated[str, typer.Option(
-    "--subword", help="none, bpe:N (subword-nmt, N merges) or spm:N (SentencePiece, N pieces)")]
+    "--subword", help="none, bpe:N (subword-nmt, N merges per language), bpe-joint:N (one set of N merges for "
+                      "both languages) or spm:N (SentencePiece, N pieces)")]
 
 
 # Options of the caption corpora, declared once.

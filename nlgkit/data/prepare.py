@@ -140,12 +140,16 @@ def _build(out: Path, corpus: Corpus, corpus_name: str, source: str, inputs: dic
     kind, size = parse_subword(options["subword"])
     subword_files: dict[str, str] = {}
     if kind != "none":
-        for lang in langs:
-            name = subword_filename(kind, lang)
-            train_text = (" ".join(t for t in toks if not t.isspace()) for toks in tokens["train"][lang])
+        # joint BPE (Pappas et al.): one model learned on both sides' training text, used by both languages
+        groups = [langs] if kind == "bpe-joint" else [(lang,) for lang in langs]
+        for group in groups:
+            name = subword_filename(kind, group[0])
+            train_text = (" ".join(t for t in toks if not t.isspace())
+                          for lang in group for toks in tokens["train"][lang])
             learn(kind, train_text, out / name, size)
-            pipelines[lang].segmenter = load_segmenter(kind, out / name)
-            subword_files[lang] = name
+            for lang in group:
+                pipelines[lang].segmenter = load_segmenter(kind, out / name)
+                subword_files[lang] = name
     pieces = {split: {lang: [pipelines[lang].segment(t) for t in tokens[split][lang]] for lang in langs}
               for split in SPLITS}
 

@@ -17,23 +17,25 @@ from typing import Protocol
 from nlgkit.errors import ConfigError, DataError
 from nlgkit.io import atomic_write
 
-SUBWORD_KINDS = ("bpe", "spm")
+SUBWORD_KINDS = ("bpe", "bpe-joint", "spm")  # bpe-joint: one set of merges learned on both languages
 BPE_SEPARATOR = "@@"
 
 
 def parse_subword(spec: str) -> tuple[str, int]:
-    """``none`` → ("none", 0); ``bpe:N`` / ``spm:N`` → (kind, N) with N > 0."""
+    """``none`` → ("none", 0); ``bpe:N`` / ``bpe-joint:N`` / ``spm:N`` → (kind, N) with N > 0."""
     spec = spec.strip()
     if spec == "none":
         return "none", 0
     kind, _, size = spec.partition(":")
     if kind not in SUBWORD_KINDS or not size.isdigit() or int(size) <= 0:
-        raise ConfigError(f"subword = {spec!r}: expected none, bpe:N or spm:N with N a positive integer")
+        raise ConfigError(f"subword = {spec!r}: expected none, bpe:N, bpe-joint:N or spm:N with N a positive integer")
     return kind, int(size)
 
 
 def subword_filename(kind: str, lang: str) -> str:
-    """Where a data directory keeps the learned model for ``lang``."""
+    """Where a data directory keeps the learned model for ``lang`` (joint BPE: one file for both)."""
+    if kind == "bpe-joint":
+        return "bpe.joint.codes"
     return f"bpe.{lang}.codes" if kind == "bpe" else f"spm.{lang}.model"
 
 
@@ -88,7 +90,7 @@ class SpmSegmenter:
 
 
 def load_segmenter(kind: str, path: str | Path) -> Segmenter:
-    return BpeSegmenter(path) if kind == "bpe" else SpmSegmenter(path)
+    return BpeSegmenter(path) if kind in ("bpe", "bpe-joint") else SpmSegmenter(path)
 
 
 def sniff_segmenter(path: str | Path) -> Segmenter:
@@ -159,8 +161,8 @@ def learn_spm(lines: Iterable[str], model_path: str | Path, vocab_size: int,
 
 
 def learn(kind: str, lines: Iterable[str], path: str | Path, size: int) -> None:
-    """Learn a ``kind`` ("bpe" or "spm") model of ``size`` merges / pieces from tokenised lines."""
-    if kind == "bpe":
+    """Learn a ``kind`` (:data:`SUBWORD_KINDS`) model of ``size`` merges / pieces from tokenised lines."""
+    if kind in ("bpe", "bpe-joint"):
         learn_bpe(lines, path, size)
     elif kind == "spm":
         learn_spm(lines, path, size)

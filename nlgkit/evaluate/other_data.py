@@ -25,6 +25,14 @@ from nlgkit.io import read_lines
 Log = Callable[[str], None]
 
 
+def header(paper: str, command: str, data: str) -> list[str]:
+    """The opening of a report: its title, the command that writes it, and which data each side used."""
+    return [f"# {paper} on the data present", "",
+            (f"Written by `make reproduce-{command}` (`python -m nlgkit.reproduce {command} RUN_DIR…`). "
+             f"**Other data:** {data}"),
+            "BLEU: sacreBLEU on detokenised output against the raw references of the test split.", ""]
+
+
 def md_table(headers: list[str], rows: list[list[str]]) -> list[str]:
     """A Markdown table; every column but the first right-aligned (numbers)."""
     return ["| " + " | ".join(headers) + " |", "|" + "|".join(["---"] + ["---:"] * (len(headers) - 1)) + "|",

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from nlgkit.evaluate.collect import RunResult, collect_runs
-from nlgkit.evaluate.other_data import Log, beside_paper, bleu_by_beam, f1_by_frequency, md_table
+from nlgkit.evaluate.other_data import Log, beside_paper, bleu_by_beam, f1_by_frequency, header, md_table
 from nlgkit.evaluate.papers import load_table
 from nlgkit.evaluate.report import build_report
 from nlgkit.evaluate.significance import paired_bootstrap
@@ -51,13 +51,9 @@ def tokarchuk_report(run_dirs: Sequence[Path], beams: Sequence[int] = tuple(rang
     report = build_report(at_recipe_beam + greedy, table, baseline=run_dirs[0])
     data = sorted({f"{r.keys['dataset']} {r.keys['pair']} ({r.keys['subword']})" for r in at_recipe_beam})
     lines = [
-        "# Tokarchuk & Niculae (2024) on the data present",
-        "",
-        ("Written by `make reproduce-tokarchuk` (`python -m nlgkit.reproduce tokarchuk RUN_DIR…`). **Other data:** "
-        f"nlgkit's runs use {', '.join(data)}; the paper's columns are its WMT pairs (newstest, mBART "
-        "SentencePiece, base Transformers). Compare differences between rows, not numbers across columns."),
-        "BLEU: sacreBLEU on detokenised output against the raw references of the test split.",
-        "",
+        *header("Tokarchuk & Niculae (2024)", "tokarchuk",
+                f"nlgkit's runs use {', '.join(data)}; the paper's columns are its WMT pairs (newstest, mBART "
+                "SentencePiece, base Transformers). Compare differences between rows, not numbers across columns."),
         "## Table 1: BLEU by output layer and target embeddings",
         "",
         *beside_paper(report, table, MATCH, describe, "nlgkit BLEU"),

@@ -1,0 +1,178 @@
+"""Pappas et al. (2018) on the data present: their Table 2, ablations and sampling speed from trained runs.
+
+- Table 2: learned, tied and joint heads (d_j 512 and 2048) at each subword vocabulary size, BLEU and
+  parameters, each head against the learned head of the same vocabulary by paired bootstrap; then the
+  paper's own cells as differences to its NMT baseline (their WMT pairs), and the claim joint ≥ tied ≥ learned.
+- Ablations: the joint head's structures (full, output only, context only, bilinear).
+- Sampling (their Table 4): sampled softmax shares against the full softmax, BLEU and training target tokens/s.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from statistics import fmean
+from typing import Any
+
+from nlgkit.config import RunConfig, config_from_dict
+from nlgkit.data.vocab import Vocabulary
+from nlgkit.evaluate.collect import RunResult, collect_runs
+from nlgkit.evaluate.other_data import Log, header, md_table
+from nlgkit.evaluate.papers import load_table
+from nlgkit.evaluate.significance import paired_bootstrap
+from nlgkit.io import read_json
+from nlgkit.train.metrics_log import MetricsLog
+
+PAPER = "pappas2018_table2"
+
+
+def run_config(run: RunResult) -> RunConfig:
+    return config_from_dict(read_json(run.run_dir / "config.json"), str(run.run_dir / "config.json"))
+
+
+def head_label(config: RunConfig) -> str:
+    """learned / tied / joint (d_j 512) / joint output-only (d_j 512) / … with the sampling share if any."""
+    head: Any = config.head
+    label = head.type
+    if head.type == "joint":
+        structure = "" if head.structure == "full" else f" {head.structure}-only" if head.structure in (
+            "output", "context") else f" {head.structure}"
+        label = f"joint{structure} (d_j {head.joint_dim})"
+    share = head.sampling.share
+    return label + (f", sampled {share:.0%}" if share < 1.0 else "")
+
+
+def target_vocabulary(run: RunResult, config: RunConfig) -> int:
+    return len(Vocabulary.load(run.run_dir / "data" / f"vocab.{config.data.tgt_lang}.txt"))
+
+
+def training_speed(run: RunResult) -> float | None:
+    """Mean training target tokens/s over the run's logged windows."""
+    speeds = [e["tokens_per_s"] for e in MetricsLog(run.run_dir / "metrics.jsonl").read() if e["event"] == "train"]
+    return fmean(speeds) if speeds else None
+
+
+def versus(base: RunResult, run: RunResult, samples: int = 1000) -> str:
+    """Paired bootstrap of ``run`` against ``base`` (same test set): Δ BLEU [95% interval], p."""
+    if run is base:
+        return "baseline"
+    result = paired_bootstrap(base.hyps, run.hyps, [run.refs], samples=samples)
+    p = f"p < {1 / samples:.2g}" if result.p_value == 0 else f"p = {result.p_value:.3f}"
+    return f"{result.delta:+.2f} [{result.ci_low:+.2f}, {result.ci_high:+.2f}], {p}"
+
+
+def pappas_report(run_dirs: Sequence[Path], device: str = "auto", log: Log | None = None) -> str:
+    """The Markdown of ``results/pappas.md``."""
+    runs = collect_runs(run_dirs, device=device, log=log)
+    configs = {id(run): run_config(run) for run in runs}
+    by_subword: dict[str, list[RunResult]] = {}
+    for run in runs:
+        by_subword.setdefault(str(run.keys["subword"]), []).append(run)
+    data = sorted({f"{r.keys['dataset']} {r.keys['pair']}" for r in runs})
+    lines = [
+        *header("Pappas et al. (2018)", "pappas",
+                f"nlgkit's runs use {', '.join(data)} with joint BPE vocabularies of several sizes and Pappas et "
+                "al.'s 2-layer LSTM with Luong attention (`lstm_luong`); the paper used WMT'17 En↔Fi and En↔De with "
+                "32K-128K BPE merges. Compare directions of differences, not numbers across datasets. Δ is a paired "
+                "bootstrap (1,000 resamples) against the learned head of the same vocabulary."),
+        "## Table 2: output layers by vocabulary size",
+        "",
+    ]
+    body, claims = [], []
+    for subword, group in sorted(by_subword.items(), key=lambda item: target_vocabulary(item[1][0],
+                                                                                      configs[id(item[1][0])])):
+        main = [r for r in group if _is_main(configs[id(r)])]
+        learned = next((r for r in main if configs[id(r)].head.type == "learned"), None)
+        for run in main:
+            config = configs[id(run)]
+            body.append([f"{head_label(config)} (`{run.run_dir.name}`)", subword,
+                         f"{target_vocabulary(run, config):,}", f"{run.values.get('params', 0) / 1e6:.1f}",
+                         f"{run.values['bleu']:.2f}", versus(learned, run) if learned else "–"])
+        claims += _claim(subword, main, configs)
+    lines += md_table(["head", "subword", "\\|V_tgt\\|", "\\|Θ\\| (M)", "BLEU", "Δ vs learned"], body)
+    lines += ["", "## The paper's Table 2 (their data: WMT'17, multi-bleu on tokenised text)", "",
+              *_paper_lines(), "", "## The claim: joint ≥ tied ≥ learned", "", *claims]
+    lines += _ablation_lines(runs, configs) + _sampling_lines(runs, configs)
+    lines += ["", "## Runs", "", *md_table(["run", "status", "hardware"],
+                                           [[f"`{r.run_dir.name}`", r.status, r.hardware] for r in runs]), ""]
+    return "\n".join(lines)
+
+
+def _is_main(config: RunConfig) -> bool:
+    head: Any = config.head
+    return head.sampling.share == 1.0 and (head.type != "joint" or head.structure == "full")
+
+
+def _claim(subword: str, main: list[RunResult], configs: dict[int, RunConfig]) -> list[str]:
+    def first(kind: str) -> RunResult | None:
+        return next((r for r in main if configs[id(r)].head.type == kind), None)
+
+    learned, tied, joint = first("learned"), first("tied"), first("joint")
+    if not (learned and tied and joint):
+        return [f"- {subword}: needs a learned, a tied and a joint run."]
+    return [f"- {subword}: joint − tied {versus(tied, joint)}; tied − learned {versus(learned, tied)}."]
+
+
+def _paper_lines() -> list[str]:
+    """The paper's BLEU per (pair, subword) and head, with each head's difference to its NMT baseline."""
+    table = load_table(PAPER)
+    columns = list(dict.fromkeys((str(r.keys["pair"]), str(r.keys["subword"])) for r in table.rows))
+    heads = list(dict.fromkeys(str(r.keys["head"]) for r in table.rows))
+    body = []
+    for head in heads:
+        cells = []
+        for pair, subword in columns:
+            row = table.match({"dataset": "wmt17", "pair": pair, "subword": subword, "head": head})
+            base = table.match({"dataset": "wmt17", "pair": pair, "subword": subword, "head": "learned"})
+            value = row.values.get("bleu") if row else None
+            reference = base.values.get("bleu") if base else None
+            if value is None:
+                cells.append("–")
+            elif head == "learned" or reference is None:
+                cells.append(f"{value:.2f}")
+            else:
+                cells.append(f"{value:.2f} ({value - reference:+.2f})")
+        body.append([head, *cells])
+    return md_table(["head", *(f"{pair} {subword}" for pair, subword in columns)], body)
+
+
+def _ablation_lines(runs: list[RunResult], configs: dict[int, RunConfig]) -> list[str]:
+    joints = [r for r in runs if configs[id(r)].head.type == "joint" and configs[id(r)].head.sampling.share == 1.0]
+    if not any(configs[id(r)].head.structure != "full" for r in joints):  # type: ignore[attr-defined]
+        return []
+    body = []
+    for run in joints:
+        base = next((r for r in runs if configs[id(r)].head.type == "learned"
+                     and r.keys["subword"] == run.keys["subword"] and _is_main(configs[id(r)])), None)
+        body.append([f"{head_label(configs[id(run)])} (`{run.run_dir.name}`)", str(run.keys["subword"]),
+                     f"{run.values.get('params', 0) / 1e6:.1f}", f"{run.values['bleu']:.2f}",
+                     versus(base, run) if base else "–"])
+    return ["", "## Ablations of the joint head (their Eq. 6, 7a, 7b, 15)", "",
+            *md_table(["head", "subword", "\\|Θ\\| (M)", "BLEU", "Δ vs learned"], body)]
+
+
+def _sampling_lines(runs: list[RunResult], configs: dict[int, RunConfig]) -> list[str]:
+    """Each sampled run after the full-softmax run of the same head and vocabulary (shown once)."""
+    sampled = [r for r in runs if configs[id(r)].head.sampling.share < 1.0]
+    if not sampled:
+        return []
+
+    def full_softmax(run: RunResult) -> RunResult | None:
+        label = head_label(configs[id(run)]).split(", sampled")[0]
+        return next((r for r in runs if r.keys["subword"] == run.keys["subword"] and _is_main(configs[id(r)])
+                     and head_label(configs[id(r)]) == label), None)
+
+    body, shown = [], set()
+    for run in sampled:
+        full = full_softmax(run)
+        full_speed = training_speed(full) if full else None
+        for row_run in ([full] if full is not None and id(full) not in shown else []) + [run]:
+            shown.add(id(row_run))
+            speed = training_speed(row_run)
+            body.append([f"{head_label(configs[id(row_run)])} (`{row_run.run_dir.name}`)",
+                         str(row_run.keys["subword"]), f"{row_run.values['bleu']:.2f}",
+                         versus(full, row_run) if full else "–", "–" if speed is None else f"{speed:,.0f}",
+                         "–" if speed is None or not full_speed else f"{speed / full_speed:.2f}×"])
+    return ["", "## Sampled softmax (their Table 4): BLEU and training speed", "",
+            "Training target tokens/s: the mean over each run's logged windows, on the hardware listed under Runs.",
+            "", *md_table(["head", "subword", "BLEU", "Δ vs full softmax", "target tokens/s", "speed vs full"], body)]
