@@ -44,6 +44,25 @@ def test_step_by_step_equals_teacher_forcing(cell: str, layers: int) -> None:
             torch.testing.assert_close(step_features, forced[:, t], rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("cell,layers,activation", [("gru", 1, "none"), ("gru", 2, "tanh"), ("lstm", 2, "none")])
+def test_search_steps_use_tables_and_compute_the_same_function(cell: str, layers: int, activation: str) -> None:
+    torch.manual_seed(0)
+    config = RNNConfig(cell=cell, embedding_dim=8, encoder_dim=10, decoder_dim=12, attention_dim=7, pre_output_dim=9,
+                       decoder_layers=layers, pre_output_activation=activation)  # type: ignore[arg-type]
+    model = rnn(config, 30, 25).eval()
+    src, lengths, prev = batch()
+    state = model.encode({"src": src, "src_lengths": lengths})
+    plain, plain_state = model.step(prev[:, 1], state)  # gradients enabled: the plain path
+    with torch.no_grad():
+        looked_up, search_state = model.step(prev[:, 1], state)  # a search step: tables
+        torch.testing.assert_close(looked_up, plain.detach(), rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(search_state["hidden"], plain_state["hidden"].detach(), rtol=1e-5, atol=1e-6)
+        tables = model._tables()
+        assert model._tables() is tables  # computed once for unchanged weights
+        model.tgt_embed.weight.add_(1.0)
+        assert model._tables() is not tables  # and again after an update
+
+
 def test_split_attention_equals_one_linear_over_the_concatenation() -> None:
     model = tiny_model()
     attention = model.attention

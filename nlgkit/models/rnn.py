@@ -75,14 +75,18 @@ class DecoderCell(nn.Module):
     def forward(
         self, embedding_gates: Tensor, context: Tensor, hidden: list[Tensor], cells: list[Tensor],
         top_hidden_gates: Tensor | None = None, context_weight: Tensor | None = None,
+        context_gates: Tensor | None = None,
     ) -> tuple[list[Tensor], list[Tensor]]:
-        """One step. embedding_gates (B, G·H), context (B, C), hidden/cells: per layer (B, H)."""
+        """One step. embedding_gates (B, G·H), context (B, C), hidden/cells: per layer (B, H);
+        ``context_gates`` (B, G·H): the context's share of layer 0's input gates, when already computed."""
         new_hidden, new_cells = [], []
         layer_input = None
         for i, layer in enumerate(self.layers):
             if i == 0:
-                weight = self.context_weight() if context_weight is None else context_weight
-                gi = embedding_gates + F.linear(context, weight)
+                if context_gates is None:
+                    weight = self.context_weight() if context_weight is None else context_weight
+                    context_gates = F.linear(context, weight)
+                gi = embedding_gates + context_gates
             else:
                 gi = F.linear(layer_input, layer.weight_ih, layer.bias_ih)
             last = i == len(self.layers) - 1
@@ -105,6 +109,37 @@ class DecoderCell(nn.Module):
             new_hidden.append(h)
             layer_input = h
         return new_hidden, new_cells
+
+
+@dataclass
+class SearchTables:
+    """What search steps of an :class:`RNNModel` share: per-word tables and fused weights (see _search_step)."""
+
+    word_gates: Tensor  # (V, G·H): embedding share of layer 0's input gates, with its bias
+    word_pre: Tensor  # (V, P): embedding share of the pre-output layer, with its bias
+    hidden_weight: Tensor  # (G·H + A, D): the top layer's hidden gates and the attention query
+    hidden_bias: Tensor
+    hidden_split: list[int]
+    context_weight: Tensor  # (G·H + P, C): the context's shares of layer 0's input gates and of the pre-output
+    context_split: list[int]
+    output_weight: Tensor  # (P, D): the decoder output's share of the pre-output layer
+
+    @classmethod
+    def of(cls, model: RNNModel) -> SearchTables:
+        config, decoder, attention = model.config, model.decoder, model.attention
+        top, words = decoder.layers[-1], model.tgt_embed.weight
+        d, c = config.decoder_dim, decoder.context_weight().size(1)
+        pre = model.pre_output.weight  # (P, D + C + E) over [output; context; embedded]
+        return cls(
+            word_gates=decoder.project_embeddings(words),
+            word_pre=F.linear(words, pre[:, d + c :], model.pre_output.bias),
+            hidden_weight=torch.cat([top.weight_hh, attention.query_weight]),
+            hidden_bias=torch.cat([top.bias_hh, top.bias_hh.new_zeros(config.attention_dim)]),
+            hidden_split=[top.weight_hh.size(0), config.attention_dim],
+            context_weight=torch.cat([decoder.context_weight(), pre[:, d : d + c]]),
+            context_split=[decoder.context_weight().size(0), pre.size(0)],
+            output_weight=pre[:, :d],
+        )
 
 
 @MODELS.register("rnn", RNNConfig)
@@ -164,17 +199,51 @@ class RNNModel(Generator):
 
     def step(self, prev_tokens: Tensor, state: State) -> tuple[Tensor, State]:
         """prev_tokens (B,) → features (B, d), next state."""
+        if not (self.training or torch.is_grad_enabled()):
+            return self._search_step(prev_tokens, state)
         embedded = self.dropout(self.tgt_embed(prev_tokens))  # (B, E)
         hidden = list(state["hidden"].unbind(1))
         cells = list(state["cells"].unbind(1)) if "cells" in state else []
         query = self.attention.project_query(hidden[-1])
         context = self.attention(query, state["keys"], state["encoder_out"], state["pad_mask"])
         hidden, cells = self.decoder(self.decoder.project_embeddings(embedded), context, hidden, cells)
+        return self._features(hidden[-1], context, embedded), self._next_state(state, hidden, cells)
+
+    def _next_state(self, state: State, hidden: list[Tensor], cells: list[Tensor]) -> State:
         new_state = dict(state)
         new_state["hidden"] = torch.stack(hidden, dim=1)
         if cells:
             new_state["cells"] = torch.stack(cells, dim=1)
-        return self._features(hidden[-1], context, embedded), new_state
+        return new_state
+
+    def _search_step(self, prev_tokens: Tensor, state: State) -> tuple[Tensor, State]:
+        """:meth:`step` at inference (no dropout, no gradients), the same function in fewer products: the
+        embedding's shares of the input gates and of the pre-output layer are looked up per word, the top
+        state's hidden gates and attention query come from one product, and so do the context's shares."""
+        tables = self._tables()
+        hidden = list(state["hidden"].unbind(1))
+        cells = list(state["cells"].unbind(1)) if "cells" in state else []
+        hidden_gates, query = F.linear(hidden[-1], tables.hidden_weight, tables.hidden_bias).split(
+            tables.hidden_split, dim=1)
+        context = self.attention(query, state["keys"], state["encoder_out"], state["pad_mask"])
+        context_gates, context_pre = F.linear(context, tables.context_weight).split(tables.context_split, dim=1)
+        hidden, cells = self.decoder(tables.word_gates.index_select(0, prev_tokens), context, hidden, cells,
+                                     hidden_gates, context_gates=context_gates)
+        features = F.linear(hidden[-1], tables.output_weight) + context_pre + tables.word_pre.index_select(0, prev_tokens)
+        if self.config.pre_output_activation == "tanh":
+            features = torch.tanh(features)
+        return features, self._next_state(state, hidden, cells)
+
+    def _tables(self) -> SearchTables:
+        """The :class:`SearchTables` of the current weights (recomputed whenever a weight has changed)."""
+        weights = [p for p in self.parameters() if p is not self.src_embed.weight]
+        key = tuple((w._version, w.data_ptr()) for w in weights)
+        cached = self.__dict__.get("_search_tables")
+        if cached is None or cached[0] != key:
+            with torch.no_grad():
+                cached = (key, SearchTables.of(self))
+            self.__dict__["_search_tables"] = cached
+        return cached[1]
 
     def forward(self, batch: Batch) -> tuple[Tensor, dict[str, Tensor]]:
         """Teacher forcing: batch.prev_tokens (B, T) → features (B, T, d); no auxiliary loss.
