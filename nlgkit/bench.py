@@ -72,13 +72,13 @@ def _efficiency(trainer: Any, session: Any, batches: list[list[int]], seconds: f
     return efficiency(seconds, recorder.products, tokens)
 
 
-def measure_translation(run_dir: str, beam: int, limit: int) -> dict[str, Any]:
+def measure_translation(run_dir: str, beam: int, limit: int, device: str = "cpu") -> dict[str, Any]:
     """Beam search over test2016 (tokenised source file) with a trained run's best checkpoint."""
     from nlgkit.inference import generate
     from nlgkit.io import read_lines
     from nlgkit.runs import load_trained
 
-    run = load_trained(Path(run_dir), "best")
+    run = load_trained(Path(run_dir), "best", device)
     cfg = run.config
     lines = read_lines(Path(cfg.data.dir) / f"test.{cfg.data.src_lang}")[: limit or None]
     sources = [run.src_vocab.encode(line.split()) for line in lines]
@@ -169,12 +169,16 @@ def _worker(args: argparse.Namespace) -> None:
         from nlgkit.bench_research import measure_head
 
         result = measure_head(args.recipe, args.limit)
+    elif args.worker == "gpu-epoch":
+        from nlgkit.bench_gpu import measure_epoch
+
+        result = measure_epoch(args.recipe, args.device, args.limit)
     elif args.worker == "decode":
         from nlgkit.bench_research import measure_decoding
 
         result = measure_decoding(args.recipe, args.beam)
     else:
-        result = measure_translation(args.run, args.beam, args.limit)
+        result = measure_translation(args.run, args.beam, args.limit, args.device)
     print(json.dumps(result))
 
 
@@ -200,10 +204,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--images", default="../shared/data/flickr8k/images",
                         help="images for the feature-extraction benchmark")
     parser.add_argument("--caption-updates", type=int, default=20)
-    parser.add_argument("--worker", choices=["train", "translate", "extract", "caption", "head", "decode"],
+    parser.add_argument("--worker", choices=["train", "translate", "extract", "caption", "head", "decode", "gpu-epoch"],
                         help=argparse.SUPPRESS)
     parser.add_argument("--recipe", help=argparse.SUPPRESS)
     parser.add_argument("--efficiency", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--device", default="cpu", help=argparse.SUPPRESS)
     parser.add_argument("--run", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
@@ -270,13 +275,22 @@ def main(argv: list[str] | None = None) -> None:
     heads = [_spawn("--worker", "head", "--recipe", case, "--limit", str(v)) for case in HEAD_CASES for v in VOCABS]
     decoding = [_spawn("--worker", "decode", "--recipe", name, "--beam", "5") for name in DECODERS]
     lines += research_lines(heads, decoding)
+    from nlgkit.bench_gpu import GPU_CASES, gpu_lines
+
+    gpu: dict[str, Any] = {"epochs": [], "translation": None}
+    if torch.cuda.is_available():
+        gpu["epochs"] = [_spawn("--worker", "gpu-epoch", "--recipe", case, "--device", "cuda") for case in GPU_CASES]
+        if translation and translation.get("run") == args.translate_run:
+            gpu["translation"] = _spawn("--worker", "translate", "--run", args.translate_run, "--beam", str(args.beam),
+                                        "--limit", str(args.limit), "--device", "cuda")
+    lines += gpu_lines(gpu["epochs"], gpu["translation"])
     lines.append("")
     text = "\n".join(lines)
     with atomic_write(ROOT / args.output) as handle:
         handle.write(text)
     with atomic_write((ROOT / args.output).with_suffix(".json")) as handle:
         json.dump({"training": training, "translation": translation, "startup": startup, "captioning": captioning,
-                   "heads": heads,
+                   "heads": heads, "gpu": gpu,
                    "decoding": decoding}, handle, indent=2)
     print(text)
 

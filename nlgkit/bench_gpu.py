@@ -1,0 +1,84 @@
+"""GPU figures for ``make bench``, measured when the machine has a CUDA device (skipped otherwise).
+
+For each case: seconds of one whole training epoch of Multi30K (every batch of epoch 1, after three warm-up
+updates, bf16 autocast and fused Adam as the trainer uses them), target tokens/s, seconds of the per-epoch
+validation, and peak GPU memory; then beam-5 translation of test2016 on the GPU with a trained run.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from nlgkit.bench import ROOT
+
+# name → (recipe, overrides): the paper's RNN recipes and the Transformer base on the same data
+GPU_CASES: dict[str, tuple[str, list[str]]] = {
+    "multi30k_fixed (paper recipe)": ("recipes/multi30k_fixed.toml", []),
+    "multi30k_learned (paper recipe)": ("recipes/multi30k_learned.toml", []),
+    "transformer base, learned head": ("recipes/multi30k_transformer.toml", ["model.preset='base'", "model.output_dim=0"]),
+}
+
+
+def measure_epoch(case: str, device: str = "cuda", limit: int = 0) -> dict[str, Any]:
+    """One training epoch of ``case`` on ``device`` (the first ``limit`` batches when limit > 0)."""
+    from nlgkit.config import load_recipe
+    from nlgkit.data.batching import bucketed_batches
+    from nlgkit.train.rundata import copy_model_assets
+    from nlgkit.train.trainer import Trainer
+
+    recipe, overrides = GPU_CASES[case]
+    run_dir = Path(tempfile.mkdtemp(prefix="nlgkit-bench-"))  # validation reads the run's copied assets
+    config = load_recipe(ROOT / recipe, [*overrides, f"train.device='{device}'", f"run.dir='{run_dir}'"])
+    trainer = Trainer(config, show_progress=False)
+    session = trainer.set_up()
+    copy_model_assets(session.data.data_dir, run_dir / "data")
+    session.model.train()
+    t = config.train
+    batches = bucketed_batches(session.data.train, t.batch_size, t.batch_unit, t.seed, 1)[: limit or None]
+    on_gpu = session.device.type == "cuda"
+
+    def step(indices: list[int]) -> int:
+        batch = session.task.collate(session.data.train, indices, session.tgt_vocab).to(session.device)
+        trainer.train_step(session, batch)
+        return batch.num_target_tokens
+
+    for indices in batches[:3]:
+        step(indices)
+    if on_gpu:
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+    start = time.perf_counter()
+    tokens = sum(step(indices) for indices in batches)
+    if on_gpu:
+        torch.cuda.synchronize()
+    epoch_seconds = time.perf_counter() - start
+    start = time.perf_counter()
+    trainer.validate(session)
+    valid_seconds = time.perf_counter() - start
+    shutil.rmtree(run_dir, ignore_errors=True)
+    return {"case": case, "recipe": recipe, "overrides": overrides, "batches": len(batches),
+            "epoch_s": epoch_seconds, "tokens_per_s": tokens / epoch_seconds, "valid_s": valid_seconds,
+            "trainable_parameters": session.params["trainable"],
+            "peak_gpu_mib": torch.cuda.max_memory_allocated() / 2**20 if on_gpu else None,
+            "device": torch.cuda.get_device_name(session.device) if on_gpu else "cpu"}
+
+
+def gpu_lines(epochs: list[dict[str, Any]], translation: dict[str, Any] | None) -> list[str]:
+    if not epochs:
+        return ["", "## GPU", "", "Not measured: no CUDA device on this machine (run `make bench` where there is one)."]
+    lines = ["", f"## GPU ({epochs[0]['device']}, bf16 autocast, fused Adam)", "",
+             "| case | batches | epoch (s) | target tokens/s | validation (s) | trainable params | peak GPU memory (MiB) |",
+             "|---|---:|---:|---:|---:|---:|---:|"]
+    for r in epochs:
+        lines.append(f"| {r['case']} | {r['batches']} | {r['epoch_s']:.1f} | {r['tokens_per_s']:,.0f} | "
+                     f"{r['valid_s']:.1f} | {r['trainable_parameters']:,} | {r['peak_gpu_mib']:,.0f} |")
+    if translation:
+        lines += ["", (f"Beam-5 translation of test2016 on the GPU with `{translation['run']}`: "
+                      f"{translation['sentences_per_s']:.1f} sentences/s.")]
+    return lines
