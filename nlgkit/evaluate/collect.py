@@ -39,6 +39,7 @@ class RunResult:
     signatures: dict[str, str] = field(default_factory=dict)
     progress: dict[str, Any] = field(default_factory=dict)  # epoch, best_epoch, finished, stop_reason, wall
     hardware: str = "unknown"
+    config: RunConfig | None = None  # the run's resolved recipe (its search beam as scored)
 
     @property
     def status(self) -> str:
@@ -120,6 +121,7 @@ def collect_run(
         reused,
         values={name: entry["score"] for name, entry in scores.items()},
         signatures={name: entry["signature"] for name, entry in scores.items()},
+        config=config,
     )
     last = run_dir / "checkpoints" / "last" / "meta.json"
     # progress from the last checkpoint: present even when a run was stopped from outside

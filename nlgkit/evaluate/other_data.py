@@ -121,16 +121,10 @@ def f1_by_frequency(results: Sequence[RunResult], describe: Callable[[RunResult]
     counts_by_data: dict[tuple[str, str], Counter[str]] = {}
     body = []
     for run in results:
-        key = (str(_data_dir(run)), str(run.keys["tgt"]))
+        assert run.config is not None  # collected from a run directory
+        key = (run.config.data.dir, str(run.keys["tgt"]))
         if key not in counts_by_data:
             counts_by_data[key] = training_word_counts(Path(key[0]), key[1])
         bins = word_f1_by_bin([h.lower() for h in run.hyps], [r.lower() for r in run.refs], counts_by_data[key], edges)
         body.append([describe(run), *(f"{b['f1']:.3f}" for b in bins)])
     return md_table(["run", *(f"F1, seen {label}" for label in bin_labels(edges))], body)
-
-
-def _data_dir(run: RunResult) -> Path:
-    from nlgkit.config import config_from_dict
-    from nlgkit.io import read_json
-
-    return Path(config_from_dict(read_json(run.run_dir / "config.json"), str(run.run_dir)).data.dir)

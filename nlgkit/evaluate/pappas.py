@@ -14,20 +14,20 @@ from pathlib import Path
 from statistics import fmean
 from typing import Any
 
-from nlgkit.config import RunConfig, config_from_dict
+from nlgkit.config import RunConfig
 from nlgkit.data.vocab import Vocabulary
 from nlgkit.evaluate.collect import RunResult, collect_runs
 from nlgkit.evaluate.other_data import Log, header, md_table
 from nlgkit.evaluate.papers import load_table
 from nlgkit.evaluate.significance import paired_bootstrap
-from nlgkit.io import read_json
 from nlgkit.train.metrics_log import MetricsLog
 
 PAPER = "pappas2018_table2"
 
 
 def run_config(run: RunResult) -> RunConfig:
-    return config_from_dict(read_json(run.run_dir / "config.json"), str(run.run_dir / "config.json"))
+    assert run.config is not None  # collected from a run directory
+    return run.config
 
 
 def head_label(config: RunConfig) -> str:
@@ -42,8 +42,8 @@ def head_label(config: RunConfig) -> str:
     return label + (f", sampled {share:.0%}" if share < 1.0 else "")
 
 
-def target_vocabulary(run: RunResult, config: RunConfig) -> int:
-    return len(Vocabulary.load(run.run_dir / "data" / f"vocab.{config.data.tgt_lang}.txt"))
+def target_vocabulary(run: RunResult) -> int:
+    return len(Vocabulary.load(run.run_dir / "data" / f"vocab.{run_config(run).data.tgt_lang}.txt"))
 
 
 def training_speed(run: RunResult) -> float | None:
@@ -64,7 +64,6 @@ def versus(base: RunResult, run: RunResult, samples: int = 1000) -> str:
 def pappas_report(run_dirs: Sequence[Path], device: str = "auto", log: Log | None = None) -> str:
     """The Markdown of ``results/pappas.md``."""
     runs = collect_runs(run_dirs, device=device, log=log)
-    configs = {id(run): run_config(run) for run in runs}
     by_subword: dict[str, list[RunResult]] = {}
     for run in runs:
         by_subword.setdefault(str(run.keys["subword"]), []).append(run)
@@ -79,20 +78,19 @@ def pappas_report(run_dirs: Sequence[Path], device: str = "auto", log: Log | Non
         "",
     ]
     body, claims = [], []
-    for subword, group in sorted(by_subword.items(), key=lambda item: target_vocabulary(item[1][0],
-                                                                                      configs[id(item[1][0])])):
-        main = [r for r in group if _is_main(configs[id(r)])]
-        learned = next((r for r in main if configs[id(r)].head.type == "learned"), None)
+    for subword, group in sorted(by_subword.items(), key=lambda item: target_vocabulary(item[1][0])):
+        main = [r for r in group if _is_main(run_config(r))]
+        learned = next((r for r in main if run_config(r).head.type == "learned"), None)
         for run in main:
-            config = configs[id(run)]
+            config = run_config(run)
             body.append([f"{head_label(config)} (`{run.run_dir.name}`)", subword,
-                         f"{target_vocabulary(run, config):,}", f"{run.values.get('params', 0) / 1e6:.1f}",
+                         f"{target_vocabulary(run):,}", f"{run.values.get('params', 0) / 1e6:.1f}",
                          f"{run.values['bleu']:.2f}", versus(learned, run) if learned else "–"])
-        claims += _claim(subword, main, configs)
+        claims += _claim(subword, main)
     lines += md_table(["head", "subword", "\\|V_tgt\\|", "\\|Θ\\| (M)", "BLEU", "Δ vs learned"], body)
     lines += ["", "## The paper's Table 2 (their data: WMT'17, multi-bleu on tokenised text)", "",
               *_paper_lines(), "", "## The claim: joint ≥ tied ≥ learned", "", *claims]
-    lines += _ablation_lines(runs, configs) + _sampling_lines(runs, configs)
+    lines += _ablation_lines(runs) + _sampling_lines(runs)
     lines += ["", "## Runs", "", *md_table(["run", "status", "hardware"],
                                            [[f"`{r.run_dir.name}`", r.status, r.hardware] for r in runs]), ""]
     return "\n".join(lines)
@@ -103,9 +101,9 @@ def _is_main(config: RunConfig) -> bool:
     return head.sampling.share == 1.0 and (head.type != "joint" or head.structure == "full")
 
 
-def _claim(subword: str, main: list[RunResult], configs: dict[int, RunConfig]) -> list[str]:
+def _claim(subword: str, main: list[RunResult]) -> list[str]:
     def first(kind: str) -> RunResult | None:
-        return next((r for r in main if configs[id(r)].head.type == kind), None)
+        return next((r for r in main if run_config(r).head.type == kind), None)
 
     learned, tied, joint = first("learned"), first("tied"), first("joint")
     if not (learned and tied and joint):
@@ -136,31 +134,31 @@ def _paper_lines() -> list[str]:
     return md_table(["head", *(f"{pair} {subword}" for pair, subword in columns)], body)
 
 
-def _ablation_lines(runs: list[RunResult], configs: dict[int, RunConfig]) -> list[str]:
-    joints = [r for r in runs if configs[id(r)].head.type == "joint" and configs[id(r)].head.sampling.share == 1.0]
-    if not any(configs[id(r)].head.structure != "full" for r in joints):  # type: ignore[attr-defined]
+def _ablation_lines(runs: list[RunResult]) -> list[str]:
+    joints = [r for r in runs if run_config(r).head.type == "joint" and run_config(r).head.sampling.share == 1.0]
+    if not any(run_config(r).head.structure != "full" for r in joints):  # type: ignore[attr-defined]
         return []
     body = []
     for run in joints:
-        base = next((r for r in runs if configs[id(r)].head.type == "learned"
-                     and r.keys["subword"] == run.keys["subword"] and _is_main(configs[id(r)])), None)
-        body.append([f"{head_label(configs[id(run)])} (`{run.run_dir.name}`)", str(run.keys["subword"]),
+        base = next((r for r in runs if run_config(r).head.type == "learned"
+                     and r.keys["subword"] == run.keys["subword"] and _is_main(run_config(r))), None)
+        body.append([f"{head_label(run_config(run))} (`{run.run_dir.name}`)", str(run.keys["subword"]),
                      f"{run.values.get('params', 0) / 1e6:.1f}", f"{run.values['bleu']:.2f}",
                      versus(base, run) if base else "–"])
     return ["", "## Ablations of the joint head (their Eq. 6, 7a, 7b, 15)", "",
             *md_table(["head", "subword", "\\|Θ\\| (M)", "BLEU", "Δ vs learned"], body)]
 
 
-def _sampling_lines(runs: list[RunResult], configs: dict[int, RunConfig]) -> list[str]:
+def _sampling_lines(runs: list[RunResult]) -> list[str]:
     """Each sampled run after the full-softmax run of the same head and vocabulary (shown once)."""
-    sampled = [r for r in runs if configs[id(r)].head.sampling.share < 1.0]
+    sampled = [r for r in runs if run_config(r).head.sampling.share < 1.0]
     if not sampled:
         return []
 
     def full_softmax(run: RunResult) -> RunResult | None:
-        label = head_label(configs[id(run)]).split(", sampled")[0]
-        return next((r for r in runs if r.keys["subword"] == run.keys["subword"] and _is_main(configs[id(r)])
-                     and head_label(configs[id(r)]) == label), None)
+        label = head_label(run_config(run)).split(", sampled")[0]
+        return next((r for r in runs if r.keys["subword"] == run.keys["subword"] and _is_main(run_config(r))
+                     and head_label(run_config(r)) == label), None)
 
     body, shown = [], set()
     for run in sampled:
@@ -169,7 +167,7 @@ def _sampling_lines(runs: list[RunResult], configs: dict[int, RunConfig]) -> lis
         for row_run in ([full] if full is not None and id(full) not in shown else []) + [run]:
             shown.add(id(row_run))
             speed = training_speed(row_run)
-            body.append([f"{head_label(configs[id(row_run)])} (`{row_run.run_dir.name}`)",
+            body.append([f"{head_label(run_config(row_run))} (`{row_run.run_dir.name}`)",
                          str(row_run.keys["subword"]), f"{row_run.values['bleu']:.2f}",
                          versus(full, row_run) if full else "–", "–" if speed is None else f"{speed:,.0f}",
                          "–" if speed is None or not full_speed else f"{speed / full_speed:.2f}×"])

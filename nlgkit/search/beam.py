@@ -6,7 +6,8 @@ Search knows nothing about architectures: it calls only ``model.step``, ``model.
 The caller runs ``model.encode`` and passes the state in.
 
 The beam follows fairseq's sequence generator: each step takes the top 2·beam candidates of every
-sentence (found among each hypothesis's own top 2·beam words, so no (beam × vocabulary) matrix is written), moves the EOS ones ranked within the top beam to the finished list, and keeps the first beam
+sentence (found among each hypothesis's own top 2·beam words, so no (beam × vocabulary) matrix is
+written), moves the EOS ones ranked within the top beam to the finished list, and keeps the first beam
 non-EOS ones active, so a slot whose hypothesis ended is refilled instead of lost. A sentence stops once
 it has ``beam_size`` finished hypotheses, or after ``max_len`` steps; finished sentences leave the batch
 so that one long sentence does not keep the others computing.
@@ -158,12 +159,12 @@ def beam_search(
         features, state = model.step(prev, state)  # (n·beams, d)
         word_scores, offset = _step_scores(model, features, eos, step < min_len)  # (n·beams, V), (n·beams,)
         # A sentence's best 2k extensions are among each of its rows' best 2k words: rank those only.
-        width = min(2 * k, word_scores.size(1))
-        row_scores, row_words = word_scores.topk(width, dim=1)  # (n·beams, w)
-        candidates = (scores.view(-1, 1) + (row_scores - offset.unsqueeze(1))).view(n, beams * width)
-        top_scores, top_index = candidates.topk(min(2 * k, beams * width), dim=1)  # (n, 2k)
-        top_beams = torch.div(top_index, width, rounding_mode="floor")  # (n, 2k)
-        top_words = row_words.view(n, beams * width).gather(1, top_index)  # (n, 2k)
+        row_width = min(2 * k, word_scores.size(1))
+        row_scores, row_words = word_scores.topk(row_width, dim=1)  # (n·beams, w)
+        candidates = (scores.view(-1, 1) + (row_scores - offset.unsqueeze(1))).view(n, beams * row_width)
+        top_scores, top_index = candidates.topk(min(2 * k, beams * row_width), dim=1)  # (n, 2k)
+        top_beams = torch.div(top_index, row_width, rounding_mode="floor")  # (n, 2k)
+        top_words = row_words.view(n, beams * row_width).gather(1, top_index)  # (n, 2k)
         top_rows = top_beams + torch.arange(n, device=device).unsqueeze(1) * beams  # (n, 2k) rows of n·beams
         is_eos = top_words.eq(eos)  # (n, 2k)
         step += 1
@@ -208,7 +209,7 @@ def beam_search(
 def _reorder(model: Generator, state: State, rows: Tensor, same_sentences: bool) -> State:
     """``model.reorder``; while rows only move among the beams of the same sentences, the model's static
     entries (equal across a sentence's beams) are kept as they are instead of being copied."""
-    static = getattr(model, "static_state", frozenset()) if same_sentences else frozenset()
+    static = model.static_state if same_sentences else frozenset()
     if not static:
         return model.reorder(state, rows)
     moved = model.reorder({key: value for key, value in state.items() if key not in static}, rows)
