@@ -209,7 +209,8 @@ def beam_search(
 def _reorder(model: Generator, state: State, rows: Tensor, same_sentences: bool) -> State:
     """``model.reorder``; while rows only move among the beams of the same sentences, the model's static
     entries (equal across a sentence's beams) are kept as they are instead of being copied."""
-    static = model.static_state if same_sentences else frozenset()
+    # getattr: a model may follow the protocol without subclassing Generator
+    static = getattr(model, "static_state", frozenset()) if same_sentences else frozenset()
     if not static:
         return model.reorder(state, rows)
     moved = model.reorder({key: value for key, value in state.items() if key not in static}, rows)
