@@ -11,13 +11,22 @@ RUNS_DIR ?= runs
 TABLE1_RUNS := flickr8k_tell_learned flickr8k_tell_tied flickr8k_tell_fixed flickr8k_attend_learned flickr8k_attend_tied flickr8k_attend_fixed
 TABLE2_RUNS := multi30k_learned multi30k_tied multi30k_fixed multi30k_en_de_learned multi30k_en_de_tied multi30k_en_de_fixed
 
-TOKARCHUK_RUNS := tokarchuk_softmax tokarchuk_uniform tokarchuk_hypercube tokarchuk_pretrained tokarchuk_combined
+# Continuous runs' targets (uniform = random sphere from the seed) and options added to every Tokarchuk run
+# (e.g. a shorter schedule on CPU; see results/tokarchuk.md for the one behind the committed table).
+TOKARCHUK_TARGETS ?= uniform hypercube pretrained combined
+TOKARCHUK_SET ?=
+TOKARCHUK_RUNS := tokarchuk_softmax $(addprefix tokarchuk_,$(TOKARCHUK_TARGETS))
 TABLES := $(RUNS_DIR)/tokarchuk_tables
-PAPPAS_SIZES := 2000 8000 32000
+# PAPPAS_SIZES: the vocabularies of the learned / tied / joint rows; PAPPAS_EXTRAS = no skips the d_j 2048,
+# ablation (8k) and sampling (32k) rows; PAPPAS_SET: options added to every run (e.g. a CPU-sized schedule).
+PAPPAS_SIZES ?= 2000 8000 32000
 PAPPAS_SHARES := 0.5 0.25 0.05
-PAPPAS_RUNS := $(foreach size,$(PAPPAS_SIZES),$(foreach head,learned tied joint,pappas_bpe$(size)_$(head))) \
-	pappas_bpe8000_joint2048 $(foreach s,output context bilinear,pappas_bpe8000_joint_$(s)) \
+PAPPAS_EXTRAS ?= yes
+PAPPAS_SET ?=
+PAPPAS_MAIN := $(foreach size,$(PAPPAS_SIZES),$(foreach head,learned tied joint,pappas_bpe$(size)_$(head)))
+PAPPAS_EXTRA_RUNS := pappas_bpe8000_joint2048 $(foreach s,output context bilinear,pappas_bpe8000_joint_$(s)) \
 	$(foreach share,$(PAPPAS_SHARES),pappas_bpe32000_joint_sampled$(share))
+PAPPAS_RUNS := $(PAPPAS_MAIN) $(if $(filter yes,$(PAPPAS_EXTRAS)),$(PAPPAS_EXTRA_RUNS))
 PAPPAS := recipes/pappas_multi30k.toml
 bpe = --set data.dir="'data/multi30k_de-en_bpejoint$(1)'" --set data.prepare.subword="'bpe-joint:$(1)'"
 
@@ -86,14 +95,14 @@ reproduce-table4: $(STAMP)
 # pre-trained (extracted from the softmax run) and combined (α = 0.9) targets; then their Table 1 (greedy and
 # beam 5), BLEU against beam 1-10 (Fig. 1) and word F1 by frequency (Fig. 3). Hours on CPU; GPU recommended.
 reproduce-tokarchuk: $(STAMP)
-	$(call train,tokarchuk_softmax,recipes/multi30k_transformer.toml)
+	$(call train,tokarchuk_softmax,recipes/multi30k_transformer.toml,$(TOKARCHUK_SET))
 	$(NLGKIT) embed random --vocab $(RUNS_DIR)/tokarchuk_softmax/data/vocab.en.txt --dist cube -o $(TABLES)/hypercube.safetensors
 	$(NLGKIT) embed random --vocab $(RUNS_DIR)/tokarchuk_softmax/data/vocab.en.txt --dist sphere -o $(TABLES)/sphere.safetensors
 	$(NLGKIT) embed extract $(RUNS_DIR)/tokarchuk_softmax -o $(TABLES)/pretrained.safetensors
 	$(NLGKIT) embed combine $(TABLES)/pretrained.safetensors $(TABLES)/sphere.safetensors --alpha 0.9 -o $(TABLES)/combined.safetensors
-	$(call train,tokarchuk_uniform,recipes/multi30k_transformer_continuous.toml)
-	for targets in hypercube pretrained combined; do \
-	  $(call train,tokarchuk_$$targets,recipes/multi30k_transformer_continuous.toml,--set head.table="'$(TABLES)/$$targets.safetensors'") || exit 1; \
+	for targets in $(TOKARCHUK_TARGETS); do \
+	  table=$$( [ $$targets = uniform ] || echo "--set head.table='$(TABLES)/$$targets.safetensors'" ); \
+	  $(call train,tokarchuk_$$targets,recipes/multi30k_transformer_continuous.toml,$$table $(TOKARCHUK_SET)) || exit 1; \
 	done
 	$(PY) -m nlgkit.reproduce tokarchuk $(addprefix $(RUNS_DIR)/,$(TOKARCHUK_RUNS)) --output results/tokarchuk.md
 	$(PY) -m nlgkit.reproduce log-summary $(addprefix $(RUNS_DIR)/,$(TOKARCHUK_RUNS)) --output results/tokarchuk_runs.md
@@ -104,17 +113,19 @@ reproduce-tokarchuk: $(STAMP)
 # training tokens/s). Hours each on CPU; GPU recommended.
 reproduce-pappas: $(STAMP)
 	for size in $(PAPPAS_SIZES); do for head in learned tied joint; do \
-	  $(call train,pappas_bpe$${size}_$${head},$(PAPPAS),$(call bpe,$$size) --set head.type="'$$head'") || exit 1; \
+	  $(call train,pappas_bpe$${size}_$${head},$(PAPPAS),$(call bpe,$$size) --set head.type="'$$head'" $(PAPPAS_SET)) || exit 1; \
 	done; done
-	$(call train,pappas_bpe8000_joint2048,$(PAPPAS),$(call bpe,8000) --set head.type="'joint'" --set head.joint_dim=2048)
+ifeq ($(PAPPAS_EXTRAS),yes)
+	$(call train,pappas_bpe8000_joint2048,$(PAPPAS),$(call bpe,8000) --set head.type="'joint'" --set head.joint_dim=2048 $(PAPPAS_SET))
 	for structure in output context bilinear; do \
 	  $(call train,pappas_bpe8000_joint_$$structure,$(PAPPAS),$(call bpe,8000) --set head.type="'joint'" \
-	    --set head.structure="'$$structure'") || exit 1; \
+	    --set head.structure="'$$structure'" $(PAPPAS_SET)) || exit 1; \
 	done
 	for share in $(PAPPAS_SHARES); do \
 	  $(call train,pappas_bpe32000_joint_sampled$$share,$(PAPPAS),$(call bpe,32000) --set head.type="'joint'" \
-	    --set head.sampling.share=$$share) || exit 1; \
+	    --set head.sampling.share=$$share $(PAPPAS_SET)) || exit 1; \
 	done
+endif
 	$(PY) -m nlgkit.reproduce pappas $(addprefix $(RUNS_DIR)/,$(PAPPAS_RUNS)) --output results/pappas.md
 	$(PY) -m nlgkit.reproduce log-summary $(addprefix $(RUNS_DIR)/,$(PAPPAS_RUNS)) --output results/pappas_runs.md
 

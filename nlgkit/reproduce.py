@@ -275,6 +275,7 @@ def log_summary(run_dirs: list[str], output: str | None) -> str:
                      f"{', '.join(str(e['update']) for e in resumes)}); " if resumes else "")
                   + (f"ended: {end[-1]['reason']}." if end else "no end event: the run was stopped from outside "
                      "(or is still running)."),
+                  "", _training_line(Path(run_dir)),
                   "", (f"| epoch | updates | valid loss | valid ppl | valid {_metric_name(events)} | best | lr | "
                   "wall (min) |"),
                   "|---:|---:|---:|---:|---:|---:|---:|---:|"]
@@ -300,6 +301,23 @@ def _provenance_line(run_dir: Path) -> str:
     device = env.get("gpu") or f"CPU ({env.get('cpu', '?')}, {env.get('threads', '?')} threads)"
     commit = str(git.get("commit") or "unknown")[:7] + (" with uncommitted changes" if git.get("dirty") else "")
     return f"Trained on {device}, torch {env.get('torch', '?')}, nlgkit {commit}; "
+
+
+def _training_line(run_dir: Path) -> str:
+    """The run's optimisation settings (from its resolved config.json), so a table's budget can be read off."""
+    path = run_dir / "config.json"
+    if not path.is_file():
+        return "no config.json"
+    train = json.loads(path.read_text(encoding="utf-8")).get("train", {})
+    schedule = train.get("schedule", "plateau")
+    if schedule == "inverse_sqrt":
+        schedule += f" (warm-up {train.get('warmup_updates')} updates)"
+    elif schedule == "plateau":
+        schedule += f" (× {train.get('lr_decay')} after {train.get('lr_patience')} epochs without improvement)"
+    return (f"Training: {train.get('optimizer', 'adam')}, lr {train.get('lr')}, schedule {schedule}, batches of "
+            f"{train.get('batch_size')} {train.get('batch_unit')}, at most {train.get('max_epochs')} epochs, early "
+            f"stop after {train.get('early_stop_patience')} epochs without improvement, label smoothing "
+            f"{train.get('label_smoothing', 0.0)}, seed {train.get('seed')}.")
 
 
 def _metric_name(events: list[dict[str, Any]]) -> str:

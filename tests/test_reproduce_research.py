@@ -3,6 +3,7 @@ training, real search); the tables, the claim test and the cached hypotheses are
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -101,6 +102,26 @@ def test_tokarchuk_report_from_trained_runs(tokarchuk_runs: list[Path], tmp_path
     assert all(0.0 <= float(cell) <= 1.0 for row in f1[1:] for cell in row.rstrip(" |").split(" | ")[1:])
     for run in tokarchuk_runs:
         assert (run / "test.hyp.en").is_file() and (run / "test.beam2.hyp.en").is_file()
+    runs = section(text, "Runs")
+    assert runs[0].startswith("| run | best epoch / epochs | training wall time (h) | status |")
+    assert len(runs) == 1 + len(tokarchuk_runs)
+    for row, run in zip(runs[1:], tokarchuk_runs, strict=True):
+        summary = json.loads((run / "summary.json").read_text())
+        completed = summary["epoch"] if summary["finished"] else summary["epoch"] - 1  # else: the next epoch's number
+        assert row.split(" | ")[1] == f"{summary['best_epoch']} / {completed}"
+
+
+def test_log_summary_states_each_runs_training_settings(tokarchuk_runs: list[Path], tmp_path: Path) -> None:
+    """The run logs behind a table say the schedule each run trained with, read from its resolved config."""
+    output = tmp_path / "runs.md"
+    reproduce(["log-summary", *map(str, tokarchuk_runs), "--output", str(output)])
+    text = output.read_text()
+    for run in tokarchuk_runs:
+        train = json.loads((run / "config.json").read_text())["train"]
+        part = text.split(f"## `{run}`", 1)[1].split("\n## ", 1)[0]
+        assert (f"Training: {train['optimizer']}, lr {train['lr']}, schedule {train['schedule']}" in part
+                and f"batches of {train['batch_size']} {train['batch_unit']}, at most {train['max_epochs']} epochs"
+                in part)
 
 
 def section_text(text: str, title: str) -> str:

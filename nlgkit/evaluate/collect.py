@@ -52,6 +52,15 @@ class RunResult:
     def wall_seconds(self) -> float | None:
         return self.progress.get("wall_seconds")
 
+    @property
+    def epochs(self) -> str:
+        """``best epoch / completed epochs`` ("–" when the run recorded no progress)."""
+        if "epoch" not in self.progress:
+            return "–"
+        # an unfinished run's loop already points at the epoch it would train next
+        completed = self.progress["epoch"] if self.progress.get("finished") else self.progress["epoch"] - 1
+        return f"{self.progress.get('best_epoch', '?')} / {completed}"
+
 
 def best_meta(run_dir: Path) -> Path:
     """``checkpoints/best/meta.json`` (or its ``.old`` twin after a crash mid-swap); one-line errors."""

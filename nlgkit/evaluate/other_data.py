@@ -39,6 +39,13 @@ def md_table(headers: list[str], rows: list[list[str]]) -> list[str]:
             *("| " + " | ".join(row) + " |" for row in rows)]
 
 
+def runs_table(runs: Sequence[RunResult], describe: Callable[[RunResult], str]) -> list[str]:
+    """The runs behind a report: epochs trained, wall time, how each ended and on what hardware."""
+    rows = [[describe(run), run.epochs, "–" if run.wall_seconds is None else f"{run.wall_seconds / 3600:.2f}",
+             run.status, run.hardware] for run in runs]
+    return md_table(["run", "best epoch / epochs", "training wall time (h)", "status", "hardware"], rows)
+
+
 def paper_columns(table: PaperTable) -> list[str]:
     """The paper's language pairs (with their data), in the order its rows list them."""
     return list(dict.fromkeys(str(row.keys.get("pair", "")) for row in table.rows))

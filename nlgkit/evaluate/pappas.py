@@ -17,7 +17,7 @@ from typing import Any
 from nlgkit.config import RunConfig
 from nlgkit.data.vocab import Vocabulary
 from nlgkit.evaluate.collect import RunResult, collect_runs
-from nlgkit.evaluate.other_data import Log, header, md_table
+from nlgkit.evaluate.other_data import Log, header, md_table, runs_table
 from nlgkit.evaluate.papers import load_table
 from nlgkit.evaluate.significance import paired_bootstrap
 from nlgkit.train.metrics_log import MetricsLog
@@ -91,8 +91,7 @@ def pappas_report(run_dirs: Sequence[Path], device: str = "auto", log: Log | Non
     lines += ["", "## The paper's Table 2 (their data: WMT'17, multi-bleu on tokenised text)", "",
               *_paper_lines(), "", "## The claim: joint ≥ tied ≥ learned", "", *claims]
     lines += _ablation_lines(runs) + _sampling_lines(runs)
-    lines += ["", "## Runs", "", *md_table(["run", "status", "hardware"],
-                                           [[f"`{r.run_dir.name}`", r.status, r.hardware] for r in runs]), ""]
+    lines += ["", "## Runs", "", *runs_table(runs, lambda run: f"`{run.run_dir.name}`"), ""]
     return "\n".join(lines)
 
 

@@ -60,12 +60,7 @@ def _significance(row: ReportRow) -> str:
 
 
 def _epochs(row: ReportRow) -> str:
-    progress = row.runs[0].progress
-    if row.summary or "epoch" not in progress:
-        return "–"
-    # an unfinished run's loop already points at the epoch it would train next
-    completed = progress["epoch"] if progress.get("finished") else progress["epoch"] - 1
-    return f"{progress.get('best_epoch', '?')} / {completed}"
+    return "–" if row.summary else row.runs[0].epochs
 
 
 def _hardware(row: ReportRow) -> str:

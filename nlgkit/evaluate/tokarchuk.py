@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from nlgkit.evaluate.collect import RunResult, collect_runs
-from nlgkit.evaluate.other_data import Log, beside_paper, bleu_by_beam, f1_by_frequency, header, md_table
+from nlgkit.evaluate.other_data import Log, beside_paper, bleu_by_beam, f1_by_frequency, header, runs_table
 from nlgkit.evaluate.papers import load_table
 from nlgkit.evaluate.report import build_report
 from nlgkit.evaluate.significance import paired_bootstrap
@@ -72,8 +72,7 @@ def tokarchuk_report(run_dirs: Sequence[Path], beams: Sequence[int] = tuple(rang
         "",
         "## Runs",
         "",
-        *md_table(["run", "status", "hardware"],
-                  [[describe(r), r.status, r.hardware] for r in at_recipe_beam]),
+        *runs_table(at_recipe_beam, describe),
         "",
     ]
     return "\n".join(lines)
