@@ -188,6 +188,27 @@ def test_resume_gives_the_same_weights_as_an_uninterrupted_run(paper, tmp_path: 
     assert summary["update"] == 18 and summary["epoch"] == 2
 
 
+def test_a_finished_run_goes_on_when_resumed_with_more_epochs(paper, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Extending a run that stopped at max_epochs ends where a run started with the larger limit ends."""
+    data_dir = paper[0]
+    whole = tiny_recipe(tmp_path, data_dir, tmp_path / "whole", max_epochs=3)
+    assert cli("train", str(whole)).exit_code == 0
+    short = tiny_recipe(tmp_path, data_dir, tmp_path / "short", max_epochs=2)
+    assert cli("train", str(short)).exit_code == 0
+    again = cli("train", str(short), "--resume")
+    assert again.exit_code == 0 and "already finished (train.max_epochs = 2 reached)" in " ".join(again.output.split())
+    result = cli("train", str(short), "--resume", "--set", "train.max_epochs=3")
+    assert result.exit_code == 0 and "let it go on from epoch 3" in " ".join(result.output.split()), result.output
+    for name in ("last", "best"):
+        a = load_file(str(tmp_path / "whole" / "checkpoints" / name / "model.safetensors"))
+        b = load_file(str(tmp_path / "short" / "checkpoints" / name / "model.safetensors"))
+        assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    summary = json.loads((tmp_path / "short" / "summary.json").read_text())
+    assert summary["finished"] and summary["epoch"] == 3 and summary["stop_reason"] == "train.max_epochs = 3 reached"
+    events = [json.loads(line)["event"] for line in (tmp_path / "short" / "metrics.jsonl").read_text().splitlines()]
+    assert events.count("extend") == 1 and events.count("valid") == 3
+
+
 def test_dry_run_prints_the_papers_parameter_counts(paper) -> None:  # type: ignore[no-untyped-def]
     data_dir = str(paper[0])
     expected = {"multi30k_learned": 13_893_381, "multi30k_fixed": 10_870_272,

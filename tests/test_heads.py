@@ -306,7 +306,8 @@ def test_joint_ablations_are_different_functions_with_their_own_shapes() -> None
                                features @ bilinear.context_proj.weight.T @ emb.weight.T + bilinear.bias)
 
 
-def test_joint_output_table_is_computed_once_at_inference_and_follows_updates() -> None:
+@pytest.mark.parametrize("fused_adam", [False, True])  # fused Adam does not bump version counters
+def test_joint_output_table_is_computed_once_at_inference_and_follows_updates(fused_adam: bool) -> None:
     emb = nn.Embedding(V, E, padding_idx=PAD)
     head = make_head("joint", emb=emb).eval()
     features, targets = batch()
@@ -315,7 +316,8 @@ def test_joint_output_table_is_computed_once_at_inference_and_follows_updates() 
         assert head.output_table() is first  # reused at every decoding step
         before = head.logits(features)
     head.train()
-    optimizer = torch.optim.SGD(head.parameters(), lr=0.5)
+    optimizer = (torch.optim.Adam(head.parameters(), lr=0.5, fused=True) if fused_adam
+                 else torch.optim.SGD(head.parameters(), lr=0.5))
     head.loss(features, targets).backward()
     optimizer.step()
     head.eval()

@@ -63,6 +63,27 @@ def test_search_steps_use_tables_and_compute_the_same_function(cell: str, layers
         assert model._tables() is not tables  # and again after an update
 
 
+def test_search_tables_follow_a_fused_adam_step_which_bumps_no_version_counter() -> None:
+    """The trainer's fused Adam updates weights without bumping their versions: entering training mode
+    drops the tables, so validation after an epoch never decodes with the previous epoch's weights."""
+    model = tiny_model()
+    src, lengths, prev = batch()
+    with torch.no_grad():
+        stale = model._tables()
+    model.train()
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.1, fused=True)
+    versions = [p._version for p in model.parameters()]
+    model.head.loss(features(model, src, lengths, prev), prev).backward()
+    optimizer.step()
+    assert [p._version for p in model.parameters()] == versions  # why a version key alone is not enough
+    model.eval()
+    state = model.encode({"src": src, "src_lengths": lengths})
+    plain, _ = model.step(prev[:, 1], state)  # gradients enabled: the plain path, current weights
+    with torch.no_grad():
+        assert model._tables() is not stale
+        torch.testing.assert_close(model.step(prev[:, 1], state)[0], plain.detach(), rtol=1e-5, atol=1e-6)
+
+
 def test_split_attention_equals_one_linear_over_the_concatenation() -> None:
     model = tiny_model()
     attention = model.attention

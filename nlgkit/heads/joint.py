@@ -26,6 +26,7 @@ from nlgkit.errors import ConfigError
 from nlgkit.heads import HEADS
 from nlgkit.heads.base import HeadContext, OutputHead, SharesTargetEmbedding
 from nlgkit.heads.sampling import HeadConfig
+from nlgkit.weight_cache import WeightCache
 
 ACTIVATIONS = {"tanh": torch.tanh, "sigmoid": torch.sigmoid, "relu": torch.relu, "none": lambda x: x}
 
@@ -67,7 +68,12 @@ class JointHead(SharesTargetEmbedding, OutputHead):
         else:  # bilinear: E·W·h
             self.context_proj = nn.Linear(d, emb_dim, bias=False)
         self.bias = nn.Parameter(torch.zeros(context.vocab_size)) if bias else None  # (V,)
-        self._table: tuple[tuple[int, ...], Tensor] | None = None  # eval-time cache of σ(E·U + b_u)
+        self._table: WeightCache[Tensor] = WeightCache()  # inference-time σ(E·U + b_u)
+
+    def train(self, mode: bool = True) -> JointHead:
+        if mode:  # optimiser steps follow; fused Adam does not bump version counters (nlgkit.weight_cache)
+            self._table.clear()
+        return super().train(mode)
 
     @classmethod
     def from_config(cls, config: JointHeadConfig, context: HeadContext) -> JointHead:
@@ -80,10 +86,9 @@ class JointHead(SharesTargetEmbedding, OutputHead):
             return self.weight
         if self.training or torch.is_grad_enabled():
             return self.sigma(self.output_proj(self.weight))
-        key = tuple(t._version for t in (self.weight, *self.output_proj.parameters())) + (self.weight.data_ptr(),)
-        if self._table is None or self._table[0] != key or self._table[1].device != self.weight.device:
-            self._table = (key, self.sigma(self.output_proj(self.weight)))
-        return self._table[1]
+        projection = self.output_proj
+        return self._table.get([self.weight, *projection.parameters()],
+                               lambda: self.sigma(projection(self.weight)))
 
     def context_features(self, features: Tensor) -> Tensor:
         """The decoder features in the joint space (…, d_j)."""

@@ -21,6 +21,7 @@ from nlgkit.models import MODELS
 from nlgkit.models.attention import AdditiveAttention, padding_mask, run_packed
 from nlgkit.models.base import Generator, Inputs, ModelContext, State, check_model_options
 from nlgkit.registry import PluginConfig
+from nlgkit.weight_cache import WeightCache
 
 
 @dataclass(frozen=True)
@@ -168,6 +169,12 @@ class RNNModel(Generator):
         self.pre_output = nn.Linear(config.decoder_dim + context_dim + config.embedding_dim, config.pre_output_dim)
         self.dropout = nn.Dropout(config.dropout)
         self.feature_dim = config.pre_output_dim
+        self._search_tables: WeightCache[SearchTables] = WeightCache()
+
+    def train(self, mode: bool = True) -> RNNModel:
+        if mode:  # optimiser steps follow; fused Adam does not bump version counters (nlgkit.weight_cache)
+            self._search_tables.clear()
+        return super().train(mode)
 
     # -- encoder ------------------------------------------------------------------------------------------
     def encode(self, inputs: Inputs) -> State:
@@ -237,13 +244,8 @@ class RNNModel(Generator):
     def _tables(self) -> SearchTables:
         """The :class:`SearchTables` of the current weights (recomputed whenever a weight has changed)."""
         weights = [p for p in self.parameters() if p is not self.src_embed.weight]
-        key = tuple((w._version, w.data_ptr()) for w in weights)
-        cached = self.__dict__.get("_search_tables")
-        if cached is None or cached[0] != key:
-            with torch.no_grad():
-                cached = (key, SearchTables.of(self))
-            self.__dict__["_search_tables"] = cached
-        return cached[1]
+        with torch.no_grad():
+            return self._search_tables.get(weights, lambda: SearchTables.of(self))
 
     def forward(self, batch: Batch) -> tuple[Tensor, dict[str, Tensor]]:
         """Teacher forcing: batch.prev_tokens (B, T) → features (B, T, d); no auxiliary loss.

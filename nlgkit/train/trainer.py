@@ -237,7 +237,21 @@ class Trainer:
         session.log.write("resume", update=loop.update, epoch=loop.epoch, git=git_revision(),
                           env=environment(session.device), world_size=ranks.world_size,
                           saved_world_size=saved_world)
+        self._extend_if_limits_grew(session, loop)
         return loop
+
+    def _extend_if_limits_grew(self, session: Session, loop: LoopState) -> None:
+        """A run that finished by a limit the recipe now sets higher (max_epochs, early-stop patience)
+        goes on with its next epoch, as if it had been started with that limit (fairseq's --max-epoch)."""
+        t = self.config.train
+        if not loop.finished or loop.bad_epochs >= t.early_stop_patience or loop.epoch >= t.max_epochs:
+            return
+        self.console.print(f"{self.run_dir}: finished ({loop.stop_reason}); train.max_epochs = {t.max_epochs} and "
+                           f"train.early_stop_patience = {t.early_stop_patience} let it go on from epoch "
+                           f"{loop.epoch + 1}")
+        session.log.write("extend", epoch=loop.epoch + 1, update=loop.update, previous_stop=loop.stop_reason)
+        loop.finished, loop.stop_reason = False, ""
+        loop.epoch, loop.batch_in_epoch = loop.epoch + 1, 0
 
     def _check_resume_config(self, saved: dict[str, Any]) -> None:
         current = to_dict(self.config)
