@@ -336,6 +336,22 @@ def test_epoch_column_counts_completed_epochs(loop: dict[str, object], shown: st
     assert _epochs(ReportRow("r", [run], False, {}, 1)) == shown
 
 
+@pytest.mark.parametrize(("loop", "improving"), [
+    ({"epoch": 7, "best_epoch": 7, "finished": True, "stop_reason": "train.max_epochs = 7 reached"}, True),
+    ({"epoch": 8, "best_epoch": 7, "finished": False, "stop_reason": "train.max_minutes = 5 reached"}, True),
+    ({"epoch": 7, "best_epoch": 5, "finished": True, "stop_reason": "train.max_epochs = 7 reached"}, False),
+    ({"epoch": 9, "best_epoch": 9, "finished": True, "stop_reason": "no bleu improvement for 0 epochs"}, False),
+    ({"epoch": 1, "best_epoch": 0, "finished": False, "stop_reason": "stopped by a signal"}, False),  # none done
+])
+def test_reports_flag_runs_stopped_while_still_improving(loop: dict[str, object], improving: bool) -> None:
+    from nlgkit.evaluate.collect import RunResult
+    from nlgkit.evaluate.other_data import runs_table
+
+    run = RunResult("r", Path("r"), {}, "g", [], [], Path("h"), False, progress=loop)
+    assert run.still_improving is improving
+    assert any("Still improving when stopped" in line for line in runs_table([run], str)) is improving
+
+
 def test_hardware_label_counts_threads() -> None:
     from nlgkit.train.provenance import hardware_label
 

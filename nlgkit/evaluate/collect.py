@@ -53,13 +53,24 @@ class RunResult:
         return self.progress.get("wall_seconds")
 
     @property
+    def completed_epochs(self) -> int | None:
+        if "epoch" not in self.progress:
+            return None
+        # an unfinished run's loop already points at the epoch it would train next
+        return self.progress["epoch"] if self.progress.get("finished") else self.progress["epoch"] - 1
+
+    @property
     def epochs(self) -> str:
         """``best epoch / completed epochs`` ("–" when the run recorded no progress)."""
-        if "epoch" not in self.progress:
-            return "–"
-        # an unfinished run's loop already points at the epoch it would train next
-        completed = self.progress["epoch"] if self.progress.get("finished") else self.progress["epoch"] - 1
-        return f"{self.progress.get('best_epoch', '?')} / {completed}"
+        completed = self.completed_epochs
+        return "–" if completed is None else f"{self.progress.get('best_epoch', '?')} / {completed}"
+
+    @property
+    def still_improving(self) -> bool:
+        """Stopped by a limit (epochs, time, updates) at an epoch that was its best so far: not converged."""
+        completed = self.completed_epochs
+        early_stop = str(self.progress.get("stop_reason", "")).startswith("no ")  # "no bleu improvement for …"
+        return bool(completed) and not early_stop and self.progress.get("best_epoch") == completed
 
 
 def best_meta(run_dir: Path) -> Path:

@@ -30,7 +30,9 @@ def header(paper: str, command: str, data: str) -> list[str]:
     return [f"# {paper} on the data present", "",
             (f"Written by `make reproduce-{command}` (`python -m nlgkit.reproduce {command} RUN_DIR…`). "
              f"**Other data:** {data}"),
-            "BLEU: sacreBLEU on detokenised output against the raw references of the test split.", ""]
+            ("BLEU: sacreBLEU on detokenised output against the raw references of the test split. Each run's "
+             f"training settings and per-epoch validation: `results/{command}_runs.md` (written beside this file "
+             "by the same target)."), ""]
 
 
 def md_table(headers: list[str], rows: list[list[str]]) -> list[str]:
@@ -43,7 +45,13 @@ def runs_table(runs: Sequence[RunResult], describe: Callable[[RunResult], str]) 
     """The runs behind a report: epochs trained, wall time, how each ended and on what hardware."""
     rows = [[describe(run), run.epochs, "–" if run.wall_seconds is None else f"{run.wall_seconds / 3600:.2f}",
              run.status, run.hardware] for run in runs]
-    return md_table(["run", "best epoch / epochs", "training wall time (h)", "status", "hardware"], rows)
+    lines = md_table(["run", "best epoch / epochs", "training wall time (h)", "status", "hardware"], rows)
+    improving = [describe(run) for run in runs if run.still_improving]
+    if improving:
+        lines += ["", (f"Still improving when stopped (best epoch = last epoch, stopped by a limit): "
+                       f"{', '.join(improving)}. Their scores are not converged; differences between runs "
+                       "trained to the same limit compare equal budgets, not final models.")]
+    return lines
 
 
 def paper_columns(table: PaperTable) -> list[str]:
