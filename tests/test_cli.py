@@ -170,6 +170,12 @@ def test_translate_then_evaluate(trained: tuple[Path, Path], paper, tmp_path: Pa
     assert scores["bleu"]["score"] == pytest.approx(bleu(read_lines(hyp), refs))
 
 
+def assert_same_weights(run_a: Path, run_b: Path, checkpoint: str) -> None:
+    a = load_file(str(run_a / "checkpoints" / checkpoint / "model.safetensors"))
+    b = load_file(str(run_b / "checkpoints" / checkpoint / "model.safetensors"))
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a), f"{checkpoint} weights differ"
+
+
 def test_resume_gives_the_same_weights_as_an_uninterrupted_run(paper, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     data_dir = paper[0]
     # 300 pairs / 25 per batch = 12 updates per epoch: 18 updates cross an epoch end (validation, schedule)
@@ -180,10 +186,7 @@ def test_resume_gives_the_same_weights_as_an_uninterrupted_run(paper, tmp_path: 
     assert cli("train", str(parts), "--resume", "--set", "train.max_updates=14").exit_code == 0
     result = cli("train", str(parts), "--resume", "--set", "train.max_updates=18")
     assert result.exit_code == 0, result.output
-    a = load_file(str(tmp_path / "whole" / "checkpoints" / "last" / "model.safetensors"))
-    b = load_file(str(tmp_path / "parts" / "checkpoints" / "last" / "model.safetensors"))
-    assert a.keys() == b.keys()
-    assert all(torch.equal(a[k], b[k]) for k in a)
+    assert_same_weights(tmp_path / "whole", tmp_path / "parts", "last")
     summary = json.loads((tmp_path / "parts" / "summary.json").read_text())
     assert summary["update"] == 18 and summary["epoch"] == 2
 
@@ -200,9 +203,7 @@ def test_a_finished_run_goes_on_when_resumed_with_more_epochs(paper, tmp_path: P
     result = cli("train", str(short), "--resume", "--set", "train.max_epochs=3")
     assert result.exit_code == 0 and "let it go on from epoch 3" in " ".join(result.output.split()), result.output
     for name in ("last", "best"):
-        a = load_file(str(tmp_path / "whole" / "checkpoints" / name / "model.safetensors"))
-        b = load_file(str(tmp_path / "short" / "checkpoints" / name / "model.safetensors"))
-        assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+        assert_same_weights(tmp_path / "whole", tmp_path / "short", name)
     summary = json.loads((tmp_path / "short" / "summary.json").read_text())
     assert summary["finished"] and summary["epoch"] == 3 and summary["stop_reason"] == "train.max_epochs = 3 reached"
     events = [json.loads(line)["event"] for line in (tmp_path / "short" / "metrics.jsonl").read_text().splitlines()]
