@@ -244,7 +244,7 @@ class Trainer:
         """A run that finished by a limit the recipe now sets higher (max_epochs, early-stop patience)
         goes on with its next epoch, as if it had been started with that limit (fairseq's --max-epoch)."""
         t = self.config.train
-        if not loop.finished or loop.bad_epochs >= t.early_stop_patience or loop.epoch >= t.max_epochs:
+        if not loop.finished or self._limit_reached(loop, session.task.metric):
             return
         self.console.print(f"{self.run_dir}: finished ({loop.stop_reason}); train.max_epochs = {t.max_epochs} and "
                            f"train.early_stop_patience = {t.early_stop_patience} let it go on from epoch "
@@ -363,7 +363,7 @@ class Trainer:
 
     def _end_epoch(self, session: Session, loop: LoopState) -> None:
         """Validate, step the schedule, decide whether to stop, and checkpoint (best and last)."""
-        t, metric = self.config.train, session.task.metric
+        metric = session.task.metric
         metrics = self.validate(session)
         improved = metrics[metric] > loop.best_score
         if improved:
@@ -378,16 +378,24 @@ class Trainer:
             f"epoch {loop.epoch:3d}  valid loss {metrics['loss']:.3f}  ppl {metrics['ppl']:.1f}  "
             f"{metric} {metrics[metric]:.2f}  (best {loop.best_score:.2f} @ {loop.best_epoch})  "
             f"lr {lr:.2e}  {loop.wall_seconds / 60:.1f} min")
-        if loop.bad_epochs >= t.early_stop_patience:
-            loop.finished, loop.stop_reason = True, f"no {metric} improvement for {loop.bad_epochs} epochs"
-        elif loop.epoch >= t.max_epochs:
-            loop.finished, loop.stop_reason = True, f"train.max_epochs = {t.max_epochs} reached"
+        reason = self._limit_reached(loop, metric)
+        if reason:
+            loop.finished, loop.stop_reason = True, reason
         else:
             loop.epoch += 1
             loop.batch_in_epoch = 0
         if improved:
             self._save(session, loop, self.best_dir, metrics, with_state=False)
         self._save(session, loop, self.last_dir, metrics)
+
+    def _limit_reached(self, loop: LoopState, metric: str) -> str:
+        """Why training stops after the current epoch (early stopping, max_epochs), or "" to go on."""
+        t = self.config.train
+        if loop.bad_epochs >= t.early_stop_patience:
+            return f"no {metric} improvement for {loop.bad_epochs} epochs"
+        if loop.epoch >= t.max_epochs:
+            return f"train.max_epochs = {t.max_epochs} reached"
+        return ""
 
     def _pause_inside_epoch(self, session: Session, loop: LoopState) -> None:
         """Stopped inside an epoch (a limit or a signal): keep the position for --resume, and make sure a
