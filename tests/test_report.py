@@ -342,6 +342,8 @@ def test_epoch_column_counts_completed_epochs(loop: dict[str, object], shown: st
     ({"epoch": 7, "best_epoch": 5, "finished": True, "stop_reason": "train.max_epochs = 7 reached"}, False),
     ({"epoch": 9, "best_epoch": 9, "finished": True, "stop_reason": "no bleu improvement for 0 epochs"}, False),
     ({"epoch": 1, "best_epoch": 0, "finished": False, "stop_reason": "stopped by a signal"}, False),  # none done
+    ({"epoch": 3, "best_epoch": 2, "finished": False}, True),  # still running, or killed: its best is its last
+    ({"epoch": 3, "best_epoch": 1, "finished": False}, False),
 ])
 def test_reports_flag_runs_stopped_while_still_improving(loop: dict[str, object], improving: bool) -> None:
     from nlgkit.evaluate.collect import RunResult
@@ -349,7 +351,7 @@ def test_reports_flag_runs_stopped_while_still_improving(loop: dict[str, object]
 
     run = RunResult("r", Path("r"), {}, "g", [], [], Path("h"), False, progress=loop)
     assert run.still_improving is improving
-    assert any("Still improving when stopped" in line for line in runs_table([run], str)) is improving
+    assert any("Still improving when last validated" in line for line in runs_table([run], str)) is improving
 
 
 def test_hardware_label_counts_threads() -> None:

@@ -67,7 +67,10 @@ class RunResult:
 
     @property
     def still_improving(self) -> bool:
-        """Stopped by a limit (epochs, time, updates) at an epoch that was its best so far: not converged."""
+        """Its last completed epoch was its best so far, and early stopping did not end it: not converged.
+
+        That covers runs stopped by a limit (epochs, time, updates) and runs not finished yet.
+        """
         completed = self.completed_epochs
         early_stop = str(self.progress.get("stop_reason", "")).startswith("no ")  # "no bleu improvement for …"
         return bool(completed) and not early_stop and self.progress.get("best_epoch") == completed

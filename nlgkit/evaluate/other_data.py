@@ -48,9 +48,10 @@ def runs_table(runs: Sequence[RunResult], describe: Callable[[RunResult], str]) 
     lines = md_table(["run", "best epoch / epochs", "training wall time (h)", "status", "hardware"], rows)
     improving = [describe(run) for run in runs if run.still_improving]
     if improving:
-        lines += ["", (f"Still improving when stopped (best epoch = last epoch, stopped by a limit): "
-                       f"{', '.join(improving)}. Their scores are not converged; differences between runs "
-                       "trained to the same limit compare equal budgets, not final models.")]
+        lines += ["", (f"Still improving when last validated (best epoch = last completed epoch; stopped by a "
+                       f"limit or not finished, not by early stopping): {', '.join(improving)}. Their scores are "
+                       "not converged; differences between runs trained to the same limit compare equal budgets, "
+                       "not final models.")]
     return lines
 
 
