@@ -17,13 +17,17 @@ TOKARCHUK_TARGETS ?= uniform hypercube pretrained combined
 TOKARCHUK_SET ?=
 TOKARCHUK_RUNS := tokarchuk_softmax $(addprefix tokarchuk_,$(TOKARCHUK_TARGETS))
 TABLES := $(RUNS_DIR)/tokarchuk_tables
-# PAPPAS_SIZES: the vocabularies of the learned / tied / joint rows; PAPPAS_EXTRAS = no skips the d_j 2048,
-# ablation (8k) and sampling (32k) rows; PAPPAS_SET: options added to every run (e.g. a CPU-sized schedule).
+# PAPPAS_SIZES: the vocabularies of the learned / tied / joint rows; PAPPAS_SEEDS: their seeds (a run of seed N > 1
+# is named …_seedN; the report shows seed means); PAPPAS_EXTRAS = no skips the d_j 2048, ablation (8k) and
+# sampling (32k) rows; PAPPAS_SET: options added to every run (e.g. a CPU-sized schedule).
 PAPPAS_SIZES ?= 2000 8000 32000
+PAPPAS_SEEDS ?= 1
 PAPPAS_SHARES := 0.5 0.25 0.05
 PAPPAS_EXTRAS ?= yes
 PAPPAS_SET ?=
-PAPPAS_MAIN := $(foreach size,$(PAPPAS_SIZES),$(foreach head,learned tied joint,pappas_bpe$(size)_$(head)))
+seeded = $(1)$(if $(filter-out 1,$(2)),_seed$(2))
+PAPPAS_MAIN := $(foreach size,$(PAPPAS_SIZES),$(foreach head,learned tied joint,$(foreach seed,$(PAPPAS_SEEDS),\
+	$(call seeded,pappas_bpe$(size)_$(head),$(seed)))))
 PAPPAS_EXTRA_RUNS := pappas_bpe8000_joint2048 $(foreach s,output context bilinear,pappas_bpe8000_joint_$(s)) \
 	$(foreach share,$(PAPPAS_SHARES),pappas_bpe32000_joint_sampled$(share))
 PAPPAS_RUNS := $(PAPPAS_MAIN) $(if $(filter yes,$(PAPPAS_EXTRAS)),$(PAPPAS_EXTRA_RUNS))
@@ -112,9 +116,11 @@ reproduce-tokarchuk: $(STAMP)
 # the joint head's ablations; at 32k sampled softmax over 50 / 25 / 5 % of the vocabulary (their Table 4, with
 # training tokens/s). Hours each on CPU; GPU recommended.
 reproduce-pappas: $(STAMP)
-	for size in $(PAPPAS_SIZES); do for head in learned tied joint; do \
-	  $(call train,pappas_bpe$${size}_$${head},$(PAPPAS),$(call bpe,$$size) --set head.type="'$$head'" $(PAPPAS_SET)) || exit 1; \
-	done; done
+	for size in $(PAPPAS_SIZES); do for head in learned tied joint; do for seed in $(PAPPAS_SEEDS); do \
+	  run=pappas_bpe$${size}_$${head}$$( [ $$seed = 1 ] || echo _seed$$seed ); \
+	  $(call train,$$run,$(PAPPAS),$(call bpe,$$size) --set head.type="'$$head'" --set train.seed=$$seed $(PAPPAS_SET)) \
+	    || exit 1; \
+	done; done; done
 ifeq ($(PAPPAS_EXTRAS),yes)
 	$(call train,pappas_bpe8000_joint2048,$(PAPPAS),$(call bpe,8000) --set head.type="'joint'" --set head.joint_dim=2048 $(PAPPAS_SET))
 	for structure in output context bilinear; do \

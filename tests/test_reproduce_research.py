@@ -158,3 +158,25 @@ def test_pappas_report_from_trained_runs(pappas_runs: list[Path], tmp_path: Path
     assert [row.split(" (`")[0][2:] for row in sampling[1:]] == ["joint (d_j 16)", "joint (d_j 16), sampled 50%"]
     full, sampled = (row.rstrip(" |").split(" | ") for row in sampling[1:])
     assert full[-1] == "1.00×" and float(sampled[-1].rstrip("×")) > 0  # speeds from each run's training log
+
+
+def test_pappas_report_summarises_seed_repetitions(pappas_runs: list[Path], tmp_path: Path) -> None:
+    """A head trained with several seeds: one row per seed against the learned head's first seed, then their
+    mean ± sd; the claim adds every head's seed mean."""
+    data_dir = pappas_runs[0].parent / "data"
+    cli("train", str(recipe(tmp_path, data_dir, "learned_seed3", 'type = "learned"', LUONG)), "--set", "train.seed=3")
+    output = tmp_path / "pappas.md"
+    reproduce(["pappas", *map(str, pappas_runs), str(tmp_path / "learned_seed3"), "--output", str(output)])
+    text = output.read_text()
+    table2 = section(text, "Table 2")
+    labels = [row.split(" | ")[0][2:] for row in table2[1:]]
+    assert labels == ["learned (`learned`, seed 2)", "learned (`learned_seed3`, seed 3)", "learned: mean of 2 seeds",
+                      "tied (`tied`)", "joint (d_j 16) (`joint`)"]
+    first, second, mean = (row.rstrip(" |").split(" | ") for row in table2[1:4])
+    assert first[-1] == "baseline" and "p" in second[-1]  # the second seed is compared with the first
+    scores = [float(first[4]), float(second[4])]  # shown to 2 decimals, so compare within that rounding
+    shown_mean, shown_sd = (float(x) for x in mean[4].removesuffix(" (n = 2)").split(" ± "))
+    assert mean[4].endswith(" (n = 2)") and shown_mean == pytest.approx(sum(scores) / 2, abs=0.011)
+    assert shown_sd == pytest.approx(abs(scores[0] - scores[1]) / 2 ** 0.5, abs=0.011)  # sample sd of two
+    claim = section_text(text, "The claim")
+    assert f"Over seeds: learned {mean[4]}; tied " in claim and "(n = 1)" in claim

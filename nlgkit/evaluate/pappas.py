@@ -1,8 +1,9 @@
 """Pappas et al. (2018) on the data present: their Table 2, ablations and sampling speed from trained runs.
 
 - Table 2: learned, tied and joint heads (d_j 512 and 2048) at each subword vocabulary size, BLEU and
-  parameters, each head against the learned head of the same vocabulary by paired bootstrap; then the
-  paper's own cells as differences to its NMT baseline (their WMT pairs), and the claim joint ≥ tied ≥ learned.
+  parameters, each head against the learned head of the same vocabulary by paired bootstrap; runs that differ
+  only in their seed add a row with their mean ± sd; then the paper's own cells as differences to its NMT
+  baseline (their WMT pairs), and the claim joint ≥ tied ≥ learned.
 - Ablations: the joint head's structures (full, output only, context only, bilinear).
 - Sampling (their Table 4): sampled softmax shares against the full softmax, BLEU and training target tokens/s.
 """
@@ -16,10 +17,10 @@ from typing import Any
 
 from nlgkit.config import RunConfig
 from nlgkit.data.vocab import Vocabulary
-from nlgkit.evaluate.collect import RunResult, collect_runs
+from nlgkit.evaluate.collect import RunResult, collect_runs, group_runs
 from nlgkit.evaluate.other_data import Log, header, md_table, runs_table
 from nlgkit.evaluate.papers import load_table
-from nlgkit.evaluate.significance import paired_bootstrap
+from nlgkit.evaluate.significance import mean_sd, paired_bootstrap
 from nlgkit.train.metrics_log import MetricsLog
 
 PAPER = "pappas2018_table2"
@@ -77,17 +78,26 @@ def pappas_report(run_dirs: Sequence[Path], device: str = "auto", log: Log | Non
         "## Table 2: output layers by vocabulary size",
         "",
     ]
-    body, claims = [], []
+    body, claims, seeded = [], [], False
     for subword, group in sorted(by_subword.items(), key=lambda item: target_vocabulary(item[1][0])):
-        main = [r for r in group if _is_main(run_config(r))]
-        learned = next((r for r in main if run_config(r).head.type == "learned"), None)
-        for run in main:
-            config = run_config(run)
-            body.append([f"{head_label(config)} (`{run.run_dir.name}`)", subword,
-                         f"{target_vocabulary(run):,}", f"{run.values.get('params', 0) / 1e6:.1f}",
-                         f"{run.values['bleu']:.2f}", versus(learned, run) if learned else "–"])
-        claims += _claim(subword, main)
+        seed_groups = group_runs([r for r in group if _is_main(run_config(r))])
+        learned = _first_seed(seed_groups, "learned")
+        for seeds in seed_groups:
+            for run in seeds:
+                seed = f", seed {run.keys['seed']}" if len(seeds) > 1 else ""
+                body.append([f"{head_label(run_config(run))} (`{run.run_dir.name}`{seed})", subword,
+                             f"{target_vocabulary(run):,}", f"{run.values.get('params', 0) / 1e6:.1f}",
+                             f"{run.values['bleu']:.2f}", versus(learned, run) if learned else "–"])
+            if len(seeds) > 1:
+                seeded = True
+                body.append([f"{head_label(run_config(seeds[0]))}: mean of {len(seeds)} seeds", subword,
+                             f"{target_vocabulary(seeds[0]):,}", f"{seeds[0].values.get('params', 0) / 1e6:.1f}",
+                             _mean_sd(seeds), "–"])
+        claims += _claim(subword, seed_groups)
     lines += md_table(["head", "subword", "\\|V_tgt\\|", "\\|Θ\\| (M)", "BLEU", "Δ vs learned"], body)
+    if seeded:
+        lines += ["", ("Where a head ran with several seeds, each seed is compared with the learned head's "
+                       "first seed, and the mean ± sd (sample sd) row summarises them.")]
     lines += ["", "## The paper's Table 2 (their data: WMT'17, multi-bleu on tokenised text)", "",
               *_paper_lines(), "", "## The claim: joint ≥ tied ≥ learned", "", *claims]
     lines += _ablation_lines(runs) + _sampling_lines(runs)
@@ -100,14 +110,26 @@ def _is_main(config: RunConfig) -> bool:
     return head.sampling.share == 1.0 and (head.type != "joint" or head.structure == "full")
 
 
-def _claim(subword: str, main: list[RunResult]) -> list[str]:
-    def first(kind: str) -> RunResult | None:
-        return next((r for r in main if run_config(r).head.type == kind), None)
+def _first_seed(seed_groups: list[list[RunResult]], kind: str) -> RunResult | None:
+    """The lowest-seed run of the first group with this head type: the one paired bootstraps compare."""
+    return next((seeds[0] for seeds in seed_groups if run_config(seeds[0]).head.type == kind), None)
 
-    learned, tied, joint = first("learned"), first("tied"), first("joint")
+
+def _mean_sd(seeds: list[RunResult]) -> str:
+    mean, sd = mean_sd([run.values["bleu"] for run in seeds])
+    return f"{mean:.2f} ± {sd:.2f} (n = {len(seeds)})"
+
+
+def _claim(subword: str, seed_groups: list[list[RunResult]]) -> list[str]:
+    """Paired bootstraps between the heads' first seeds; with several seeds, every head's mean ± sd too."""
+    learned, tied, joint = (_first_seed(seed_groups, kind) for kind in ("learned", "tied", "joint"))
     if not (learned and tied and joint):
         return [f"- {subword}: needs a learned, a tied and a joint run."]
-    return [f"- {subword}: joint − tied {versus(tied, joint)}; tied − learned {versus(learned, tied)}."]
+    line = f"- {subword}: joint − tied {versus(tied, joint)}; tied − learned {versus(learned, tied)}."
+    if any(len(seeds) > 1 for seeds in seed_groups):
+        means = "; ".join(f"{head_label(run_config(seeds[0]))} {_mean_sd(seeds)}" for seeds in seed_groups)
+        line += f" Over seeds: {means}."
+    return [line]
 
 
 def _paper_lines() -> list[str]:
