@@ -179,4 +179,5 @@ def test_pappas_report_summarises_seed_repetitions(pappas_runs: list[Path], tmp_
     assert mean[4].endswith(" (n = 2)") and shown_mean == pytest.approx(sum(scores) / 2, abs=0.011)
     assert shown_sd == pytest.approx(abs(scores[0] - scores[1]) / 2 ** 0.5, abs=0.011)  # sample sd of two
     claim = section_text(text, "The claim")
-    assert f"Over seeds: learned {mean[4]}; tied " in claim and "(n = 1)" in claim
+    tied_bleu = table2[4].split(" | ")[4]
+    assert f"Over seeds: learned {mean[4]}; tied {tied_bleu} (n = 1); joint" in claim and "nan" not in claim

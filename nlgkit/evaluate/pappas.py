@@ -116,8 +116,9 @@ def _first_seed(seed_groups: list[list[RunResult]], kind: str) -> RunResult | No
 
 
 def _mean_sd(seeds: list[RunResult]) -> str:
+    """BLEU over a seed group: mean ± sample sd, or the one score (a single run has no spread to show)."""
     mean, sd = mean_sd([run.values["bleu"] for run in seeds])
-    return f"{mean:.2f} ± {sd:.2f} (n = {len(seeds)})"
+    return f"{mean:.2f} ± {sd:.2f} (n = {len(seeds)})" if len(seeds) > 1 else f"{mean:.2f} (n = 1)"
 
 
 def _claim(subword: str, seed_groups: list[list[RunResult]]) -> list[str]:
