@@ -64,6 +64,7 @@ class TrainConfig:
     max_epochs: int = 200
     lr_decay: float = 0.8  # learning rate × lr_decay ...
     lr_patience: int = 8  # ... after this many epochs without validation-BLEU improvement
+    schedule_metric: Literal["score", "loss"] = "score"  # what plateau watches: the task's metric or valid loss
     early_stop_patience: int = 20  # stop after this many epochs without improvement
     min_lr: float = 0.0
     clip_norm: float = 1.0  # 0 disables gradient-norm clipping

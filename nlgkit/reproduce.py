@@ -313,7 +313,8 @@ def _training_line(run_dir: Path) -> str:
     if schedule == "inverse_sqrt":
         schedule += f" (warm-up {train.get('warmup_updates')} updates)"
     elif schedule == "plateau":
-        schedule += f" (× {train.get('lr_decay')} after {train.get('lr_patience')} epochs without improvement)"
+        watched = "validation loss" if train.get("schedule_metric") == "loss" else "validation score"
+        schedule += f" (× {train.get('lr_decay')} after {train.get('lr_patience')} epochs without {watched} gain)"
     return (f"Training: {train.get('optimizer', 'adam')}, lr {train.get('lr')}, schedule {schedule}, batches of "
             f"{train.get('batch_size')} {train.get('batch_unit')}, at most {train.get('max_epochs')} epochs, early "
             f"stop after {train.get('early_stop_patience')} epochs without improvement, label smoothing "

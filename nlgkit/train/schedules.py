@@ -3,6 +3,9 @@
 - ``plateau`` (default; Shalev et al.'s appendix): lr × ``lr_decay`` after ``lr_patience`` epochs without
   validation-metric gain (torch's ReduceLROnPlateau reduces once bad epochs *exceed* its patience, hence
   ``lr_patience − 1``). Its state dict is torch's own, so checkpoints written before schedules existed load.
+  ``schedule_metric = "loss"`` watches the validation loss instead of the task's score (OpenNMT's decay on
+  perplexity): early in training greedy BLEU is small and noisy, and a short patience on it halves the rate of
+  a model whose loss is still falling.
 - ``inverse_sqrt`` (Vaswani et al.; fairseq's schedule): linear warm-up to ``lr`` over ``warmup_updates``,
   then lr · √(warmup / update).
 - ``none``: the learning rate stays ``lr``.
@@ -19,12 +22,12 @@ from nlgkit.config import RunConfig
 
 
 class Schedule:
-    """``after_update()`` after every optimizer step, ``after_epoch(metric)`` after every validation."""
+    """``after_update()`` after every optimizer step, ``after_epoch(score, loss)`` after every validation."""
 
     def after_update(self) -> None:
         pass
 
-    def after_epoch(self, metric: float) -> None:
+    def after_epoch(self, score: float, loss: float) -> None:
         pass
 
     def state_dict(self) -> dict[str, Any]:
@@ -37,12 +40,13 @@ class Schedule:
 class Plateau(Schedule):
     def __init__(self, config: RunConfig, optimizer: torch.optim.Optimizer) -> None:
         t = config.train
+        self.on_loss = t.schedule_metric == "loss"
         self.inner = torch.optim.lr_scheduler.ReduceLROnPlateau(
-            optimizer, mode="max", factor=t.lr_decay, patience=max(t.lr_patience - 1, 0), min_lr=t.min_lr,
-            threshold=0.0)
+            optimizer, mode="min" if self.on_loss else "max", factor=t.lr_decay,
+            patience=max(t.lr_patience - 1, 0), min_lr=t.min_lr, threshold=0.0)
 
-    def after_epoch(self, metric: float) -> None:
-        self.inner.step(metric)
+    def after_epoch(self, score: float, loss: float) -> None:
+        self.inner.step(loss if self.on_loss else score)
 
     def state_dict(self) -> dict[str, Any]:
         return self.inner.state_dict()

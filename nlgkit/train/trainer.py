@@ -370,7 +370,7 @@ class Trainer:
             loop.best_score, loop.best_epoch, loop.bad_epochs = metrics[metric], loop.epoch, 0
         else:
             loop.bad_epochs += 1
-        session.scheduler.after_epoch(metrics[metric])
+        session.scheduler.after_epoch(metrics[metric], metrics["loss"])
         lr = session.optimizer.param_groups[0]["lr"]
         session.log.write("valid", epoch=loop.epoch, update=loop.update, lr=lr, wall_s=round(loop.wall_seconds, 1),
                           metric=metric, best=loop.best_score, **metrics)
