@@ -273,6 +273,8 @@ def log_summary(run_dirs: list[str], output: str | None) -> str:
                   f"tokens/s over {len(train)} logged windows; "
                   + (f"resumed {len(resumes)} time(s) from its last checkpoint (at updates "
                      f"{', '.join(str(e['update']) for e in resumes)}); " if resumes else "")
+                  + "".join(f"went on from epoch {e['epoch']} after '{e['previous_stop']}' (limits raised); "
+                            for e in events if e["event"] == "extend")
                   + (f"ended: {end[-1]['reason']}." if end else "no end event: the run was stopped from outside "
                      "(or is still running)."),
                   "", _training_line(Path(run_dir)),
@@ -304,11 +306,15 @@ def _provenance_line(run_dir: Path) -> str:
 
 
 def _training_line(run_dir: Path) -> str:
-    """The run's optimisation settings (from its resolved config.json), so a table's budget can be read off."""
-    path = run_dir / "config.json"
-    if not path.is_file():
+    """The run's optimisation settings as it last trained (its last checkpoint's config, else config.json),
+    so a table's budget can be read off; limits raised on resuming show their raised values."""
+    meta, path = run_dir / "checkpoints" / "last" / "meta.json", run_dir / "config.json"
+    if meta.is_file():
+        train = json.loads(meta.read_text(encoding="utf-8"))["config"].get("train", {})
+    elif path.is_file():
+        train = json.loads(path.read_text(encoding="utf-8")).get("train", {})
+    else:
         return "no config.json"
-    train = json.loads(path.read_text(encoding="utf-8")).get("train", {})
     schedule = train.get("schedule", "plateau")
     if schedule == "inverse_sqrt":
         schedule += f" (warm-up {train.get('warmup_updates')} updates)"

@@ -206,8 +206,12 @@ def test_a_finished_run_goes_on_when_resumed_with_more_epochs(paper, tmp_path: P
         assert_same_weights(tmp_path / "whole", tmp_path / "short", name)
     summary = json.loads((tmp_path / "short" / "summary.json").read_text())
     assert summary["finished"] and summary["epoch"] == 3 and summary["stop_reason"] == "train.max_epochs = 3 reached"
-    events = [json.loads(line)["event"] for line in (tmp_path / "short" / "metrics.jsonl").read_text().splitlines()]
+    records = [json.loads(line) for line in (tmp_path / "short" / "metrics.jsonl").read_text().splitlines()]
+    events = [record["event"] for record in records]
     assert events.count("extend") == 1 and events.count("valid") == 3
+    # the run directory records the limits it went on with, and the resume event the ones it had
+    assert json.loads((tmp_path / "short" / "config.json").read_text())["train"]["max_epochs"] == 3
+    assert [r["changed"] for r in records if r["event"] == "resume"] == [{}, {"train.max_epochs": [2, 3]}]
 
 
 def test_dry_run_prints_the_papers_parameter_counts(paper) -> None:  # type: ignore[no-untyped-def]

@@ -322,6 +322,25 @@ def test_log_summary_drops_what_a_resume_rolled_back(tmp_path: Path) -> None:
     assert "ended: early stop." in text
 
 
+def test_log_summary_states_raised_limits_and_the_settings_the_run_last_trained_with(tmp_path: Path) -> None:
+    """A run extended after early stopping says so, and its training line shows the raised patience."""
+    from nlgkit.reproduce import log_summary
+
+    run = tmp_path / "run"
+    (run / "checkpoints" / "last").mkdir(parents=True)
+    events = [{"event": "start", "parameters": 10}, {"event": "resume", "update": 50, "epoch": 5},
+              {"event": "extend", "epoch": 6, "update": 50, "previous_stop": "no bleu improvement for 4 epochs"},
+              {"event": "end", "reason": "no bleu improvement for 10 epochs", "update": 90}]
+    (run / "metrics.jsonl").write_text("\n".join(json.dumps(e) for e in events) + "\n", encoding="utf-8")
+    train = {"schedule": "plateau", "schedule_metric": "loss", "lr_decay": 0.5, "lr_patience": 1}
+    (run / "config.json").write_text(json.dumps({"train": {**train, "early_stop_patience": 4}}), encoding="utf-8")
+    meta = {"config": {"train": {**train, "early_stop_patience": 10}}}
+    (run / "checkpoints" / "last" / "meta.json").write_text(json.dumps(meta), encoding="utf-8")
+    text = " ".join(log_summary([str(run)], None).split())
+    assert "went on from epoch 6 after 'no bleu improvement for 4 epochs'" in text
+    assert "early stop after 10 epochs" in text and "without validation loss gain" in text
+
+
 @pytest.mark.parametrize(("loop", "shown"), [
     ({"epoch": 15, "batch_in_epoch": 0, "best_epoch": 14, "finished": False}, "14 / 14"),  # stopped between epochs
     ({"epoch": 15, "batch_in_epoch": 40, "best_epoch": 14, "finished": False}, "14 / 14"),  # stopped inside one

@@ -213,7 +213,7 @@ class Trainer:
     def _restore(self, session: Session) -> LoopState:
         """Weights, optimizer, scheduler, RNG and loop position of the last checkpoint, all checked first."""
         meta = load_meta(self.last_dir)
-        self._check_resume_config(meta["config"])
+        changed = self._check_resume_config(meta["config"])
         if meta.get("vocab_checksums") != self._vocab_checksums(session):
             raise CheckpointError(f"{session.data.data_dir}: vocabularies differ from those of checkpoint "
                                   f"{self.last_dir}")
@@ -236,7 +236,9 @@ class Trainer:
                                f"(the run will not match an uninterrupted one bit for bit)")
         session.log.write("resume", update=loop.update, epoch=loop.epoch, git=git_revision(),
                           env=environment(session.device), world_size=ranks.world_size,
-                          saved_world_size=saved_world)
+                          saved_world_size=saved_world, changed=changed)
+        if changed and ranks.is_main:  # config.json says what the run goes on with; the event keeps the old values
+            write_json(self.run_dir / "config.json", to_dict(self.config))
         self._extend_if_limits_grew(session, loop)
         return loop
 
@@ -253,15 +255,22 @@ class Trainer:
         loop.finished, loop.stop_reason = False, ""
         loop.epoch, loop.batch_in_epoch = loop.epoch + 1, 0
 
-    def _check_resume_config(self, saved: dict[str, Any]) -> None:
+    def _check_resume_config(self, saved: dict[str, Any]) -> dict[str, list[Any]]:
+        """Refuse a change to what the weights depend on; return the other changed keys as {key: [old, new]}."""
         current = to_dict(self.config)
         previous = to_dict(config_from_dict(saved, str(self.last_dir / "meta.json")))
-        for section in FROZEN_SECTIONS:
-            for key, value in previous[section].items():
-                if current[section].get(key) != value:
+        changed: dict[str, list[Any]] = {}
+        for section, values in previous.items():
+            for key, value in values.items():
+                now = current[section].get(key)
+                if now == value:
+                    continue
+                if section in FROZEN_SECTIONS:
                     raise CheckpointError(
                         f"{self.last_dir}: {section}.{key} was {value!r} when this run started, "
-                        f"now {current[section].get(key)!r}; resume with the original value")
+                        f"now {now!r}; resume with the original value")
+                changed[f"{section}.{key}"] = [value, now]
+        return changed
 
     def _vocab_checksums(self, session: Session) -> dict[str, str]:
         return {lang: vocab.checksum() for lang, vocab in session.data.vocabs.items()}
