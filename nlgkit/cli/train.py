@@ -35,9 +35,11 @@ def train(
     if dry_run:
         _print_parameters(config, console, vocab_size)
         return
+    from nlgkit.train.distributed import Ranks
     from nlgkit.train.trainer import Trainer
 
     Trainer(config, resume=resume, console=console).run()
+    Ranks.from_environment().end_process()
 
 
 def _print_parameters(config, console: Console, vocab_size: int) -> None:  # type: ignore[no-untyped-def]

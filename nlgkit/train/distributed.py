@@ -12,6 +12,7 @@ validation scores to the other ranks so that every rank takes the same schedule 
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
@@ -74,6 +75,19 @@ class Ranks:
     def leave(self) -> None:
         if self.distributed and dist.is_initialized():
             dist.destroy_process_group()
+
+    def end_process(self) -> None:
+        """End a rank of a finished job now, its files written and its output flushed; nothing in one process.
+
+        After DistributedDataParallel, torch keeps gloo's process group alive past ``destroy_process_group``
+        (its worker threads still run), so the group would be torn down during interpreter shutdown, where now
+        and then a gloo thread that needs the GIL aborts the rank ("terminate called without an active
+        exception") and torchrun reports a finished run as failed. Skipping the shutdown avoids that teardown.
+        """
+        if self.distributed:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(0)
 
     # -- the data ---------------------------------------------------------------------------------------------
     def shard(self, batch: Sequence[int]) -> list[int]:
