@@ -17,6 +17,7 @@ TOKARCHUK_TARGETS ?= uniform hypercube pretrained combined
 TOKARCHUK_SET ?=
 TOKARCHUK_RUNS := tokarchuk_softmax $(addprefix tokarchuk_,$(TOKARCHUK_TARGETS))
 TABLES := $(RUNS_DIR)/tokarchuk_tables
+TOKARCHUK_CONTINUOUS := $(addprefix tokarchuk-,$(TOKARCHUK_TARGETS))
 # PAPPAS_SIZES: the vocabularies of the learned / tied / joint rows; PAPPAS_SEEDS: their seeds (a run of seed N > 1
 # is named …_seedN; the report shows seed means); PAPPAS_EXTRAS = no skips the d_j 2048, ablation (8k) and
 # sampling (32k) rows; PAPPAS_SET: options added to every run (e.g. a CPU-sized schedule).
@@ -40,7 +41,7 @@ train = grep -qs '"finished": true' $(RUNS_DIR)/$(1)/summary.json || \
 	$(NLGKIT) train $(2) --run-dir $(RUNS_DIR)/$(1) $(3) $$( [ -d $(RUNS_DIR)/$(1)/checkpoints/last ] && echo --resume )
 
 .PHONY: install demo test test-slow lint bench reproduce-table1 reproduce-table2 reproduce-table3 reproduce-table4 \
-	reproduce-tokarchuk reproduce-pappas clean
+	reproduce-tokarchuk tokarchuk-tables $(TOKARCHUK_CONTINUOUS) reproduce-pappas clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -98,18 +99,22 @@ reproduce-table4: $(STAMP)
 # with a softmax (128-dim outputs) and with continuous outputs against random sphere (uniform), hypercube,
 # pre-trained (extracted from the softmax run) and combined (α = 0.9) targets; then their Table 1 (greedy and
 # beam 5), BLEU against beam 1-10 (Fig. 1) and word F1 by frequency (Fig. 3). Hours on CPU; GPU recommended.
-reproduce-tokarchuk: $(STAMP)
+# Each continuous run is a target of its own: `make -j2 reproduce-tokarchuk` trains two side by side once the
+# softmax run (whose vocabulary and target vectors they use) is done.
+reproduce-tokarchuk: $(TOKARCHUK_CONTINUOUS)
+	$(PY) -m nlgkit.reproduce tokarchuk $(addprefix $(RUNS_DIR)/,$(TOKARCHUK_RUNS)) --output results/tokarchuk.md
+	$(PY) -m nlgkit.reproduce log-summary $(addprefix $(RUNS_DIR)/,$(TOKARCHUK_RUNS)) --output results/tokarchuk_runs.md
+
+tokarchuk-tables: $(STAMP)
 	$(call train,tokarchuk_softmax,recipes/multi30k_transformer.toml,$(TOKARCHUK_SET))
 	$(NLGKIT) embed random --vocab $(RUNS_DIR)/tokarchuk_softmax/data/vocab.en.txt --dist cube -o $(TABLES)/hypercube.safetensors
 	$(NLGKIT) embed random --vocab $(RUNS_DIR)/tokarchuk_softmax/data/vocab.en.txt --dist sphere -o $(TABLES)/sphere.safetensors
 	$(NLGKIT) embed extract $(RUNS_DIR)/tokarchuk_softmax -o $(TABLES)/pretrained.safetensors
 	$(NLGKIT) embed combine $(TABLES)/pretrained.safetensors $(TABLES)/sphere.safetensors --alpha 0.9 -o $(TABLES)/combined.safetensors
-	for targets in $(TOKARCHUK_TARGETS); do \
-	  table=$$( [ $$targets = uniform ] || echo "--set head.table='$(TABLES)/$$targets.safetensors'" ); \
-	  $(call train,tokarchuk_$$targets,recipes/multi30k_transformer_continuous.toml,$$table $(TOKARCHUK_SET)) || exit 1; \
-	done
-	$(PY) -m nlgkit.reproduce tokarchuk $(addprefix $(RUNS_DIR)/,$(TOKARCHUK_RUNS)) --output results/tokarchuk.md
-	$(PY) -m nlgkit.reproduce log-summary $(addprefix $(RUNS_DIR)/,$(TOKARCHUK_RUNS)) --output results/tokarchuk_runs.md
+
+$(TOKARCHUK_CONTINUOUS): tokarchuk-%: tokarchuk-tables
+	$(call train,tokarchuk_$*,recipes/multi30k_transformer_continuous.toml,$(if $(filter-out uniform,$*),\
+	  --set head.table="'$(TABLES)/$*.safetensors'") $(TOKARCHUK_SET))
 
 # Pappas et al. (2018) on Multi30K DE-EN (their WMT'17 data is not available offline): the LSTM-Luong model on joint
 # BPE vocabularies of 2k / 8k / 32k merges with learned, tied and joint (d_j 512) heads; at 8k also d_j 2048 and
