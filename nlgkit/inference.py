@@ -55,7 +55,7 @@ def generate(
                     max_lens = max_lens.clamp(max=max_len)
                 found = search(model, state, batch_size=len(chunk), bos=vocab.bos_index, eos=vocab.eos_index,
                                beam_size=beam, max_lens=max_lens.to(device), length_penalty=length_penalty,
-                               nbest=nbest)
+                               nbest=nbest, never=(vocab.pad_index, vocab.bos_index))
                 for i, hypotheses in zip(chunk, found):
                     results[i] = hypotheses
                 if on_batch is not None:

@@ -36,6 +36,8 @@ LENGTH: Script = {
     (B, B): {B: 0.95, EOS: 0.05},
 }
 EOS_FIRST: Script = {(): {EOS: 0.7, A: 0.3}}
+# Padding and BOS outscore every word (as a score head's untrained table rows can).
+NOT_WORDS: Script = {(): {PAD: 0.4, BOS: 0.3, A: 0.2, B: 0.1}, (A,): {EOS: 1.0}, (B,): {EOS: 1.0}}
 log = math.log
 
 
@@ -140,6 +142,13 @@ def test_min_len_forbids_early_eos() -> None:
     hyps = run([LENGTH], 2, [10], nbest=2, length_penalty=0.0, min_len=2)[0]
     assert outputs(hyps) == [([B, B, B], log(0.45 * 0.95 * 0.95)), ([A, C], log(0.22))]
     assert outputs(run([LENGTH], 1, [10], min_len=2)[0]) == [([A, C], log(0.22))]
+
+
+@pytest.mark.parametrize("beam", [1, 2])
+def test_never_ids_are_not_output(beam: int) -> None:
+    assert run([NOT_WORDS], beam, [10])[0][0].tokens == [PAD]  # unmasked, the highest score wins
+    hyps = run([NOT_WORDS], beam, [10], nbest=beam, length_penalty=0.0, never=(PAD, BOS))[0]
+    assert outputs(hyps) == [([A], log(0.2)), ([B], log(0.1))][:beam]
 
 
 def test_eos_at_the_first_step_gives_an_empty_output() -> None:

@@ -59,11 +59,16 @@ def search(
     length_penalty: float = 1.0,
     nbest: int = 1,
     min_len: int = 0,
+    never: tuple[int, ...] = (),
 ) -> list[list[Hypothesis]]:
-    """Beam search, or greedy search when ``beam_size`` is 1 (same result, less work)."""
+    """Beam search, or greedy search when ``beam_size`` is 1 (same result, less work).
+
+    ``never``: token ids that are not words (padding, BOS) and are never output. A softmax head learns to give
+    them no mass, but a score head ranks every row of its table: continuous output against targets extracted
+    from a softmax model (whose padding and BOS rows were never trained) would otherwise emit them."""
     _check(batch_size, beam_size, nbest, max_lens, min_len)
     shared = {"batch_size": batch_size, "bos": bos, "eos": eos, "max_lens": max_lens,
-              "length_penalty": length_penalty, "min_len": min_len}
+              "length_penalty": length_penalty, "min_len": min_len, "never": never}
     if beam_size == 1:
         return greedy_search(model, state, **shared)  # type: ignore[arg-type]
     return beam_search(model, state, beam_size=beam_size, nbest=nbest, **shared)  # type: ignore[arg-type]
@@ -80,6 +85,7 @@ def greedy_search(
     max_lens: Tensor,
     length_penalty: float = 1.0,
     min_len: int = 0,
+    never: tuple[int, ...] = (),
 ) -> list[list[Hypothesis]]:
     """Argmax decoding, batched; each sentence stops at its EOS or its max_len and leaves the batch."""
     _check(batch_size, 1, 1, max_lens, min_len)
@@ -97,7 +103,7 @@ def greedy_search(
     step = 0
     while n:
         features, state = model.step(prev, state)  # (n, d)
-        word_scores, offset = _step_scores(model, features, eos, step < min_len)  # (n, V), (n,)
+        word_scores, offset = _step_scores(model, features, eos, step < min_len, never)  # (n, V), (n,)
         best_score, best = word_scores.max(dim=1)  # (n,), (n,)
         log_prob = log_prob + (best_score - offset)
         tokens = torch.cat([tokens, best.unsqueeze(1)], dim=1)
@@ -134,6 +140,7 @@ def beam_search(
     length_penalty: float = 1.0,
     nbest: int = 1,
     min_len: int = 0,
+    never: tuple[int, ...] = (),
 ) -> list[list[Hypothesis]]:
     """Batched beam search; returns per sentence its ``nbest`` best hypotheses, best first."""
     _check(batch_size, beam_size, nbest, max_lens, min_len)
@@ -157,7 +164,7 @@ def beam_search(
     step = 0
     while n:
         features, state = model.step(prev, state)  # (n·beams, d)
-        word_scores, offset = _step_scores(model, features, eos, step < min_len)  # (n·beams, V), (n·beams,)
+        word_scores, offset = _step_scores(model, features, eos, step < min_len, never)  # (n·beams, V), (n·beams,)
         # A sentence's best 2k extensions are among each of its rows' best 2k words: rank those only.
         row_width = min(2 * k, word_scores.size(1))
         row_scores, row_words = word_scores.topk(row_width, dim=1)  # (n·beams, w)
@@ -235,12 +242,15 @@ def _finalise_at_limit(
                 finished[ids[pos]].append(Hypothesis(row, normalise(lp, step, length_penalty), lp))
 
 
-def _step_scores(model: Generator, features: Tensor, eos: int, forbid_eos: bool) -> tuple[Tensor, Tensor]:
+def _step_scores(model: Generator, features: Tensor, eos: int, forbid_eos: bool,
+                 never: tuple[int, ...]) -> tuple[Tensor, Tensor]:
     """Float32 word scores (B, V) and offsets (B,) whose difference is the head's log-scores
-    (``OutputHead.search_scores``); EOS is masked out (out of place) before ``min_len`` tokens."""
+    (``OutputHead.search_scores``); the ``never`` ids, and EOS before ``min_len`` tokens, are masked out
+    (out of place)."""
     word_scores, offset = model.head.search_scores(features)
-    if forbid_eos:
-        word_scores = word_scores.index_fill(1, torch.tensor([eos], device=word_scores.device), -math.inf)
+    masked = (*never, eos) if forbid_eos else never
+    if masked:
+        word_scores = word_scores.index_fill(1, torch.tensor(masked, device=word_scores.device), -math.inf)
     return word_scores, offset
 
 
