@@ -105,6 +105,23 @@ class OutputHead(nn.Module):
         return None
 
 
+class LinearHead(OutputHead):
+    """A head whose logits are ``F.linear(features, self.weight, self.bias)`` with a (V, d) table of its own,
+    learned or fixed: subclasses only say where ``weight`` and ``bias`` come from."""
+
+    weight: Tensor
+    bias: Tensor | None
+
+    def logits(self, features: Tensor) -> Tensor:
+        return F.linear(features, self.weight, self.bias)  # (…, d) → (…, V)
+
+    def candidate_logits(self, features: Tensor, rows: Tensor) -> Tensor:
+        return linear_rows(features, self.weight, self.bias, rows)
+
+    def target_vectors(self) -> Tensor:
+        return self.weight
+
+
 class SharesTargetEmbedding(nn.Module):
     """For heads that hold the decoder's input embedding as ``self.weight`` (the same Parameter, no copy).
 

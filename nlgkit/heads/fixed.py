@@ -12,12 +12,11 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from nlgkit.errors import ConfigError
 from nlgkit.heads import HEADS
-from nlgkit.heads.base import HeadContext, OutputHead, linear_rows, regenerable_generator
+from nlgkit.heads.base import HeadContext, LinearHead, regenerable_generator
 from nlgkit.heads.sampling import HeadConfig
 
 BiasKind = Literal["fixed", "learned", "none"]
@@ -87,7 +86,7 @@ def draw_matrix(init: str, vocab_size: int, dim: int, scale: float, row_norm: fl
 
 
 @HEADS.register("fixed", FixedHeadConfig)
-class FixedHead(OutputHead):
+class FixedHead(LinearHead):
     """logits = W f + b with W (V, d) a fixed random buffer; only the features are optimised."""
 
     def __init__(self, context: HeadContext, config: FixedHeadConfig) -> None:
@@ -101,12 +100,3 @@ class FixedHead(OutputHead):
     @classmethod
     def from_config(cls, config: FixedHeadConfig, context: HeadContext) -> FixedHead:
         return cls(context, config)
-
-    def logits(self, features: Tensor) -> Tensor:
-        return F.linear(features, self.weight, self.bias)  # (…, d) → (…, V)
-
-    def candidate_logits(self, features: Tensor, rows: Tensor) -> Tensor:
-        return linear_rows(features, self.weight, self.bias, rows)
-
-    def target_vectors(self) -> Tensor:
-        return self.weight

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import torch.nn.functional as F
-from torch import Tensor, nn
+from torch import nn
 
 from nlgkit.heads import HEADS
-from nlgkit.heads.base import HeadContext, OutputHead, linear_rows
+from nlgkit.heads.base import HeadContext, LinearHead
 from nlgkit.heads.sampling import HeadConfig
 
 
@@ -19,7 +18,7 @@ class LearnedHeadConfig(HeadConfig):
 
 
 @HEADS.register("learned", LearnedHeadConfig)
-class LearnedHead(OutputHead):
+class LearnedHead(LinearHead):
     """logits = W f + b with W (V, d) and b (V,) trained: (d + 1)·V parameters (d·V without bias)."""
 
     def __init__(self, context: HeadContext, bias: bool = True) -> None:
@@ -33,12 +32,3 @@ class LearnedHead(OutputHead):
     @classmethod
     def from_config(cls, config: LearnedHeadConfig, context: HeadContext) -> LearnedHead:
         return cls(context, bias=config.bias)
-
-    def logits(self, features: Tensor) -> Tensor:
-        return F.linear(features, self.weight, self.bias)  # (…, d) → (…, V)
-
-    def candidate_logits(self, features: Tensor, rows: Tensor) -> Tensor:
-        return linear_rows(features, self.weight, self.bias, rows)
-
-    def target_vectors(self) -> Tensor:
-        return self.weight
