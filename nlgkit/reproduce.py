@@ -272,7 +272,7 @@ def log_summary(run_dirs: list[str], output: str | None) -> str:
                   f"{start.get('parameters', 0):,} trainable parameters; mean training speed {speed:,.0f} target "
                   f"tokens/s over {len(train)} logged windows; "
                   + (f"resumed {len(resumes)} time(s) from its last checkpoint (at updates "
-                     f"{', '.join(str(e['update']) for e in resumes)}); " if resumes else "")
+                     f"{_resume_points(Path(run_dir), resumes)}); " if resumes else "")
                   + "".join(f"went on from epoch {e['epoch']} after '{e['previous_stop']}' (limits raised); "
                             for e in events if e["event"] == "extend")
                   + (f"ended: {end[-1]['reason']}." if end else "no end event: the run was stopped from outside "
@@ -293,6 +293,24 @@ def log_summary(run_dirs: list[str], output: str | None) -> str:
     return text
 
 
+def _resume_points(run_dir: Path, resumes: list[dict[str, Any]]) -> str:
+    """The updates a run resumed at, each marked with the code revision it went on with when that differs
+    from the revision before it (a fix landing between two resumes shows where the log's figures change)."""
+    path = run_dir / "provenance.json"
+    previous = _commit(json.loads(path.read_text(encoding="utf-8")).get("git", {})) if path.is_file() else None
+    points = []
+    for event in resumes:
+        commit = _commit(event["git"]) if "git" in event else previous
+        points.append(f"{event['update']}" + (f" with nlgkit {commit}" if commit != previous else ""))
+        previous = commit
+    return ", ".join(points)
+
+
+def _commit(git: dict[str, Any]) -> str:
+    """A short revision, as the run logs name it."""
+    return str(git.get("commit") or "unknown")[:7] + (" with uncommitted changes" if git.get("dirty") else "")
+
+
 def _provenance_line(run_dir: Path) -> str:
     """Where and from which code a run trained (its provenance.json), as the start of its summary line."""
     path = run_dir / "provenance.json"
@@ -301,8 +319,7 @@ def _provenance_line(run_dir: Path) -> str:
     provenance = json.loads(path.read_text(encoding="utf-8"))
     env, git = provenance.get("env", {}), provenance.get("git", {})
     device = env.get("gpu") or f"CPU ({env.get('cpu', '?')}, {env.get('threads', '?')} threads)"
-    commit = str(git.get("commit") or "unknown")[:7] + (" with uncommitted changes" if git.get("dirty") else "")
-    return f"Trained on {device}, torch {env.get('torch', '?')}, nlgkit {commit}; "
+    return f"Trained on {device}, torch {env.get('torch', '?')}, nlgkit {_commit(git)}; "
 
 
 def _training_line(run_dir: Path) -> str:

@@ -388,3 +388,24 @@ def test_collect_names_the_hardware_of_every_resumed_session(tmp_path: Path, dat
     (run / "metrics.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events), encoding="utf-8")
     (found,) = collect_runs([run], metrics=("bleu",))
     assert found.hardware == "Test GPU + CPU (2 threads, EPYC)"
+
+
+def test_log_summary_names_the_revision_a_resume_went_on_with(tmp_path: Path) -> None:
+    """A fix landing between two resumes shows in the log: the resume that switched code names its revision."""
+    from nlgkit.reproduce import log_summary
+
+    def git(commit: str) -> dict[str, object]:
+        return {"commit": commit * 40, "dirty": False}
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "provenance.json").write_text(json.dumps({"git": git("a"), "env": {}}), encoding="utf-8")
+    events = [{"event": "start", "parameters": 10},
+              {"event": "resume", "update": 10, "epoch": 1, "git": git("a")},
+              {"event": "resume", "update": 20, "epoch": 2, "git": git("b")},
+              {"event": "resume", "update": 30, "epoch": 3, "git": git("b")},
+              {"event": "end", "reason": "early stop", "update": 40}]
+    (run / "metrics.jsonl").write_text("\n".join(json.dumps(e) for e in events) + "\n", encoding="utf-8")
+    text = " ".join(log_summary([str(run)], None).split())
+    assert "nlgkit aaaaaaa;" in text
+    assert "resumed 3 time(s) from its last checkpoint (at updates 10, 20 with nlgkit bbbbbbb, 30);" in text
