@@ -268,11 +268,13 @@ def log_summary(run_dirs: list[str], output: str | None) -> str:
         speed = sum(e["tokens_per_s"] for e in train) / max(len(train), 1)
         # an "end" followed by a resume was a pause (a signal, a time limit), not the run's end
         end = events[-1:] if events and events[-1]["event"] == "end" else []
-        parts += [f"## `{run_dir}`", "", _provenance_line(Path(run_dir)) +
+        provenance_file = Path(run_dir) / "provenance.json"
+        provenance = json.loads(provenance_file.read_text(encoding="utf-8")) if provenance_file.is_file() else None
+        parts += [f"## `{run_dir}`", "", _provenance_line(provenance) +
                   f"{start.get('parameters', 0):,} trainable parameters; mean training speed {speed:,.0f} target "
                   f"tokens/s over {len(train)} logged windows; "
                   + (f"resumed {len(resumes)} time(s) from its last checkpoint (at updates "
-                     f"{_resume_points(Path(run_dir), resumes)}); " if resumes else "")
+                     f"{_resume_points(provenance, resumes)}); " if resumes else "")
                   + "".join(f"went on from epoch {e['epoch']} after '{e['previous_stop']}' (limits raised); "
                             for e in events if e["event"] == "extend")
                   + (f"ended: {end[-1]['reason']}." if end else "no end event: the run was stopped from outside "
@@ -293,11 +295,10 @@ def log_summary(run_dirs: list[str], output: str | None) -> str:
     return text
 
 
-def _resume_points(run_dir: Path, resumes: list[dict[str, Any]]) -> str:
+def _resume_points(provenance: dict[str, Any] | None, resumes: list[dict[str, Any]]) -> str:
     """The updates a run resumed at, each marked with the code revision it went on with when that differs
     from the revision before it (a fix landing between two resumes shows where the log's figures change)."""
-    path = run_dir / "provenance.json"
-    previous = _commit(json.loads(path.read_text(encoding="utf-8")).get("git", {})) if path.is_file() else None
+    previous = _commit(provenance.get("git", {})) if provenance is not None else None
     points = []
     for event in resumes:
         commit = _commit(event["git"]) if "git" in event else previous
@@ -311,12 +312,10 @@ def _commit(git: dict[str, Any]) -> str:
     return str(git.get("commit") or "unknown")[:7] + (" with uncommitted changes" if git.get("dirty") else "")
 
 
-def _provenance_line(run_dir: Path) -> str:
+def _provenance_line(provenance: dict[str, Any] | None) -> str:
     """Where and from which code a run trained (its provenance.json), as the start of its summary line."""
-    path = run_dir / "provenance.json"
-    if not path.is_file():
+    if provenance is None:
         return ""
-    provenance = json.loads(path.read_text(encoding="utf-8"))
     env, git = provenance.get("env", {}), provenance.get("git", {})
     device = env.get("gpu") or f"CPU ({env.get('cpu', '?')}, {env.get('threads', '?')} threads)"
     return f"Trained on {device}, torch {env.get('torch', '?')}, nlgkit {_commit(git)}; "
