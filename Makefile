@@ -35,6 +35,11 @@ PAPPAS_RUNS := $(PAPPAS_MAIN) $(if $(filter yes,$(PAPPAS_EXTRAS)),$(PAPPAS_EXTRA
 PAPPAS := recipes/pappas_multi30k.toml
 bpe = --set data.dir="'data/multi30k_de-en_bpejoint$(1)'" --set data.prepare.subword="'bpe-joint:$(1)'"
 
+# Weightless records of finished runs, committed so that a table outlives the machine that trained its runs
+# (python -m nlgkit.reproduce archive / --records): a run recorded here finished and is not trained again.
+RECORDS ?= results/runs
+recorded = grep -qs '"finished": true' $(RECORDS)/$(1)/summary.json
+
 # $(call train,RUN,RECIPE,OPTIONS): train RUNS_DIR/RUN unless its summary.json says finished; resume it when it
 # already has a checkpoint (so an interrupted reproduce target continues where it stopped).
 train = grep -qs '"finished": true' $(RUNS_DIR)/$(1)/summary.json || \
@@ -123,22 +128,26 @@ $(TOKARCHUK_CONTINUOUS): tokarchuk-%: tokarchuk-tables
 reproduce-pappas: $(STAMP)
 	for size in $(PAPPAS_SIZES); do for head in learned tied joint; do for seed in $(PAPPAS_SEEDS); do \
 	  run=pappas_bpe$${size}_$${head}$$( [ $$seed = 1 ] || echo _seed$$seed ); \
-	  $(call train,$$run,$(PAPPAS),$(call bpe,$$size) --set head.type="'$$head'" --set train.seed=$$seed $(PAPPAS_SET)) \
-	    || exit 1; \
+	  $(call recorded,$$run) || $(call train,$$run,$(PAPPAS),$(call bpe,$$size) --set head.type="'$$head'" \
+	    --set train.seed=$$seed $(PAPPAS_SET)) || exit 1; \
 	done; done; done
 ifeq ($(PAPPAS_EXTRAS),yes)
-	$(call train,pappas_bpe8000_joint2048,$(PAPPAS),$(call bpe,8000) --set head.type="'joint'" --set head.joint_dim=2048 $(PAPPAS_SET))
+	$(call recorded,pappas_bpe8000_joint2048) || $(call train,pappas_bpe8000_joint2048,$(PAPPAS),$(call bpe,8000) --set head.type="'joint'" --set head.joint_dim=2048 $(PAPPAS_SET))
 	for structure in output context bilinear; do \
-	  $(call train,pappas_bpe8000_joint_$$structure,$(PAPPAS),$(call bpe,8000) --set head.type="'joint'" \
+	  $(call recorded,pappas_bpe8000_joint_$$structure) || $(call train,pappas_bpe8000_joint_$$structure,$(PAPPAS),$(call bpe,8000) --set head.type="'joint'" \
 	    --set head.structure="'$$structure'" $(PAPPAS_SET)) || exit 1; \
 	done
 	for share in $(PAPPAS_SHARES); do \
-	  $(call train,pappas_bpe32000_joint_sampled$$share,$(PAPPAS),$(call bpe,32000) --set head.type="'joint'" \
+	  $(call recorded,pappas_bpe32000_joint_sampled$$share) || $(call train,pappas_bpe32000_joint_sampled$$share,$(PAPPAS),$(call bpe,32000) --set head.type="'joint'" \
 	    --set head.sampling.share=$$share $(PAPPAS_SET)) || exit 1; \
 	done
 endif
-	$(PY) -m nlgkit.reproduce pappas $(addprefix $(RUNS_DIR)/,$(PAPPAS_RUNS)) --output results/pappas.md
-	$(PY) -m nlgkit.reproduce log-summary $(addprefix $(RUNS_DIR)/,$(PAPPAS_RUNS)) --output results/pappas_runs.md
+	$(PY) -m nlgkit.reproduce pappas $(addprefix $(RUNS_DIR)/,$(PAPPAS_RUNS)) --records $(RECORDS) \
+	  --output results/pappas.md
+	for run in $(PAPPAS_RUNS); do [ ! -d $(RUNS_DIR)/$$run/checkpoints/best ] || \
+	  $(PY) -m nlgkit.reproduce archive $(RUNS_DIR)/$$run --into $(RECORDS) || exit 1; done
+	$(PY) -m nlgkit.reproduce log-summary $(addprefix $(RUNS_DIR)/,$(PAPPAS_RUNS)) --records $(RECORDS) \
+	  --output results/pappas_runs.md
 
 clean:
 	rm -rf runs/demo .pytest_cache

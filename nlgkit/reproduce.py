@@ -1,7 +1,9 @@
-"""Paper tables from run directories: ``python -m nlgkit.reproduce table2|table3|show``.
+"""Paper tables from run directories: ``python -m nlgkit.reproduce table1|table2|table3|table4|tokarchuk|pappas``,
+their run logs (``log-summary``), weightless run records (``archive``) and ``show``.
 
 Each table prints nlgkit's figure beside the paper's, with where it came from (run directory, hardware,
-wall time), so every number in ``results/`` traces back to the runs behind it.
+wall time), so every number in ``results/`` traces back to the runs behind it; ``--records results/runs`` reads
+a run whose directory is gone from the record committed there.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from nlgkit.errors import NlgkitError
+from nlgkit.evaluate.records import archive_run, with_records
 
 RECIPES = Path(__file__).resolve().parents[1] / "recipes"
 
@@ -392,6 +395,11 @@ def main(argv: list[str] | None = None) -> None:
     pl = sub.add_parser("log-summary")
     pl.add_argument("runs", nargs="+")
     pl.add_argument("--output")
+    pa = sub.add_parser("archive", help="write weightless run records (commit them beside the tables)")
+    pa.add_argument("runs", nargs="+")
+    pa.add_argument("--into", required=True, help="records directory, e.g. results/runs")
+    for reads_runs in (p2, pt, pp, pl):
+        reads_runs.add_argument("--records", help="read a run with no trained directory from its record here")
     ps = sub.add_parser("show")
     ps.add_argument("hyp")
     ps.add_argument("ref")
@@ -399,6 +407,8 @@ def main(argv: list[str] | None = None) -> None:
     ps.add_argument("-n", type=int, default=5)
     args = parser.parse_args(argv)
     try:
+        if getattr(args, "records", None):
+            args.runs = with_records(args.runs, args.records, log=_log)
         if args.command == "table1":
             table1(args.runs, args.output, args.dataset)
         elif args.command == "table3":
@@ -413,6 +423,9 @@ def main(argv: list[str] | None = None) -> None:
             pappas(args.runs, args.output)
         elif args.command == "log-summary":
             log_summary(args.runs, args.output)
+        elif args.command == "archive":
+            for run in args.runs:
+                _log(f"{run}: recorded in {archive_run(Path(run), Path(args.into))}")
         else:
             show(args.hyp, args.ref, args.source, args.n)
     except NlgkitError as exc:

@@ -20,7 +20,7 @@ from nlgkit.data.prepare import prepare_multi30k, prepare_parallel
 from nlgkit.data.tokenize import TextPipeline, load_pipeline
 from nlgkit.data.vocab import Vocabulary
 from nlgkit.errors import ConfigError, DataError, NlgkitError
-from nlgkit.io import sha256_file
+from nlgkit.io import atomic_directory, sha256_file
 
 RAW = Path("task1") / "raw"
 
@@ -318,3 +318,18 @@ def test_cli_bpe(small_corpus: Path, tmp_path: Path, kind: str) -> None:
 
     assert_one_line_error(runner.invoke(bpe_app, ["apply", "--codes", str(tmp_path / "none")]))
     assert_one_line_error(runner.invoke(bpe_app, [*learn[:-1], "wordpiece"]))
+
+
+def test_atomic_directory_swaps_in_only_a_complete_directory(tmp_path: Path) -> None:
+    """Prepared data, feature caches and run records are written through it: an interrupted write leaves the
+    previous directory whole and no temporary beside it."""
+    target = tmp_path / "out"
+    with atomic_directory(target) as tmp:
+        (tmp / "a.txt").write_text("first")
+    with pytest.raises(RuntimeError), atomic_directory(target) as tmp:
+        (tmp / "a.txt").write_text("second")
+        raise RuntimeError("interrupted")
+    assert (target / "a.txt").read_text() == "first" and [p.name for p in tmp_path.iterdir()] == ["out"]
+    with atomic_directory(target) as tmp:
+        (tmp / "b.txt").write_text("third")
+    assert [p.name for p in target.iterdir()] == ["b.txt"] and [p.name for p in tmp_path.iterdir()] == ["out"]

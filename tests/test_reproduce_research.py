@@ -181,3 +181,47 @@ def test_pappas_report_summarises_seed_repetitions(pappas_runs: list[Path], tmp_
     claim = section_text(text, "The claim")
     tied_bleu = table2[4].split(" | ")[4]
     assert f"Over seeds: learned {mean[4]}; tied {tied_bleu} (n = 1); joint" in claim and "nan" not in claim
+
+
+def test_run_records_regenerate_the_report_after_the_run_directories_are_gone(pappas_runs: list[Path],
+                                                                               tmp_path: Path) -> None:
+    """A record keeps no weights, yet the table and the run logs read from records equal those read from the runs:
+    committed records let a later session add rows to a table whose runs lived on another machine."""
+    from_runs, logs_from_runs = tmp_path / "from_runs.md", tmp_path / "logs_from_runs.md"
+    reproduce(["pappas", *map(str, pappas_runs), "--output", str(from_runs)])  # keeps each run's test hypotheses
+    reproduce(["log-summary", *map(str, pappas_runs), "--output", str(logs_from_runs)])
+    records = tmp_path / "records"
+    reproduce(["archive", *map(str, pappas_runs), "--into", str(records)])
+    assert sorted(path.name for path in records.iterdir()) == sorted(run.name for run in pappas_runs)
+    assert not [path for path in records.rglob("*") if path.suffix in (".safetensors", ".pt")]
+
+    gone = [str(tmp_path / "gone" / run.name) for run in pappas_runs]
+    from_records, logs_from_records = tmp_path / "from_records.md", tmp_path / "logs_from_records.md"
+    reproduce(["pappas", *gone, str(tmp_path / "gone" / "never_trained"), "--records", str(records),
+               "--output", str(from_records)])
+    assert from_records.read_text() == from_runs.read_text() + f"\nNot run yet: `{tmp_path / 'gone' / 'never_trained'}`\n"
+    reproduce(["log-summary", *gone, "--records", str(records), "--output", str(logs_from_records)])
+    assert logs_from_records.read_text() == logs_from_runs.read_text().replace(str(pappas_runs[0].parent),
+                                                                                 str(records))
+
+
+def test_a_run_record_needs_the_hypotheses_it_cannot_remake(pappas_runs: list[Path], tmp_path: Path,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    untranslated = tmp_path / "untranslated"
+    shutil.copytree(pappas_runs[0], untranslated, ignore=shutil.ignore_patterns("test*.hyp.*"))
+    with pytest.raises(SystemExit) as exit_info:
+        reproduce(["archive", str(untranslated), "--into", str(tmp_path / "records")])
+    err = capsys.readouterr().err.strip()
+    assert exit_info.value.code == 2 and "\n" not in err and str(untranslated) in err and "test.hyp.en" in err
+    assert not (tmp_path / "records" / "untranslated").exists()
+
+    reproduce(["pappas", str(pappas_runs[0]), "--output", str(tmp_path / "first.md")])  # its hypotheses, kept
+    record = tmp_path / "records" / pappas_runs[0].name
+    reproduce(["archive", str(pappas_runs[0]), "--into", str(tmp_path / "records")])
+    (record / "test.hyp.en").unlink()
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exit_info:
+        reproduce(["pappas", str(record), "--output", str(tmp_path / "pappas.md")])
+    err = capsys.readouterr().err.strip()
+    assert exit_info.value.code == 2 and "\n" not in err and "no weights to translate with" in err
+    assert not (tmp_path / "pappas.md").exists()

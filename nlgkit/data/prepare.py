@@ -17,9 +17,6 @@ Layout of ``out_dir``::
 from __future__ import annotations
 
 import contextlib
-import os
-import shutil
-import tempfile
 import zlib
 from collections import Counter
 from collections.abc import Iterator
@@ -32,7 +29,7 @@ from nlgkit.data.subword import learn, load_segmenter, parse_subword, subword_fi
 from nlgkit.data.tokenize import TextPipeline, check_tokenizer
 from nlgkit.data.vocab import Vocabulary
 from nlgkit.errors import ConfigError, DataError
-from nlgkit.io import read_lines, sha256_file, write_json
+from nlgkit.io import atomic_directory, read_lines, sha256_file, write_json
 
 SPLITS = ("train", "valid", "test")
 MANIFEST_FORMAT = 1
@@ -210,17 +207,5 @@ def _staging(out_dir: Path) -> Iterator[Path]:
             raise DataError(f"{out_dir}: exists and is not a directory")
         if any(out_dir.iterdir()) and not (out_dir / "manifest.json").is_file():
             raise DataError(f"{out_dir}: not empty and has no manifest.json; refusing to overwrite it")
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", suffix=".tmp", dir=out_dir.parent))
-    try:
-        os.chmod(tmp, 0o755)
+    with atomic_directory(out_dir) as tmp:
         yield tmp
-        old = out_dir.with_name(f".{out_dir.name}.old-{os.getpid()}")
-        if out_dir.exists():
-            shutil.rmtree(old, ignore_errors=True)
-            os.rename(out_dir, old)
-        os.rename(tmp, out_dir)
-        shutil.rmtree(old, ignore_errors=True)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise

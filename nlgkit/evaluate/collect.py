@@ -3,7 +3,8 @@
 Hypotheses are the expensive part, so ``RUN_DIR/test.hyp.{tgt}`` is reused whenever it is newer than the best
 checkpoint; only then is no model loaded at all (reports over many runs stay cheap, and tests need no weights).
 Otherwise the best checkpoint translates the test split with the recipe's ``[search]`` and the file is written
-atomically for next time.
+atomically for next time. A run record (:mod:`nlgkit.evaluate.records`) has no weights: its hypotheses and
+references are always the ones it keeps.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 
 from nlgkit.config import RunConfig, config_from_dict, to_dict
 from nlgkit.errors import CheckpointError, DataError
+from nlgkit.evaluate.records import is_record
 from nlgkit.io import atomic_write, read_json, read_lines
 from nlgkit.metrics.corpus import corpus_scores
 
@@ -117,8 +119,11 @@ def collect_run(
         hyp_file = run_dir / f"test.hyp.{config.data.tgt_lang}"
     src, tgt = config.data.src_lang, config.data.tgt_lang
     data_dir = Path(config.data.dir)
-    refs = read_lines(data_dir / f"test.ref.{tgt}")
-    reused = hyp_file.is_file() and hyp_file.stat().st_mtime_ns > _newest(meta_path.parent)
+    record = is_record(run_dir)  # a run without weights: its own references, and hypotheses it cannot remake
+    refs = read_lines((run_dir / "data" if record else data_dir) / f"test.ref.{tgt}")
+    reused = hyp_file.is_file() and (record or hyp_file.stat().st_mtime_ns > newest_mtime(meta_path.parent))
+    if record and not reused:
+        raise DataError(f"{hyp_file}: not in this run record, which keeps no weights to translate with")
     if reused:
         hyps = read_lines(hyp_file)
     else:
@@ -164,7 +169,8 @@ def collect_run(
     return result
 
 
-def _newest(directory: Path) -> int:
+def newest_mtime(directory: Path) -> int:
+    """When the newest file of a checkpoint directory was written (hypotheses older than it are stale)."""
     return max(path.stat().st_mtime_ns for path in directory.iterdir())
 
 

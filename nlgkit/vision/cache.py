@@ -17,8 +17,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import shutil
-import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -31,7 +29,7 @@ from torch import Tensor
 
 from nlgkit import __version__
 from nlgkit.errors import DataError
-from nlgkit.io import read_json, sha256_file, write_json
+from nlgkit.io import atomic_directory, read_json, sha256_file, write_json
 from nlgkit.vision.encoders import EncoderConfig, ImageEncoder, build_encoder
 from nlgkit.vision.images import load_image
 
@@ -196,17 +194,7 @@ def _run_encoder(encoder: ImageEncoder, images_dir: Path, names: list[str], todo
 
 def _write(directory: Path, spatial: Tensor, pooled: Tensor, manifest: dict[str, Any]) -> None:
     """Write a complete cache next to ``directory``, then swap it in by renames (as checkpoints are)."""
-    directory.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{directory.name}.", suffix=".tmp", dir=directory.parent))
-    try:
+    with atomic_directory(directory) as tmp:
         save_file({"spatial": spatial.contiguous(), "pooled": pooled.contiguous()}, str(tmp / FEATURES_FILE),
                   metadata={"format": "nlgkit-features"})
         write_json(tmp / MANIFEST_FILE, manifest)
-        old = tmp.with_suffix(".old")
-        if directory.exists():
-            directory.rename(old)
-        tmp.rename(directory)
-        shutil.rmtree(old, ignore_errors=True)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise

@@ -1,0 +1,83 @@
+"""Run records: a run directory without its weights, small enough to commit beside the table it feeds.
+
+Run directories hold checkpoints (tens of megabytes each) and live outside the work tree, so the runs behind
+a committed table can vanish with the machine that trained them. A record keeps everything the reports and
+run-log summaries read — resolved config, provenance, ``metrics.jsonl``, checkpoint ``meta.json``, the test
+hypotheses already scored, the references they were scored against and the vocabularies — and no weights,
+so ``--records results/runs`` regenerates a table, and adds new rows beside old ones, after the run
+directories are gone. A record cannot translate: a report that needs hypotheses it lacks says so.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from nlgkit.config import config_from_dict
+from nlgkit.errors import DataError, NlgkitError
+from nlgkit.io import atomic_directory, read_json, sha256_file, write_json
+
+RECORD_FILE = "record.json"
+TOP_LEVEL = ("*.json", "*.jsonl", "*.hyp.*")  # config, provenance, summary, manifest, metrics, hypotheses
+CHECKPOINTS = ("best", "best.old", "last")  # only their meta.json: progress, best epoch, stop reason
+DATA = ("manifest.json", "vocab.*.txt")
+
+
+def is_record(run_dir: Path) -> bool:
+    return (Path(run_dir) / RECORD_FILE).is_file()
+
+
+def archive_run(run_dir: Path, records_dir: Path) -> Path:
+    """Write ``records_dir/<run name>`` from ``run_dir`` (replacing an older record of it, atomically)."""
+    from nlgkit.evaluate.collect import best_meta, newest_mtime
+
+    run_dir = Path(run_dir)
+    best = best_meta(run_dir).parent
+    config_path = run_dir / "config.json"
+    config = config_from_dict(read_json(config_path), str(config_path))
+    tgt = config.data.tgt_lang
+    hyps = run_dir / f"test.hyp.{tgt}"
+    if not hyps.is_file() or hyps.stat().st_mtime_ns <= newest_mtime(best):
+        raise DataError(f"{run_dir}: no test hypotheses newer than its best checkpoint ({hyps.name}); write its "
+                        "table first (python -m nlgkit.reproduce …), which translates the test split and keeps them")
+    refs = Path(config.data.dir) / f"test.ref.{tgt}"
+    if not refs.is_file():
+        raise DataError(f"{refs}: not found; a record keeps the references its hypotheses were scored against, so "
+                        "the run's data directory must be prepared")
+    copies = [(path, Path(path.name)) for pattern in TOP_LEVEL for path in sorted(run_dir.glob(pattern))]
+    copies += [(run_dir / "checkpoints" / name / "meta.json", Path("checkpoints", name, "meta.json"))
+               for name in CHECKPOINTS if (run_dir / "checkpoints" / name / "meta.json").is_file()]
+    copies += [(path, Path("data", path.name)) for pattern in DATA for path in sorted((run_dir / "data").glob(pattern))]
+    copies.append((refs, Path("data", refs.name)))
+
+    record = Path(records_dir) / run_dir.name
+    with atomic_directory(record) as tmp:
+        for source, relative in copies:
+            (tmp / relative).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, tmp / relative)
+        write_json(tmp / RECORD_FILE, {"archived_from": str(run_dir.resolve()),
+                                       "files": {str(rel): sha256_file(tmp / rel) for _, rel in copies}})
+    return record
+
+
+def with_records(run_dirs: Sequence[str], records_dir: str | None,
+                 log: Callable[[str], None] | None = None) -> list[str]:
+    """Each run directory, or its record under ``records_dir`` when the directory has no best checkpoint
+    (gone with another machine, or never trained here)."""
+    from nlgkit.evaluate.collect import best_meta
+
+    if records_dir is None:
+        return list(run_dirs)
+    resolved = []
+    for run_dir in run_dirs:
+        record = Path(records_dir) / Path(run_dir).name
+        try:
+            best_meta(Path(run_dir))
+        except NlgkitError:
+            if is_record(record):
+                if log:
+                    log(f"{run_dir}: no trained run directory; reading its record {record}")
+                run_dir = str(record)
+        resolved.append(run_dir)
+    return resolved
