@@ -39,6 +39,9 @@ bpe = --set data.dir="'data/multi30k_de-en_bpejoint$(1)'" --set data.prepare.sub
 # (python -m nlgkit.reproduce archive / --records): a run recorded here finished and is not trained again.
 RECORDS ?= results/runs
 recorded = grep -qs '"finished": true' $(RECORDS)/$(1)/summary.json
+# $(call archive,RUNS): record every run of RUNS that has a run directory here (after its table kept its hypotheses)
+archive = for run in $(1); do [ ! -d $(RUNS_DIR)/$$run/checkpoints/best ] || \
+	  $(PY) -m nlgkit.reproduce archive $(RUNS_DIR)/$$run --into $(RECORDS) || exit 1; done
 
 # $(call train,RUN,RECIPE,OPTIONS): train RUNS_DIR/RUN unless its summary.json says finished; resume it when it
 # already has a checkpoint (so an interrupted reproduce target continues where it stopped).
@@ -46,7 +49,7 @@ train = grep -qs '"finished": true' $(RUNS_DIR)/$(1)/summary.json || \
 	$(NLGKIT) train $(2) --run-dir $(RUNS_DIR)/$(1) $(3) $$( [ -d $(RUNS_DIR)/$(1)/checkpoints/last ] && echo --resume )
 
 .PHONY: install demo test test-slow lint bench reproduce-table1 reproduce-table2 reproduce-table3 reproduce-table4 \
-	reproduce-tokarchuk tokarchuk-tables $(TOKARCHUK_CONTINUOUS) reproduce-pappas clean
+	reproduce-tokarchuk tokarchuk-report tokarchuk-tables $(TOKARCHUK_CONTINUOUS) reproduce-pappas clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -108,7 +111,17 @@ reproduce-table4: $(STAMP)
 # softmax run (whose vocabulary and target vectors they use) is done.
 reproduce-tokarchuk: $(TOKARCHUK_CONTINUOUS)
 	$(PY) -m nlgkit.reproduce tokarchuk $(addprefix $(RUNS_DIR)/,$(TOKARCHUK_RUNS)) --output results/tokarchuk.md
+	$(call archive,$(TOKARCHUK_RUNS))
 	$(PY) -m nlgkit.reproduce log-summary $(addprefix $(RUNS_DIR)/,$(TOKARCHUK_RUNS)) --output results/tokarchuk_runs.md
+
+# The same tables from the committed run records alone, no training (after the run directories are gone); the
+# prepared data gives the word-frequency bins of Fig. 3.
+tokarchuk-report: $(STAMP)
+	$(NLGKIT) prepare multi30k --pair de-en --subword spm:8000 --out data/multi30k_de-en_spm
+	$(PY) -m nlgkit.reproduce tokarchuk $(addprefix $(RUNS_DIR)/,$(TOKARCHUK_RUNS)) --records $(RECORDS) \
+	  --output results/tokarchuk.md
+	$(PY) -m nlgkit.reproduce log-summary $(addprefix $(RUNS_DIR)/,$(TOKARCHUK_RUNS)) --records $(RECORDS) \
+	  --output results/tokarchuk_runs.md
 
 tokarchuk-tables: $(STAMP)
 	$(call train,tokarchuk_softmax,recipes/multi30k_transformer.toml,$(TOKARCHUK_SET))
@@ -144,8 +157,7 @@ ifeq ($(PAPPAS_EXTRAS),yes)
 endif
 	$(PY) -m nlgkit.reproduce pappas $(addprefix $(RUNS_DIR)/,$(PAPPAS_RUNS)) --records $(RECORDS) \
 	  --output results/pappas.md
-	for run in $(PAPPAS_RUNS); do [ ! -d $(RUNS_DIR)/$$run/checkpoints/best ] || \
-	  $(PY) -m nlgkit.reproduce archive $(RUNS_DIR)/$$run --into $(RECORDS) || exit 1; done
+	$(call archive,$(PAPPAS_RUNS))
 	$(PY) -m nlgkit.reproduce log-summary $(addprefix $(RUNS_DIR)/,$(PAPPAS_RUNS)) --records $(RECORDS) \
 	  --output results/pappas_runs.md
 
