@@ -218,8 +218,19 @@ def test_a_run_record_needs_the_hypotheses_it_cannot_remake(pappas_runs: list[Pa
     reproduce(["pappas", str(pappas_runs[0]), "--output", str(tmp_path / "first.md")])  # its hypotheses, kept
     record = tmp_path / "records" / pappas_runs[0].name
     reproduce(["archive", str(pappas_runs[0]), "--into", str(tmp_path / "records")])
-    (record / "test.hyp.en").unlink()
+    hyps = (record / "test.hyp.en").read_text().splitlines(keepends=True)
+    (record / "test.hyp.en").write_text("".join(["a better translation\n", *hyps[1:]]))
     capsys.readouterr()
+    with pytest.raises(SystemExit) as exit_info:
+        reproduce(["pappas", str(record), "--output", str(tmp_path / "pappas.md")])
+    err = capsys.readouterr().err.strip()
+    assert exit_info.value.code == 2 and "\n" not in err and "test.hyp.en: changed since the run was archived" in err
+
+    (record / "test.hyp.en").unlink()
+    json_path = record / "record.json"
+    listed = json.loads(json_path.read_text())
+    del listed["files"]["test.hyp.en"]  # as if archived without it: a record cannot translate
+    json_path.write_text(json.dumps(listed))
     with pytest.raises(SystemExit) as exit_info:
         reproduce(["pappas", str(record), "--output", str(tmp_path / "pappas.md")])
     err = capsys.readouterr().err.strip()

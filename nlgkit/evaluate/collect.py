@@ -17,7 +17,7 @@ from typing import Any
 
 from nlgkit.config import RunConfig, config_from_dict, to_dict
 from nlgkit.errors import CheckpointError, DataError
-from nlgkit.evaluate.records import is_record
+from nlgkit.evaluate.records import check_record, is_record
 from nlgkit.io import atomic_write, read_json, read_lines
 from nlgkit.metrics.corpus import corpus_scores
 
@@ -120,6 +120,8 @@ def collect_run(
     src, tgt = config.data.src_lang, config.data.tgt_lang
     data_dir = Path(config.data.dir)
     record = is_record(run_dir)  # a run without weights: its own references, and hypotheses it cannot remake
+    if record:
+        check_record(run_dir)
     refs = read_lines((run_dir / "data" if record else data_dir) / f"test.ref.{tgt}")
     reused = hyp_file.is_file() and (record or hyp_file.stat().st_mtime_ns > newest_mtime(meta_path.parent))
     if record and not reused:

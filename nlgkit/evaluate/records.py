@@ -61,6 +61,16 @@ def archive_run(run_dir: Path, records_dir: Path) -> Path:
     return record
 
 
+def check_record(record: Path) -> None:
+    """A record is committed data: a file edited or lost since it was archived would change a table silently."""
+    listed = read_json(record / RECORD_FILE).get("files", {})
+    for relative, digest in listed.items():
+        path = record / relative
+        if not path.is_file() or sha256_file(path) != digest:
+            raise DataError(f"{path}: {'changed' if path.is_file() else 'missing'} since the run was archived "
+                            f"(its checksum is in {record / RECORD_FILE}); archive the run again")
+
+
 def with_records(run_dirs: Sequence[str], records_dir: str | None,
                  log: Callable[[str], None] | None = None) -> list[str]:
     """Each run directory, or its record under ``records_dir`` when the directory has no best checkpoint
