@@ -160,6 +160,16 @@ def test_pappas_report_from_trained_runs(pappas_runs: list[Path], tmp_path: Path
     assert full[-1] == "1.00×" and float(sampled[-1].rstrip("×")) > 0  # speeds from each run's training log
 
 
+def test_pappas_claim_tests_the_part_of_the_order_its_runs_present(pappas_runs: list[Path], tmp_path: Path) -> None:
+    """Without a tied run, joint is still compared with learned, and the missing head is named."""
+    learned, _, joint = pappas_runs[:3]
+    output = tmp_path / "pappas.md"
+    reproduce(["pappas", str(learned), str(joint), "--output", str(output)])
+    claim = section_text(output.read_text(), "The claim")
+    assert "- none: joint − learned " in claim and "(tied not run: the order is tested in part)" in claim
+    assert "joint − tied" not in claim
+
+
 def test_pappas_report_summarises_seed_repetitions(pappas_runs: list[Path], tmp_path: Path) -> None:
     """A head trained with several seeds: one row per seed against the learned head's first seed, then their
     mean ± sd; the claim adds every head's seed mean."""
