@@ -117,7 +117,7 @@ reproduce-tokarchuk: $(TOKARCHUK_CONTINUOUS)
 # The same tables from the committed run records alone, no training (after the run directories are gone); the
 # prepared data gives the word-frequency bins of Fig. 3.
 tokarchuk-report: $(STAMP)
-	$(NLGKIT) prepare multi30k --pair de-en --subword spm:8000 --out data/multi30k_de-en_spm
+	$(NLGKIT) prepare multi30k --pair de-en --subword spm:8000 --min-freq 1 --out data/multi30k_de-en_spm
 	$(PY) -m nlgkit.reproduce tokarchuk $(addprefix $(RUNS_DIR)/,$(TOKARCHUK_RUNS)) --records $(RECORDS) \
 	  --output results/tokarchuk.md
 	$(PY) -m nlgkit.reproduce log-summary $(addprefix $(RUNS_DIR)/,$(TOKARCHUK_RUNS)) --records $(RECORDS) \
