@@ -175,7 +175,7 @@ def _beams(text: str) -> tuple[int, ...]:
 
 def _trained(run_dirs: list[str]) -> tuple[list[str], list[str]]:
     """The run directories with a best checkpoint, and those without one yet."""
-    from nlgkit.evaluate.collect import best_meta
+    from nlgkit.evaluate.records import best_meta
 
     ready, waiting = [], []
     for run_dir in run_dirs:
@@ -189,7 +189,7 @@ def _trained(run_dirs: list[str]) -> tuple[list[str], list[str]]:
 
 def table1(run_dirs: list[str], output: str | None, dataset: str = "Flickr8k") -> str:
     """Shalev et al.'s Table 1 for the given captioning runs (see :mod:`nlgkit.evaluate.table1`)."""
-    from nlgkit.evaluate.collect import best_meta
+    from nlgkit.evaluate.records import best_meta
     from nlgkit.evaluate.table1 import build_table1, render
 
     ready = []
@@ -254,6 +254,16 @@ def table4(run_dirs: list[str], output: str | None, wordsim_dir: str | None = No
     return text
 
 
+def _source_line(run_dir: Path) -> str:
+    """Where a summary was read from; a record names the run directory it was archived from."""
+    from nlgkit.evaluate.records import RECORD_FILE, is_record
+
+    if is_record(run_dir):
+        origin = json.loads((run_dir / RECORD_FILE).read_text(encoding="utf-8")).get("archived_from", "?")
+        return f"Read from its record `{run_dir}` (archived from `{origin}`)."
+    return f"Read from its run directory `{run_dir}`."
+
+
 def log_summary(run_dirs: list[str], output: str | None) -> str:
     """Per-epoch validation figures of each run, from its metrics.jsonl (the run logs behind a table)."""
     from nlgkit.train.metrics_log import MetricsLog
@@ -262,8 +272,9 @@ def log_summary(run_dirs: list[str], output: str | None) -> str:
              "`metrics.jsonl`; written by `python -m nlgkit.reproduce log-summary`.", ""]
     for run_dir in run_dirs:
         events = MetricsLog(Path(run_dir) / "metrics.jsonl").read()
+        parts += [f"## `{Path(run_dir).name}`", "", _source_line(Path(run_dir))]
         if not events:
-            parts += [f"## `{run_dir}`", "", "no metrics.jsonl", ""]
+            parts += ["", "Not run yet: no metrics.jsonl in its run directory or record.", ""]
             continue
         resumes = [e for e in events if e["event"] == "resume"]
         start = next((e for e in events if e["event"] == "start"), {})
@@ -273,7 +284,7 @@ def log_summary(run_dirs: list[str], output: str | None) -> str:
         end = events[-1:] if events and events[-1]["event"] == "end" else []
         provenance_file = Path(run_dir) / "provenance.json"
         provenance = json.loads(provenance_file.read_text(encoding="utf-8")) if provenance_file.is_file() else None
-        parts += [f"## `{run_dir}`", "", _provenance_line(provenance) +
+        parts += ["", _provenance_line(provenance) +
                   f"{start.get('parameters', 0):,} trainable parameters; mean training speed {speed:,.0f} target "
                   f"tokens/s over {len(train)} logged windows; "
                   + (f"resumed {len(resumes)} time(s) from its last checkpoint (at updates "

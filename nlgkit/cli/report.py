@@ -37,8 +37,8 @@ def report(
     device: Annotated[str, typer.Option(help="Device for runs that must translate first")] = "auto",
 ) -> None:
     """Score each run's test hypotheses (translating with its best checkpoint only when needed) and report."""
-    from nlgkit.evaluate.collect import best_meta
     from nlgkit.evaluate.papers import load_table
+    from nlgkit.evaluate.records import best_meta
     from nlgkit.evaluate.report import (
         build_report,
         collect_runs,

@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from nlgkit.config import RunConfig, config_from_dict, to_dict
-from nlgkit.errors import CheckpointError, DataError
-from nlgkit.evaluate.records import check_record, is_record
+from nlgkit.errors import DataError
+from nlgkit.evaluate.records import best_meta, check_record, is_record, newest_mtime
 from nlgkit.io import atomic_write, read_json, read_lines
 from nlgkit.metrics.corpus import corpus_scores
 
@@ -76,18 +76,6 @@ class RunResult:
         completed = self.completed_epochs
         early_stop = str(self.progress.get("stop_reason", "")).startswith("no ")  # "no bleu improvement for …"
         return bool(completed) and not early_stop and self.progress.get("best_epoch") == completed
-
-
-def best_meta(run_dir: Path) -> Path:
-    """``checkpoints/best/meta.json`` (or its ``.old`` twin after a crash mid-swap); one-line errors."""
-    run_dir = Path(run_dir)
-    if not run_dir.is_dir():
-        raise DataError(f"{run_dir}: run directory not found")
-    best = run_dir / "checkpoints" / "best"
-    for candidate in (best, best.with_name("best.old")):
-        if (candidate / "meta.json").is_file():
-            return candidate / "meta.json"
-    raise CheckpointError(f"{run_dir}: no best checkpoint (checkpoints/best/meta.json); train it first")
 
 
 def collect_runs(
@@ -169,11 +157,6 @@ def collect_run(
         if "trainable" in provenance.get("parameters", {}):
             result.values["params"] = provenance["parameters"]["trainable"]
     return result
-
-
-def newest_mtime(directory: Path) -> int:
-    """When the newest file of a checkpoint directory was written (hypotheses older than it are stale)."""
-    return max(path.stat().st_mtime_ns for path in directory.iterdir())
 
 
 def translate_test(run_dir: Path, data_dir: Path, device: str = "auto", beam: int | None = None) -> list[str]:

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from nlgkit.config import config_from_dict
-from nlgkit.errors import DataError, NlgkitError
+from nlgkit.errors import CheckpointError, DataError, NlgkitError
 from nlgkit.io import atomic_directory, read_json, sha256_file, write_json
 
 RECORD_FILE = "record.json"
@@ -24,14 +24,29 @@ CHECKPOINTS = ("best", "best.old", "last")  # only their meta.json: progress, be
 DATA = ("manifest.json", "vocab.*.txt")
 
 
+def best_meta(run_dir: Path) -> Path:
+    """``checkpoints/best/meta.json`` (or its ``.old`` twin after a crash mid-swap); one-line errors."""
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        raise DataError(f"{run_dir}: run directory not found")
+    best = run_dir / "checkpoints" / "best"
+    for candidate in (best, best.with_name("best.old")):
+        if (candidate / "meta.json").is_file():
+            return candidate / "meta.json"
+    raise CheckpointError(f"{run_dir}: no best checkpoint (checkpoints/best/meta.json); train it first")
+
+
+def newest_mtime(directory: Path) -> int:
+    """When the newest file of a checkpoint directory was written (hypotheses older than it are stale)."""
+    return max(path.stat().st_mtime_ns for path in directory.iterdir())
+
+
 def is_record(run_dir: Path) -> bool:
     return (Path(run_dir) / RECORD_FILE).is_file()
 
 
 def archive_run(run_dir: Path, records_dir: Path) -> Path:
     """Write ``records_dir/<run name>`` from ``run_dir`` (replacing an older record of it, atomically)."""
-    from nlgkit.evaluate.collect import best_meta, newest_mtime
-
     run_dir = Path(run_dir)
     best = best_meta(run_dir).parent
     config_path = run_dir / "config.json"
@@ -75,8 +90,6 @@ def with_records(run_dirs: Sequence[str], records_dir: str | None,
                  log: Callable[[str], None] | None = None) -> list[str]:
     """Each run directory, or its record under ``records_dir`` when the directory has no best checkpoint
     (gone with another machine, or never trained here)."""
-    from nlgkit.evaluate.collect import best_meta
-
     if records_dir is None:
         return list(run_dirs)
     resolved = []
