@@ -7,11 +7,17 @@
 - Beam-5 decoding speed of the translation models at Multi30K-like sizes (8,000-word vocabularies, 100
   synthetic sentences of 12–20 tokens), untrained: hypotheses run to the length limit (1.5·|x| + 10), so every
   model decodes the same number of steps. The Transformer is measured with and without its key/value cache.
+- Whole-model training speed of a recipe's model with each output layer at a synthetic vocabulary size
+  (``python -m nlgkit.reproduce pappas-speed``, Pappas et al.'s Table 4): embeddings, encoder, decoder, head,
+  gradient clipping and the optimizer step, so a sampled softmax is credited only with what it saves of a whole
+  update.
 """
 
 from __future__ import annotations
 
 import time
+from contextlib import nullcontext
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -51,6 +57,64 @@ def measure_head(case: str, vocab_size: int, tokens: int = 1024, dim: int = 512,
             seconds += time.perf_counter() - start
     return {"head": case, "vocab": vocab_size, "tokens_per_s": tokens * repeats / seconds,
             "threads": torch.get_num_threads(), "peak_rss_mib": _peak_rss_mib()}
+
+
+def synthetic_parallel_data(vocab_size: int, sentences: int, seed: int = 1) -> Any:
+    """Sentence pairs of 8–20 tokens whose ids follow a Zipf law (rank r has weight 1/r), as words in text do:
+    a batch then holds as many distinct targets as real text would, which is what sampling keeps."""
+    from nlgkit.data.batching import ParallelData
+    from nlgkit.data.vocab import SPECIALS
+
+    generator = torch.Generator().manual_seed(seed)
+    words = vocab_size - len(SPECIALS)
+    weights = 1.0 / torch.arange(1, words + 1, dtype=torch.float64)
+
+    def sentence(length: int) -> list[int]:
+        return (torch.multinomial(weights, length, replacement=True, generator=generator) + len(SPECIALS)).tolist()
+
+    lengths = torch.randint(8, 21, (sentences, 2), generator=generator).tolist()
+    return ParallelData(src=[sentence(s) for s, _ in lengths], tgt=[sentence(t) for _, t in lengths])
+
+
+def measure_model_training(recipe: str, overrides: list[str], vocab_size: int, sentences: int, updates: int,
+                           warmup: int) -> dict[str, Any]:
+    """Target tokens/s of whole training updates (``Trainer.train_step``) of the recipe's model, with
+    ``overrides`` applied, on synthetic batches of ``sentences`` pairs over a ``vocab_size`` vocabulary on each
+    side (Pappas et al. share one BPE vocabulary between the languages)."""
+    from nlgkit.bench import _peak_rss_mib
+    from nlgkit.builders import build_optimizer, build_scheduler, build_untrained, count_parameters
+    from nlgkit.config import load_recipe
+    from nlgkit.train.distributed import Ranks
+    from nlgkit.train.metrics_log import MetricsLog
+    from nlgkit.train.objective import TrainingObjective
+    from nlgkit.train.trainer import Session, Trainer
+
+    config = load_recipe(recipe, overrides)
+    if config.train.num_threads > 0:
+        torch.set_num_threads(config.train.num_threads)
+    torch.manual_seed(config.train.seed)
+    task, vocabs, model = build_untrained(config, vocab_size=vocab_size)
+    vocab = vocabs[task.target_lang]
+    model.train()
+    optimizer = build_optimizer(config, model, torch.device("cpu"))
+    session = Session(task, None, model, optimizer, build_scheduler(config, optimizer),  # type: ignore[arg-type]
+                      torch.device("cpu"), nullcontext(), MetricsLog(Path("unused"), enabled=False),
+                      count_parameters(model), TrainingObjective(model, config.train.label_smoothing),
+                      Ranks.from_environment())
+    trainer = Trainer(config, show_progress=False)
+    data = synthetic_parallel_data(vocab_size, sentences * (warmup + updates), seed=config.train.seed)
+    tokens, seconds = 0, 0.0
+    for i in range(warmup + updates):
+        batch = task.collate(data, list(range(i * sentences, (i + 1) * sentences)), vocab)
+        start = time.perf_counter()
+        trainer.train_step(session, batch)
+        if i >= warmup:
+            seconds += time.perf_counter() - start
+            tokens += batch.num_target_tokens
+    return {"recipe": recipe, "overrides": overrides, "vocab": vocab_size, "sentences": sentences,
+            "updates": updates, "target_tokens": tokens, "tokens_per_s": tokens / seconds,
+            "trainable_parameters": session.params["trainable"], "threads": torch.get_num_threads(),
+            "peak_rss_mib": _peak_rss_mib()}
 
 
 def measure_decoding(name: str, beam: int = 5, sentences: int = 100) -> dict[str, Any]:
@@ -101,3 +165,27 @@ def research_lines(heads: list[dict[str, Any]], decoding: list[dict[str, Any]]) 
     if cached in speeds and plain in speeds:
         lines.append(f"\nTransformer key/value cache: {speeds[cached] / speeds[plain]:.2f}× the speed without it")
     return lines
+
+
+def spawn_model_training(recipe: str, overrides: list[str], vocab_size: int, sentences: int, updates: int,
+                         warmup: int) -> dict[str, Any]:
+    """:func:`measure_model_training` in a fresh process, so that each row's peak memory is its own."""
+    import json
+    import subprocess
+    import sys
+
+    case = {"recipe": recipe, "overrides": overrides, "vocab_size": vocab_size, "sentences": sentences,
+            "updates": updates, "warmup": warmup}
+    out = subprocess.run([sys.executable, "-m", "nlgkit.bench_research", json.dumps(case)], capture_output=True,
+                         text=True, check=False)
+    if out.returncode != 0:
+        last = (out.stderr.strip().splitlines() or ["no output"])[-1]
+        raise SystemExit(f"error: speed measurement with {' '.join(overrides)} failed: {last}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+if __name__ == "__main__":
+    import json
+    import sys
+
+    print(json.dumps(measure_model_training(**json.loads(sys.argv[1]))))

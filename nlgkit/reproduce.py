@@ -150,6 +150,41 @@ def pappas(run_dirs: list[str], output: str | None) -> str:
     return _research_report("Pappas et al. (2018)", lambda ready: pappas_report(ready, log=_log), run_dirs, output)
 
 
+def pappas_speed(recipe: str, overrides: list[str], vocab_size: int, sentences: int, updates: int, warmup: int,
+                 output: str | None) -> str:
+    """Pappas et al.'s Table 4: training target tokens/s of each output layer at each sampling share, measured
+    on synthetic batches at the paper's vocabulary size (training BLEU runs at |V| = 128K is not possible on
+    Multi30K, whose joint BPE vocabularies stop growing near 10K words)."""
+    import torch
+
+    from nlgkit.bench_research import spawn_model_training
+    from nlgkit.config import load_recipe
+    from nlgkit.evaluate.pappas import SPEED_HEADS, SPEED_SHARES, speed_overrides, speed_report
+    from nlgkit.train.provenance import cpu_name, git_revision
+
+    config = load_recipe(recipe, overrides)  # a bad recipe or option fails here, before any measurement
+    results = []
+    for kind, joint_dim in SPEED_HEADS:
+        for share in SPEED_SHARES:
+            cell = speed_overrides(kind, joint_dim, share)
+            _log(f"measuring {' '.join(cell)}")
+            result = spawn_model_training(recipe, [*overrides, *cell], vocab_size, sentences, updates, warmup)
+            results.append({**result, "head": kind, "joint_dim": joint_dim, "share": share})
+    git = git_revision()
+    m = config.model
+    shown = Path(recipe).resolve()
+    shown = shown.relative_to(RECIPES.parent) if shown.is_relative_to(RECIPES.parent) else shown
+    setting = (f"Model: `{shown}` ({m.type}, {m.layers} layers, {m.hidden_dim} wide"
+               + (f"; options {', '.join(f'`{o}`' for o in overrides)}" if overrides else "")
+               + f"), synthetic vocabulary of {vocab_size:,} words on each side (the paper's joint BPE |V| ≈ "
+               f"128K), batches of {sentences} sentence pairs of 8–20 Zipf-distributed tokens, {updates} timed "
+               f"updates after {warmup} warm-up. Measured on {cpu_name()}, {results[0]['threads']} threads, torch "
+               f"{torch.__version__}, nlgkit {str(git['commit'])[:7]}{' (dirty)' if git['dirty'] else ''}.")
+    text = speed_report(results, setting)
+    _write(text, output)
+    return text
+
+
 def _research_report(paper: str, build: Any, run_dirs: list[str], output: str | None) -> str:
     """``build(trained run directories)``'s Markdown, with the runs not trained yet listed (not an error)."""
     ready, waiting = _trained(run_dirs)
@@ -403,6 +438,14 @@ def main(argv: list[str] | None = None) -> None:
     pp = sub.add_parser("pappas")
     pp.add_argument("runs", nargs="+")
     pp.add_argument("--output")
+    pv = sub.add_parser("pappas-speed", help="their Table 4: training tokens/s by output layer and sampling share")
+    pv.add_argument("recipe", nargs="?", default=str(RECIPES / "pappas_multi30k.toml"))
+    pv.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+    pv.add_argument("--vocab", type=int, default=128_000, help="synthetic vocabulary size (the paper's ≈ 128K)")
+    pv.add_argument("--sentences", type=int, default=64, help="sentence pairs per update")
+    pv.add_argument("--updates", type=int, default=3)
+    pv.add_argument("--warmup", type=int, default=1)
+    pv.add_argument("--output")
     pl = sub.add_parser("log-summary")
     pl.add_argument("runs", nargs="+")
     pl.add_argument("--output")
@@ -432,6 +475,9 @@ def main(argv: list[str] | None = None) -> None:
             tokarchuk(args.runs, args.output, _beams(args.beams))
         elif args.command == "pappas":
             pappas(args.runs, args.output)
+        elif args.command == "pappas-speed":
+            pappas_speed(args.recipe, args.overrides, args.vocab, args.sentences, args.updates, args.warmup,
+                         args.output)
         elif args.command == "log-summary":
             log_summary(args.runs, args.output)
         elif args.command == "archive":

@@ -5,7 +5,9 @@
   only in their seed add a row with their mean ± sd; then the paper's own cells as differences to its NMT
   baseline (their WMT pairs), and the claim joint ≥ tied ≥ learned.
 - Ablations: the joint head's structures (full, output only, context only, bilinear).
-- Sampling (their Table 4): sampled softmax shares against the full softmax, BLEU and training target tokens/s.
+- Sampling: trained runs with sampled softmax shares against the full softmax, BLEU and training target tokens/s.
+- Their Table 4 (``speed_report``): training target tokens/s of each output layer at each sampling share at the
+  paper's vocabulary size, measured on synthetic batches by ``python -m nlgkit.reproduce pappas-speed``.
 """
 
 from __future__ import annotations
@@ -102,6 +104,10 @@ def pappas_report(run_dirs: Sequence[Path], device: str = "auto", log: Log | Non
     lines += ["", "## The paper's Table 2 (their data: WMT'17, multi-bleu on tokenised text)", "",
               *_paper_lines(), "", "## The claim: joint ≥ tied ≥ learned", "", *claims]
     lines += _ablation_lines(runs) + _sampling_lines(runs)
+    lines += ["", "## Training speed by sampling share (their Table 4)", "",
+              ("Measured apart from these runs, at the paper's |V| ≈ 128K on synthetic batches (Multi30K's "
+               "vocabularies are far smaller): `results/pappas_speed.md`, written by "
+               "`python -m nlgkit.reproduce pappas-speed`.")]
     lines += ["", "## Runs", "", *runs_table(runs, lambda run: f"`{run.run_dir.name}`"), ""]
     return "\n".join(lines)
 
@@ -201,6 +207,69 @@ def _sampling_lines(runs: list[RunResult]) -> list[str]:
                          str(row_run.keys["subword"]), f"{row_run.values['bleu']:.2f}",
                          versus(full, row_run) if full else "–", "–" if speed is None else f"{speed:,.0f}",
                          "–" if speed is None or not full_speed else f"{speed / full_speed:.2f}×"])
-    return ["", "## Sampled softmax (their Table 4): BLEU and training speed", "",
+    return ["", "## Sampled softmax: BLEU and training speed of the trained runs", "",
             "Training target tokens/s: the mean over each run's logged windows, on the hardware listed under Runs.",
             "", *md_table(["head", "subword", "BLEU", "Δ vs full softmax", "target tokens/s", "speed vs full"], body)]
+
+
+SPEED_PAPER = "pappas2018_table4"
+SPEED_HEADS = (("learned", 0), ("tied", 0), ("joint", 512), ("joint", 2048), ("joint", 4096))  # (type, d_j)
+SPEED_SHARES = (1.0, 0.5, 0.25, 0.05)
+
+
+def speed_overrides(kind: str, joint_dim: int, share: float) -> list[str]:
+    """The ``--set`` options of one cell of the speed table."""
+    options = [f"head.type='{kind}'", f"head.sampling.share={share}"]
+    return options + ([f"head.joint_dim={joint_dim}"] if kind == "joint" else [])
+
+
+def _speed_label(kind: str, joint_dim: int) -> str:
+    return f"joint (d_j {joint_dim})" if kind == "joint" else kind
+
+
+def speed_report(results: Sequence[dict[str, Any]], setting: str) -> str:
+    """The Markdown of ``results/pappas_speed.md``: whole-update training speed of each output layer at each
+    sampling share beside the paper's Table 4, each as a ratio to the learned head at the same share (absolute
+    speeds differ by machine; the ratios are what the paper's claims are about)."""
+    ours = {(r["head"], r["joint_dim"], r["share"]): r for r in results}
+    paper = load_table(SPEED_PAPER)
+
+    def theirs(kind: str, joint_dim: int, share: float) -> float | None:
+        row = paper.match({"head": kind, "joint_dim": joint_dim, "share": share})
+        return row.values.get("tokens_per_s") if row else None
+
+    def cell(speed: float | None, base: float | None) -> str:
+        if speed is None:
+            return "–"
+        return f"{speed:,.0f}" + (f" ({speed / base:.2f}×)" if base else "")
+
+    def speed(kind: str, joint_dim: int, share: float) -> float | None:
+        found = ours.get((kind, joint_dim, share))
+        return found["tokens_per_s"] if found else None
+
+    columns = ["full softmax" if share == 1.0 else f"sampled {share:.0%}" for share in SPEED_SHARES]
+    nlgkit_rows = [[_speed_label(kind, dj), *(cell(speed(kind, dj, s), speed("learned", 0, s)) for s in SPEED_SHARES)]
+                   for kind, dj in SPEED_HEADS]
+    paper_rows = [[_speed_label(kind, dj), *(cell(theirs(kind, dj, s), theirs("learned", 0, s))
+                                             for s in SPEED_SHARES[1:])] for kind, dj in SPEED_HEADS]
+    memory_rows = [[_speed_label(kind, dj), *(f"{ours[kind, dj, s]['peak_rss_mib']:,.0f}" if (kind, dj, s) in ours
+                                              else "–" for s in SPEED_SHARES)] for kind, dj in SPEED_HEADS]
+    gains = []
+    for kind, dj in SPEED_HEADS:
+        mine, low, high = speed(kind, dj, 0.05), theirs(kind, dj, 0.05), theirs(kind, dj, 0.5)
+        base = speed(kind, dj, 0.5)
+        if mine and base and low and high:
+            gains.append(f"{_speed_label(kind, dj)} {mine / base:.2f}× (paper {low / high:.2f}×)")
+    return "\n".join([
+        "# Pappas et al. (2018), Table 4: training speed with sampled softmax", "",
+        "Written by `make reproduce-pappas` (`python -m nlgkit.reproduce pappas-speed`). " + setting, "",
+        ("Each cell: training target tokens/s of whole updates (forward, backward, gradient clipping and the Adam "
+         "step over every parameter), and in brackets the ratio to the learned head at the same share. Each cell "
+         "ran in its own process."), "",
+        "## nlgkit", "", *md_table(["head", *columns], nlgkit_rows), "",
+        "## The paper's Table 4 (their GPUs, En→De, |V| ≈ 128K; no full-softmax column: it ran out of memory)", "",
+        *md_table(["head", *columns[1:]], paper_rows), "",
+        "## Speed-up of 5 % over 50 % sampling", "",
+        ("; ".join(gains) + ".") if gains else "Not measured.", "",
+        "## Peak memory (MiB, the process's max RSS)", "", *md_table(["head", *columns], memory_rows), "",
+    ])
