@@ -77,7 +77,9 @@ def pappas_report(run_dirs: Sequence[Path], device: str = "auto", log: Log | Non
                 f"nlgkit's runs use {', '.join(data)} with joint BPE vocabularies of several sizes and Pappas et "
                 "al.'s 2-layer LSTM with Luong attention (`lstm_luong`); the paper used WMT'17 En↔Fi and En↔De with "
                 "32K-128K BPE merges. Compare directions of differences, not numbers across datasets. Δ is a paired "
-                "bootstrap (1,000 resamples) against the learned head of the same vocabulary."),
+                "bootstrap (1,000 resamples) against the learned head of the same vocabulary: Δ BLEU [95 % percentile "
+                "interval], p = share of resamples in which the head is not better (one-sided: p < 0.025 goes with "
+                "an interval that excludes 0)."),
         "## Table 2: output layers by vocabulary size",
         "",
     ]
