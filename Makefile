@@ -164,7 +164,7 @@ endif
 	  --output results/pappas_runs.md
 
 # Their Table 4: training tokens/s by output layer and sampling share at |V| = 128K (synthetic batches, the
-# recipe's 512-wide model; about 15 minutes on 2 CPU cores, 9 GB of memory at most).
+# recipe's 512-wide model; 8 minutes on 2 CPU cores, 9 GB of memory at most).
 pappas-speed: $(STAMP)
 	$(PY) -m nlgkit.reproduce pappas-speed $(PAPPAS_SPEED) --output results/pappas_speed.md
 
