@@ -88,8 +88,10 @@ bench: $(STAMP)
 # features are extracted once), caption the test images with beam 10, write the table. A run whose
 # summary.json says finished is not trained again.
 reproduce-table1: $(STAMP)
-	for run in $(TABLE1_RUNS); do $(call train,$$run,recipes/$$run.toml) || exit 1; done
-	$(PY) -m nlgkit.reproduce table1 $(addprefix $(RUNS_DIR)/,$(TABLE1_RUNS)) --output results/table1.md
+	for run in $(TABLE1_RUNS); do $(call recorded,$$run) || $(call train,$$run,recipes/$$run.toml) || exit 1; done
+	$(PY) -m nlgkit.reproduce table1 $(addprefix $(RUNS_DIR)/,$(TABLE1_RUNS)) --records $(RECORDS) \
+	  --output results/table1.md
+	$(call archive,$(TABLE1_RUNS))
 
 # Shalev et al. Table 3: trainable parameters of the Multi30K models (no training needed).
 reproduce-table3: $(STAMP)
@@ -97,8 +99,10 @@ reproduce-table3: $(STAMP)
 
 # Shalev et al. Table 2: train the six Multi30K runs (long: hours on CPU), translate test2016, write the table.
 reproduce-table2: $(STAMP)
-	for run in $(TABLE2_RUNS); do $(call train,$$run,recipes/$$run.toml) || exit 1; done
-	$(PY) -m nlgkit.reproduce table2 $(addprefix $(RUNS_DIR)/,$(TABLE2_RUNS)) --output results/table2.md
+	for run in $(TABLE2_RUNS); do $(call recorded,$$run) || $(call train,$$run,recipes/$$run.toml) || exit 1; done
+	$(PY) -m nlgkit.reproduce table2 $(addprefix $(RUNS_DIR)/,$(TABLE2_RUNS)) --records $(RECORDS) \
+	  --output results/table2.md
+	$(call archive,$(TABLE2_RUNS))
 
 # Shalev et al. Table 4: word similarity of the trained DE-EN runs' target and input vectors.
 reproduce-table4: $(STAMP)

@@ -452,7 +452,7 @@ def main(argv: list[str] | None = None) -> None:
     pa = sub.add_parser("archive", help="write weightless run records (commit them beside the tables)")
     pa.add_argument("runs", nargs="+")
     pa.add_argument("--into", required=True, help="records directory, e.g. results/runs")
-    for reads_runs in (p2, pt, pp, pl):
+    for reads_runs in (p1, p2, pt, pp, pl):
         reads_runs.add_argument("--records", help="read a run with no trained directory from its record here")
     ps = sub.add_parser("show")
     ps.add_argument("hyp")

@@ -199,6 +199,54 @@ def test_table1_scores_a_run_whose_weights_stayed_elsewhere(trained: tuple[Path,
         caption_split(copy, "test", "cpu")
 
 
+def test_a_captioning_run_record_regenerates_its_table1_row(trained: tuple[Path, Path], tmp_path: Path,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    """``archive`` keeps a captioning run's test captions and the test images' references without weights:
+    ``table1 --records`` gives the same row after the run directory is gone; the nearest-neighbour baseline,
+    which needs the prepared features, is left out where they are missing too."""
+    import shutil
+
+    from nlgkit.reproduce import main as reproduce
+
+    _, run_dir = trained
+    untrained_record = tmp_path / "early"
+    shutil.copytree(run_dir, untrained_record, ignore=shutil.ignore_patterns("test.captions.*"))
+    with pytest.raises(SystemExit) as exit_info:
+        reproduce(["archive", str(untrained_record), "--into", str(tmp_path / "records")])
+    err = capsys.readouterr().err.strip()
+    assert exit_info.value.code == 2 and "\n" not in err and "test.captions.jsonl" in err
+
+    from_run = tmp_path / "from_run.md"
+    reproduce(["table1", str(run_dir), "--output", str(from_run)])  # captions the test images, keeps them
+    reproduce(["archive", str(run_dir), "--into", str(tmp_path / "records")])
+    record = tmp_path / "records" / run_dir.name
+    assert (record / "data" / "test.jsonl").is_file() and not list(record.rglob("*.safetensors"))
+    from_record = tmp_path / "from_record.md"
+    reproduce(["table1", str(tmp_path / "gone" / run_dir.name), "--records", str(tmp_path / "records"),
+               "--output", str(from_record)])
+    assert from_record.read_text() == from_run.read_text()
+
+    config = json.loads((record / "config.json").read_text())
+    moved = tmp_path / "moved_data"
+    shutil.move(config["data"]["dir"], moved)  # the prepared features gone too: rows, no baseline
+    try:
+        reproduce(["table1", str(record), "--output", str(tmp_path / "no_features.md")])
+    finally:
+        shutil.move(moved, config["data"]["dir"])
+    text = (tmp_path / "no_features.md").read_text()
+    assert "nearest neighbour" not in text
+    assert [line for line in text.splitlines() if "| attend | fixed |" in line] == \
+        [line for line in from_run.read_text().splitlines() if "| attend | fixed |" in line]
+
+    captions = record / "test.captions.jsonl"
+    captions.write_text(captions.read_text().replace('"caption": "', '"caption": "a ', 1))
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exit_info:
+        reproduce(["table1", str(record), "--output", str(tmp_path / "edited.md")])
+    err = capsys.readouterr().err.strip()
+    assert exit_info.value.code == 2 and "\n" not in err and "test.captions.jsonl" in err and "changed" in err
+
+
 def test_fine_tuning_the_encoders_top_block_trains_it_with_the_captioner(caption_data: Path,
                                                                         tmp_path: Path) -> None:
     """``fine_tune_top``: the last block's weights are in the model, change with training, are saved and

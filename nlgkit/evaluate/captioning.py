@@ -47,26 +47,58 @@ def _run_config(run_dir: Path) -> Any:
     return config_from_dict(read_json(path), str(path))
 
 
+def caption_data_dir(run_dir: Path, config: Any) -> Path:
+    """Where a run's test records live: its data directory, or the copy a run record keeps."""
+    from nlgkit.evaluate.records import is_record
+
+    return Path(run_dir) / "data" if is_record(Path(run_dir)) else Path(config.data.dir)
+
+
+def _stamp(run_dir: Path, config: Any, images: int) -> dict[str, Any]:
+    """What cached captions were made by: the checkpoint, the search and the number of images."""
+    return {"checkpoint": checkpoint_stamp(run_dir), "search": asdict(config.search), "images": images}
+
+
+def _cached(run_dir: Path, config: Any, split: str) -> tuple[list[dict[str, Any]], list[str] | None]:
+    """The split's image records and the cached captions of the best checkpoint with the recipe's search
+    (None when missing or made by another checkpoint or search)."""
+    records = _records(caption_data_dir(run_dir, config), split)
+    names = [r["image"] for r in records]
+    cached, stamp_file = run_dir / f"{split}.captions.jsonl", run_dir / f"{split}.captions.json"
+    if cached.is_file() and stamp_file.is_file() and read_json(stamp_file) == _stamp(run_dir, config, len(names)):
+        rows = [json.loads(line) for line in cached.read_text(encoding="utf-8").splitlines()]
+        if [row["image"] for row in rows] == names:
+            return records, [row["caption"] for row in rows]
+    return records, None
+
+
+def cached_captions_current(run_dir: Path, config: Any, split: str = "test") -> bool:
+    return _cached(Path(run_dir), config, split)[1] is not None
+
+
 def caption_split(run_dir: Path, split: str = "test", device: str = "auto") -> SplitCaptions:
     """The best checkpoint's captions of ``split`` with the recipe's search (beam 10 in the paper's setting).
 
     They are kept in ``RUN_DIR/{split}.captions.jsonl`` with ``{split}.captions.json`` naming the checkpoint
-    (:func:`checkpoint_stamp`) and search that made them, and reused while both still match.
+    (:func:`checkpoint_stamp`) and search that made them, and reused while both still match. A run record
+    (:mod:`nlgkit.evaluate.records`) has no weights: its kept captions are the only ones it can give.
     """
+    from nlgkit.evaluate.records import check_record, is_record
     from nlgkit.inference import best_texts, generate
     from nlgkit.runs import load_trained
 
     run_dir = Path(run_dir)
-    cached, stamp_file = run_dir / f"{split}.captions.jsonl", run_dir / f"{split}.captions.json"
+    if is_record(run_dir):
+        check_record(run_dir)
     config = _run_config(run_dir)
-    data_dir = Path(config.data.dir)
-    records = _records(data_dir, split)
+    records, texts = _cached(run_dir, config, split)
     names, refs = [r["image"] for r in records], [list(r["refs"]) for r in records]
-    stamp = {"checkpoint": checkpoint_stamp(run_dir), "search": asdict(config.search), "images": len(names)}
-    if cached.is_file() and stamp_file.is_file() and read_json(stamp_file) == stamp:
-        rows = [json.loads(line) for line in cached.read_text(encoding="utf-8").splitlines()]
-        if [row["image"] for row in rows] == names:
-            return SplitCaptions(names, [row["caption"] for row in rows], refs)
+    if texts is not None:
+        return SplitCaptions(names, texts, refs)
+    if is_record(run_dir):
+        raise DataError(f"{run_dir / f'{split}.captions.jsonl'}: not in this run record (or not of its best "
+                        "checkpoint), which keeps no weights to caption with")
+    data_dir = Path(config.data.dir)
     run = load_trained(run_dir, "best", device)
     spatial, pooled = run.task.features(data_dir, read_json(data_dir / "manifest.json"), names)  # type: ignore[attr-defined]
     search = run.config.search
@@ -74,9 +106,9 @@ def caption_split(run_dir: Path, split: str = "test", device: str = "auto") -> S
                      beam=search.beam, length_penalty=search.length_penalty, max_len_a=search.max_len_a,
                      max_len_b=search.max_len_b, batch_size=search.batch_size, device=run.device)
     texts = best_texts(found, run.tgt_vocab, run.detokenizer())
-    with atomic_write(cached) as handle:
+    with atomic_write(run_dir / f"{split}.captions.jsonl") as handle:
         handle.writelines(json.dumps({"image": n, "caption": t}) + "\n" for n, t in zip(names, texts))
-    write_json(stamp_file, stamp)
+    write_json(run_dir / f"{split}.captions.json", _stamp(run_dir, config, len(names)))
     return SplitCaptions(names, texts, refs)
 
 

@@ -14,7 +14,7 @@ import shutil
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from nlgkit.config import config_from_dict
+from nlgkit.config import RunConfig, config_from_dict
 from nlgkit.errors import CheckpointError, DataError, NlgkitError
 from nlgkit.io import atomic_directory, read_json, sha256_file, write_json
 
@@ -51,15 +51,8 @@ def archive_run(run_dir: Path, records_dir: Path) -> Path:
     best = best_meta(run_dir).parent
     config_path = run_dir / "config.json"
     config = config_from_dict(read_json(config_path), str(config_path))
-    tgt = config.data.tgt_lang
-    hyps = run_dir / f"test.hyp.{tgt}"
-    if not hyps.is_file() or hyps.stat().st_mtime_ns <= newest_mtime(best):
-        raise DataError(f"{run_dir}: no test hypotheses newer than its best checkpoint ({hyps.name}); write its "
-                        "table first (python -m nlgkit.reproduce …), which translates the test split and keeps them")
-    refs = Path(config.data.dir) / f"test.ref.{tgt}"
-    if not refs.is_file():
-        raise DataError(f"{refs}: not found; a record keeps the references its hypotheses were scored against, so "
-                        "the run's data directory must be prepared")
+    refs = (_captioning_references if config.task.type == "captioning" else _translation_references)(
+        run_dir, config, best)
     copies = [(path, Path(path.name)) for pattern in TOP_LEVEL for path in sorted(run_dir.glob(pattern))]
     copies += [(run_dir / "checkpoints" / name / "meta.json", Path("checkpoints", name, "meta.json"))
                for name in CHECKPOINTS if (run_dir / "checkpoints" / name / "meta.json").is_file()]
@@ -74,6 +67,34 @@ def archive_run(run_dir: Path, records_dir: Path) -> Path:
         write_json(tmp / RECORD_FILE, {"archived_from": str(run_dir.resolve()),
                                        "files": {str(rel): sha256_file(tmp / rel) for _, rel in copies}})
     return record
+
+
+def _translation_references(run_dir: Path, config: RunConfig, best: Path) -> Path:
+    """The references of the test hypotheses, which must be newer than the best checkpoint."""
+    tgt = config.data.tgt_lang
+    hyps = run_dir / f"test.hyp.{tgt}"
+    if not hyps.is_file() or hyps.stat().st_mtime_ns <= newest_mtime(best):
+        raise DataError(f"{run_dir}: no test hypotheses newer than its best checkpoint ({hyps.name}); write its "
+                        "table first (python -m nlgkit.reproduce …), which translates the test split and keeps them")
+    return _prepared(Path(config.data.dir) / f"test.ref.{tgt}")
+
+
+def _captioning_references(run_dir: Path, config: RunConfig, best: Path) -> Path:
+    """The test images' records (every reference caption), once the cached test captions are the best
+    checkpoint's (their stamp names it; see :func:`nlgkit.evaluate.captioning.caption_split`)."""
+    from nlgkit.evaluate.captioning import cached_captions_current
+
+    if not cached_captions_current(run_dir, config, "test"):
+        raise DataError(f"{run_dir}: no test captions of its best checkpoint (test.captions.jsonl); write its table "
+                        "first (python -m nlgkit.reproduce table1 …), which captions the test images and keeps them")
+    return _prepared(Path(config.data.dir) / "test.jsonl")
+
+
+def _prepared(refs: Path) -> Path:
+    if not refs.is_file():
+        raise DataError(f"{refs}: not found; a record keeps the references its outputs were scored against, so "
+                        "the run's data directory must be prepared")
+    return refs
 
 
 def check_record(record: Path) -> None:

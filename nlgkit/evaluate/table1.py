@@ -44,6 +44,10 @@ def score(captions: SplitCaptions) -> dict[str, Any]:
     return {"values": values, "unk_captions": unk, "per_image_cider": result["per_image_cider"], "tokenizer": result["tokenizer"]}
 
 
+def _data_dir(run_dir: Path) -> Path:
+    return Path(json.loads((run_dir / "config.json").read_text(encoding="utf-8"))["data"]["dir"])
+
+
 def build_table1(run_dirs: list[Path], device: str = "cpu") -> dict[str, Any]:
     """Scores, statuses, significance, baseline and examples of ``run_dirs`` (data only; see :func:`render`)."""
     from nlgkit.data.vocab import Vocabulary
@@ -67,11 +71,12 @@ def build_table1(run_dirs: list[Path], device: str = "cpu") -> dict[str, Any]:
         if learned is not None and learned is not row:
             test = paired_bootstrap_means(learned["per_image_cider"], row["per_image_cider"], "CIDEr")
             row["vs_learned"] = {"delta": test.delta, "ci": [test.ci_low, test.ci_high], "p": test.p_value}
-    baseline = score(nearest_neighbour_captions(run_dirs[0])) if run_dirs else None
+    # the baseline needs the prepared features, which a run record does not keep
+    prepared = [r for r in run_dirs if (_data_dir(r) / "manifest.json").is_file()]
+    baseline = score(nearest_neighbour_captions(prepared[0])) if prepared else None
     examples = {}
-    data_dir = Path(json.loads((run_dirs[0] / "config.json").read_text())["data"]["dir"]) if run_dirs else None
-    if data_dir is not None:
-        vocab = Vocabulary.load(data_dir / "vocab.en.txt")
+    if run_dirs:
+        vocab = Vocabulary.load(run_dirs[0] / "data" / "vocab.en.txt")  # the run's copy of its vocabulary
         counts = dict(zip(vocab.tokens, vocab.counts))
         for model in ("tell", "attend"):
             if (model, "learned") in outputs and (model, "fixed") in outputs:
