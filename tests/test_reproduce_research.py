@@ -153,8 +153,13 @@ def test_pappas_report_from_trained_runs(pappas_runs: list[Path], tmp_path: Path
     paper = section(text, "The paper's Table 2")
     assert paper[0].startswith("| head | en-fi bpe:32000") and len(paper) == 1 + 3  # learned, tied, joint
     assert "- none: joint − tied " in section_text(text, "The claim")
-    ablation = section(text, "Ablations")
-    assert [row.split(" (`")[0][2:] for row in ablation[1:]] == ["joint (d_j 16)", "joint output-only (d_j 16)"]
+    ablation = section(text, "Their Table 3")  # their row order, each beside the paper's row of the same form
+    assert [row.split(" (`")[0][2:] for row in ablation[1:]] == ["learned", "tied", "joint output-only",
+                                                                 "joint (d_j 16)"]
+    cells = [row.rstrip(" |").split(" | ") for row in ablation[1:]]
+    assert [c[1] for c in cells] == ["W hₜ", "E hₜ", "σ(E W) hₜ (Eq. 7a)", "–"]  # no paper row at d_j 16
+    assert [c[-1] for c in cells] == ["15.85", "16.51 (+0.66)", "16.01 (+0.16)", "–"]
+    assert cells[0][-2] == "baseline" and cells[3][4] == table2[3].split(" | ")[4]  # the same run, the same BLEU
     sampling = section(text, "Sampled softmax")
     assert [row.split(" (`")[0][2:] for row in sampling[1:]] == ["joint (d_j 16)", "joint (d_j 16), sampled 50%"]
     full, sampled = (row.rstrip(" |").split(" | ") for row in sampling[1:])
@@ -169,6 +174,25 @@ def test_pappas_claim_tests_the_part_of_the_order_its_runs_present(pappas_runs: 
     claim = section_text(output.read_text(), "The claim")
     assert "- none: joint − learned " in claim and "(tied not run: the order is tested in part)" in claim
     assert "joint − tied" not in claim
+
+
+def test_pappas_claim_and_ablation_table_with_a_second_joint_dimension(pappas_runs: list[Path],
+                                                                       tmp_path: Path) -> None:
+    """A wider joint run (their d_j 2048) is a row of Table 2 and of the ablation table, but the claim keeps
+    comparing the joint head of the smallest d_j (their 512), wherever the wider run comes in the list."""
+    learned, tied, joint = pappas_runs[:3]
+    wide = tmp_path / "joint_wide"
+    cli("train", str(recipe(tmp_path, learned.parent / "data", "joint_wide", 'type = "joint"\njoint_dim = 32',
+                            LUONG)))
+    reproduce(["pappas", str(learned), str(tied), str(joint), "--output", str(tmp_path / "narrow.md")])
+    reproduce(["pappas", str(learned), str(tied), str(wide), str(joint), "--output", str(tmp_path / "both.md")])
+    narrow, both = (tmp_path / "narrow.md").read_text(), (tmp_path / "both.md").read_text()
+    assert section_text(both, "The claim") == section_text(narrow, "The claim")
+    assert [row.split(" (`")[0][2:] for row in section(both, "Table 2")[1:]] == [
+        "learned", "tied", "joint (d_j 32)", "joint (d_j 16)"]
+    assert [row.split(" (`")[0][2:] for row in section(both, "Their Table 3")[1:]] == [
+        "learned", "tied", "joint (d_j 16)", "joint (d_j 32)"]
+    assert "Their Table 3" not in narrow  # one joint form: nothing to ablate
 
 
 def test_pappas_report_summarises_seed_repetitions(pappas_runs: list[Path], tmp_path: Path) -> None:

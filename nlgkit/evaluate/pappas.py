@@ -27,6 +27,8 @@ from nlgkit.evaluate.significance import mean_sd, paired_bootstrap
 from nlgkit.train.metrics_log import MetricsLog
 
 PAPER = "pappas2018_table2"
+ABLATION_PAPER = "pappas2018_table3"
+ABLATION_ORDER = ("learned", "tied", "bilinear", "output", "context", "full")  # their Table 3's rows
 
 
 def run_config(run: RunResult) -> RunConfig:
@@ -35,13 +37,12 @@ def run_config(run: RunResult) -> RunConfig:
 
 
 def head_label(config: RunConfig) -> str:
-    """learned / tied / joint (d_j 512) / joint output-only (d_j 512) / … with the sampling share if any."""
+    """learned / tied / joint (d_j 512) / joint output-only / joint bilinear / … with the sampling share if any."""
     head: Any = config.head
     label = head.type
-    if head.type == "joint":
-        structure = "" if head.structure == "full" else f" {head.structure}-only" if head.structure in (
-            "output", "context") else f" {head.structure}"
-        label = f"joint{structure} (d_j {head.joint_dim})"
+    if head.type == "joint":  # only the full form has a free d_j: the ablations' is the decoder's or E's size
+        label = (f"joint (d_j {head.joint_dim})" if head.structure == "full" else
+                 f"joint {head.structure}" + ("" if head.structure == "bilinear" else "-only"))
     share = head.sampling.share
     return label + (f", sampled {share:.0%}" if share < 1.0 else "")
 
@@ -120,8 +121,12 @@ def _is_main(config: RunConfig) -> bool:
 
 
 def _first_seed(seed_groups: list[list[RunResult]], kind: str) -> RunResult | None:
-    """The lowest-seed run of the first group with this head type: the one paired bootstraps compare."""
-    return next((seeds[0] for seeds in seed_groups if run_config(seeds[0]).head.type == kind), None)
+    """The lowest-seed run of the group with this head type that paired bootstraps compare: the first, or for
+    the joint head the one of the smallest d_j (the paper's default 512; larger ones are rows of their own)."""
+    groups = [seeds for seeds in seed_groups if run_config(seeds[0]).head.type == kind]
+    if kind == "joint":
+        groups.sort(key=lambda seeds: run_config(seeds[0]).head.joint_dim)  # type: ignore[attr-defined]
+    return groups[0][0] if groups else None
 
 
 def _mean_sd(seeds: list[RunResult]) -> str:
@@ -173,18 +178,50 @@ def _paper_lines() -> list[str]:
 
 
 def _ablation_lines(runs: list[RunResult]) -> list[str]:
-    joints = [r for r in runs if run_config(r).head.type == "joint" and run_config(r).head.sampling.share == 1.0]
-    if not any(run_config(r).head.structure != "full" for r in joints):  # type: ignore[attr-defined]
+    """Their Table 3 on each vocabulary with an ablation of the joint head or several d_j: learned, tied and
+    every full-softmax joint run, each against the learned head, beside the paper's row of the same form."""
+    paper = load_table(ABLATION_PAPER)
+    full = [r for r in runs if run_config(r).head.sampling.share == 1.0]
+    forms: dict[str, set[tuple[str, int]]] = {}
+    for run in full:
+        if run_config(run).head.type == "joint":
+            keys = _ablation_keys(run_config(run).head)
+            forms.setdefault(str(run.keys["subword"]), set()).add((keys["structure"], keys["joint_dim"]))
+    ablated = sorted(subword for subword, found in forms.items() if len(found) > 1)
+    if not ablated:
         return []
     body = []
-    for run in joints:
-        base = next((r for r in runs if run_config(r).head.type == "learned"
-                     and r.keys["subword"] == run.keys["subword"] and _is_main(run_config(r))), None)
-        body.append([f"{head_label(run_config(run))} (`{run.run_dir.name}`)", str(run.keys["subword"]),
-                     f"{run.values.get('params', 0) / 1e6:.1f}", f"{run.values['bleu']:.2f}",
-                     versus(base, run) if base else "–"])
-    return ["", "## Ablations of the joint head (their Eq. 6, 7a, 7b, 15)", "",
-            *md_table(["head", "subword", "\\|Θ\\| (M)", "BLEU", "Δ vs learned"], body)]
+    for subword in ablated:
+        group = [r for r in full if r.keys["subword"] == subword
+                 and run_config(r).head.type in ("learned", "tied", "joint")]
+        base = next((r for r in group if run_config(r).head.type == "learned"), None)
+        baseline = paper.match({"head": "learned", "structure": "", "joint_dim": 0})
+        for run in sorted(group, key=_ablation_key):
+            head: Any = run_config(run).head
+            row = paper.match(_ablation_keys(head))
+            theirs = "–" if row is None else f"{row.values['bleu']:.2f}" + (
+                "" if head.type == "learned" or baseline is None
+                else f" ({row.values['bleu'] - baseline.values['bleu']:+.2f})")
+            body.append([f"{head_label(run_config(run))} (`{run.run_dir.name}`)", row.note if row else "–", subword,
+                         f"{run.values.get('params', 0) / 1e6:.1f}", f"{run.values['bleu']:.2f}",
+                         versus(base, run) if base else "–", theirs])
+    return ["", "## Their Table 3: ablations of the joint head", "",
+            "The paper's column: WMT'17 De→En with |V| ≈ 32K, BLEU (difference to their learned NMT).", "",
+            *md_table(["head", "layer form", "subword", "\\|Θ\\| (M)", "BLEU", "Δ vs learned", "paper BLEU"],
+                      body)]
+
+
+def _ablation_keys(head: Any) -> dict[str, Any]:
+    """The paper table's keys of a head: (type, structure, d_j), d_j only for the full joint form."""
+    if head.type != "joint":
+        return {"head": head.type, "structure": "", "joint_dim": 0}
+    return {"head": "joint", "structure": head.structure,
+            "joint_dim": head.joint_dim if head.structure == "full" else 0}
+
+
+def _ablation_key(run: RunResult) -> tuple[int, int]:
+    keys = _ablation_keys(run_config(run).head)
+    return ABLATION_ORDER.index(keys["structure"] or keys["head"]), keys["joint_dim"]
 
 
 def _sampling_lines(runs: list[RunResult]) -> list[str]:
