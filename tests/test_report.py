@@ -117,6 +117,8 @@ def test_shipped_tables_and_their_numbers() -> None:
         "shalev2020_table3",
         "shalev2020_table4",
         "pappas2018_table2",
+        "pappas2018_table3",
+        "pappas2018_table4",
         "tokarchuk2024_table1",
     } <= set(available_tables())
     table2 = load_table("shalev2020_table2")
@@ -129,6 +131,11 @@ def test_shipped_tables_and_their_numbers() -> None:
         dataset="wmt17", pair="en-de", subword="bpe:128000", head="tied"
     )
     assert unclear.values["bleu"] is None and "bleu" in unclear.unclear
+    ablations = load_table("pappas2018_table3")  # Eq. 15 at d_j 2048 (18.11) over d_j 512 (17.54)
+    wide, narrow = (ablations.find(head="joint", structure="full", joint_dim=d).values["bleu"] for d in (2048, 512))
+    assert round(wide - narrow, 2) == 0.57 and len(ablations.rows) == 7
+    speed = load_table("pappas2018_table4")  # tokens/s: 15 cells, d_j 4096 at 5 % as 6.0K
+    assert len(speed.rows) == 15 and speed.find(head="joint", joint_dim=4096, share=0.05).values["tokens_per_s"] == 6000
 
 
 def test_collect_reuses_hypotheses_and_matches_paper_rows(tmp_path: Path, data_dir: Path) -> None:
