@@ -3,7 +3,8 @@
 Run directories hold checkpoints (tens of megabytes each) and live outside the work tree, so the runs behind
 a committed table can vanish with the machine that trained them. A record keeps everything the reports and
 run-log summaries read — resolved config, provenance, ``metrics.jsonl``, checkpoint ``meta.json``, the test
-hypotheses already scored, the references they were scored against and the vocabularies — and no weights,
+hypotheses (translation) or captions (captioning) already scored, the references they were scored against and
+the vocabularies — and no weights,
 so ``--records results/runs`` regenerates a table, and adds new rows beside old ones, after the run
 directories are gone. A record cannot translate: a report that needs hypotheses it lacks says so.
 """
