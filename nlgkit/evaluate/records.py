@@ -4,9 +4,9 @@ Run directories hold checkpoints (tens of megabytes each) and live outside the w
 a committed table can vanish with the machine that trained them. A record keeps everything the reports and
 run-log summaries read — resolved config, provenance, ``metrics.jsonl``, checkpoint ``meta.json``, the test
 hypotheses (translation) or captions (captioning) already scored, the references they were scored against and
-the vocabularies — and no weights,
-so ``--records results/runs`` regenerates a table, and adds new rows beside old ones, after the run
-directories are gone. A record cannot translate: a report that needs hypotheses it lacks says so.
+the vocabularies — and no weights, so ``--records results/runs`` regenerates a table, and adds new rows beside
+old ones, after the run directories are gone. A record cannot translate or caption: a report that needs outputs
+it lacks says so.
 """
 
 from __future__ import annotations
