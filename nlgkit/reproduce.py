@@ -116,7 +116,7 @@ def table2(run_dirs: list[str], output: str | None) -> str:
         "Written by `make reproduce-table2` (`python -m nlgkit.reproduce table2 RUN_DIR…`): each run's best",
         "checkpoint (by validation BLEU) translates test2016 with the recipe's beam; sacreBLEU on detokenised,",
         "lowercased output against the lowercased raw references.",
-        *([""] + [f"Not run yet: `{run_dir}`" for run_dir in waiting] if waiting else []),
+        *([""] + [f"Not run yet: `{Path(run_dir).name}`" for run_dir in waiting] if waiting else []),
     ]
     if not ready:
         text = "\n".join(["# Shalev et al., Table 2: BLEU on Multi30K test2016", "", *intro, ""])
@@ -189,7 +189,7 @@ def _research_report(paper: str, build: Any, run_dirs: list[str], output: str | 
     """``build(trained run directories)``'s Markdown, with the runs not trained yet listed (not an error)."""
     ready, waiting = _trained(run_dirs)
     text = build([Path(r) for r in ready]) if ready else f"# {paper} on the data present\n"
-    text += "".join(f"\nNot run yet: `{run_dir}`\n" for run_dir in waiting)
+    text += "".join(f"\nNot run yet: `{Path(run_dir).name}`\n" for run_dir in waiting)
     _write(text, output)
     return text
 

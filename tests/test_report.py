@@ -299,7 +299,7 @@ def test_reproduce_table2_uses_the_paper_file(tmp_path: Path, data_dir: Path, ca
     out = tmp_path / "results" / "table2.md"
     main(["table2", str(run), str(missing), "--output", str(out)])
     text = out.read_text(encoding="utf-8")
-    assert "| fixed | 100.00 | 33.17 | +66.83 |" in text and f"Not run yet: `{missing}`" in text
+    assert "| fixed | 100.00 | 33.17 | +66.83 |" in text and f"Not run yet: `{Path(missing).name}`" in text
     assert json.loads(out.with_suffix(".json").read_text())["rows"][0]["paper"] == {"bleu": 33.17}
     assert capsys.readouterr().out == text
 
