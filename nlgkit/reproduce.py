@@ -153,8 +153,8 @@ def pappas(run_dirs: list[str], output: str | None) -> str:
 def pappas_speed(recipe: str, overrides: list[str], vocab_size: int, sentences: int, updates: int, warmup: int,
                  output: str | None) -> str:
     """Pappas et al.'s Table 4: training target tokens/s of each output layer at each sampling share, measured
-    on synthetic batches at the paper's vocabulary size (training BLEU runs at |V| = 128K is not possible on
-    Multi30K, whose joint BPE vocabularies stop growing near 10K words)."""
+    on synthetic batches at the paper's vocabulary size (Multi30K cannot give |V| = 128K: its joint BPE 8k
+    vocabulary has 4,322 English entries, and the Shalev recipes' word vocabulary 5,893)."""
     import torch
 
     from nlgkit.bench_research import spawn_model_training
