@@ -183,7 +183,13 @@ def _worker(args: argparse.Namespace) -> None:
 
 
 def _spawn(*argv: str) -> dict[str, Any]:
-    out = subprocess.run([sys.executable, "-m", "nlgkit.bench", *argv], capture_output=True, text=True, cwd=ROOT,
+    return spawn_json("nlgkit.bench", *argv)
+
+
+def spawn_json(module: str, *argv: str) -> dict[str, Any]:
+    """Run ``python -m module argv…`` in a fresh process (so that its peak memory is its own) and return the JSON
+    object its last output line prints."""
+    out = subprocess.run([sys.executable, "-m", module, *argv], capture_output=True, text=True, cwd=ROOT,
                          check=False)
     if out.returncode != 0:
         raise SystemExit(f"error: benchmark {' '.join(argv)} failed: {out.stderr.strip().splitlines()[-1:]}")

@@ -171,17 +171,13 @@ def spawn_model_training(recipe: str, overrides: list[str], vocab_size: int, sen
                          warmup: int) -> dict[str, Any]:
     """:func:`measure_model_training` in a fresh process, so that each row's peak memory is its own."""
     import json
-    import subprocess
-    import sys
 
-    case = {"recipe": recipe, "overrides": overrides, "vocab_size": vocab_size, "sentences": sentences,
-            "updates": updates, "warmup": warmup}
-    out = subprocess.run([sys.executable, "-m", "nlgkit.bench_research", json.dumps(case)], capture_output=True,
-                         text=True, check=False)
-    if out.returncode != 0:
-        last = (out.stderr.strip().splitlines() or ["no output"])[-1]
-        raise SystemExit(f"error: speed measurement with {' '.join(overrides)} failed: {last}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    from nlgkit.bench import spawn_json
+
+    # the child runs in the repository root: the recipe path must not depend on this process's directory
+    case = {"recipe": str(Path(recipe).resolve()), "overrides": overrides, "vocab_size": vocab_size,
+            "sentences": sentences, "updates": updates, "warmup": warmup}
+    return spawn_json("nlgkit.bench_research", json.dumps(case))
 
 
 if __name__ == "__main__":
