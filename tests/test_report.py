@@ -416,3 +416,16 @@ def test_log_summary_names_the_revision_a_resume_went_on_with(tmp_path: Path) ->
     text = " ".join(log_summary([str(run)], None).split())
     assert "nlgkit aaaaaaa;" in text
     assert "resumed 3 time(s) from its last checkpoint (at updates 10, 20 with nlgkit bbbbbbb, 30);" in text
+
+
+def test_markdown_table_escapes_cells_and_aligns_text_left():
+    from nlgkit.evaluate.markdown import md_table
+
+    lines = md_table(["head", "|V|", "status"], [["joint", "4,322", "finished:\nmax epochs | reached"]],
+                     [False, True, False])
+    assert lines[0] == "| head | \\|V\\| | status |"
+    assert lines[1] == "|---|---:|---|"
+    assert lines[2] == "| joint | 4,322 | finished: max epochs \\| reached |"
+    assert md_table(["run", "BLEU"], [])[1] == "|---|---:|"  # by default a label, then numbers
+    with pytest.raises(ValueError, match="2 headers but 1 alignments"):
+        md_table(["run", "BLEU"], [], [False])

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from nlgkit.evaluate.collect import RunResult, collect_run
+from nlgkit.evaluate.markdown import md_table
 from nlgkit.evaluate.papers import PaperTable
 from nlgkit.evaluate.report import Report, ReportRow
 from nlgkit.evaluate.vocabulary import DEFAULT_EDGES, bin_labels, word_f1_by_bin
@@ -35,17 +36,12 @@ def header(paper: str, command: str, data: str) -> list[str]:
              "by the same target)."), ""]
 
 
-def md_table(headers: list[str], rows: list[list[str]]) -> list[str]:
-    """A Markdown table; every column but the first right-aligned (numbers)."""
-    return ["| " + " | ".join(headers) + " |", "|" + "|".join(["---"] + ["---:"] * (len(headers) - 1)) + "|",
-            *("| " + " | ".join(row) + " |" for row in rows)]
-
-
 def runs_table(runs: Sequence[RunResult], describe: Callable[[RunResult], str]) -> list[str]:
     """The runs behind a report: epochs trained, wall time, how each ended and on what hardware."""
     rows = [[describe(run), run.epochs, "–" if run.wall_seconds is None else f"{run.wall_seconds / 3600:.2f}",
              run.status, run.hardware] for run in runs]
-    lines = md_table(["run", "best epoch / epochs", "training wall time (h)", "status", "hardware"], rows)
+    lines = md_table(["run", "best epoch / epochs", "training wall time (h)", "status", "hardware"], rows,
+                     [False, True, True, False, False])
     improving = [describe(run) for run in runs if run.still_improving]
     if improving:
         lines += ["", (f"Still improving when last validated (best epoch = last completed epoch; stopped by a "
@@ -104,7 +100,9 @@ def beside_paper(report: Report, table: PaperTable, match: Sequence[str], descri
         run = row.runs[0]
         body.append([describe(run), *(str(run.keys.get(key, "–")) for key in match), ours(row),
                      versus_baseline(row), *(paper_value(table, run.keys, pair, "bleu", match) for pair in pairs)])
-    return md_table(headers, body)
+    # a configuration key is text (a head, a kind of target table) unless every row gives it a number (a beam)
+    numeric_keys = [all(cells[1 + i].isdigit() for cells in body) for i in range(len(match))]
+    return md_table(headers, body, [False, *numeric_keys, *[True] * (len(headers) - 1 - len(match))])
 
 
 def bleu_by_beam(run_dirs: Sequence[Path], beams: Sequence[int], describe: Callable[[RunResult], str],

@@ -21,7 +21,8 @@ from typing import Any
 from nlgkit.config import RunConfig
 from nlgkit.data.vocab import Vocabulary
 from nlgkit.evaluate.collect import RunResult, collect_runs, group_runs
-from nlgkit.evaluate.other_data import Log, header, md_table, runs_table
+from nlgkit.evaluate.markdown import md_table
+from nlgkit.evaluate.other_data import Log, header, runs_table
 from nlgkit.evaluate.papers import load_table
 from nlgkit.evaluate.significance import mean_sd, paired_bootstrap
 from nlgkit.train.metrics_log import MetricsLog
@@ -100,7 +101,8 @@ def pappas_report(run_dirs: Sequence[Path], device: str = "auto", log: Log | Non
                              f"{target_vocabulary(seeds[0]):,}", f"{seeds[0].values.get('params', 0) / 1e6:.1f}",
                              _mean_sd(seeds), "–"])
         claims += _claim(subword, seed_groups)
-    lines += md_table(["head", "subword", "\\|V_tgt\\|", "\\|Θ\\| (M)", "BLEU", "Δ vs learned"], body)
+    lines += md_table(["head", "subword", "|V_tgt|", "|Θ| (M)", "BLEU", "Δ vs learned"], body,
+                      [False, False, True, True, True, True])
     if seeded:
         lines += ["", ("Where a head ran with several seeds, each seed is compared with the learned head's "
                        "first seed, and the mean ± sd (sample sd) row summarises them.")]
@@ -207,8 +209,8 @@ def _ablation_lines(runs: list[RunResult]) -> list[str]:
                          versus(base, run) if base else "–", theirs])
     return ["", "## Their Table 3: ablations of the joint head", "",
             "The paper's column: WMT'17 De→En with |V| ≈ 32K, BLEU (difference to their learned NMT).", "",
-            *md_table(["head", "layer form", "subword", "\\|Θ\\| (M)", "BLEU", "Δ vs learned", "paper BLEU"],
-                      body)]
+            *md_table(["head", "layer form", "subword", "|Θ| (M)", "BLEU", "Δ vs learned", "paper BLEU"],
+                      body, [False, False, False, True, True, True, True])]
 
 
 def _ablation_keys(head: Any) -> dict[str, Any]:
@@ -248,7 +250,8 @@ def _sampling_lines(runs: list[RunResult]) -> list[str]:
                          "–" if speed is None or not full_speed else f"{speed / full_speed:.2f}×"])
     return ["", "## Sampled softmax: BLEU and training speed of the trained runs", "",
             "Training target tokens/s: the mean over each run's logged windows, on the hardware listed under Runs.",
-            "", *md_table(["head", "subword", "BLEU", "Δ vs full softmax", "target tokens/s", "speed vs full"], body)]
+            "", *md_table(["head", "subword", "BLEU", "Δ vs full softmax", "target tokens/s", "speed vs full"], body,
+                          [False, False, True, True, True, True])]
 
 
 SPEED_PAPER = "pappas2018_table4"

@@ -10,6 +10,8 @@ from __future__ import annotations
 import html
 from typing import TYPE_CHECKING, Any
 
+from nlgkit.evaluate.markdown import md_table
+
 if TYPE_CHECKING:
     from nlgkit.evaluate.papers import Metric
     from nlgkit.evaluate.report import Report, ReportRow
@@ -136,30 +138,17 @@ def _texts(report: Report, title: str | None) -> dict[str, Any]:
     return {"title": title or default, "lines": lines, "legend": legend}
 
 
-def _md(cell: str) -> str:
-    return " ".join(cell.replace("|", "\\|").split())
-
-
-def _md_table(headers: list[str], body: list[list[str]], numeric: list[bool] | None = None) -> list[str]:
-    numeric = numeric or [False] * len(headers)
-    return [
-        "| " + " | ".join(_md(h) for h in headers) + " |",
-        "|" + "|".join("---:" if n else "---" for n in numeric) + "|",
-        *("| " + " | ".join(_md(c) for c in cells) + " |" for cells in body),
-    ]
-
-
 def render_markdown(report: Report, title: str | None = None, intro: list[str] | None = None) -> str:
     """The report as Markdown; ``intro`` lines go under the title (e.g. the command that wrote it)."""
     texts = _texts(report, title)
     parts = [f"# {texts['title']}", "", *(intro or []), *([""] if intro else [])]
     parts += [*texts["lines"], *([""] if texts["lines"] else [])]
     headers, body, numeric = table_cells(report)
-    parts += [*_md_table(headers, body, numeric), ""]
+    parts += [*md_table(headers, body, numeric), ""]
     parts += [*texts["legend"], *([""] if texts["legend"] else [])]
     uncovered_headers, uncovered = _uncovered_cells(report)
     if uncovered:
-        parts += ["## Paper rows without a run", "", *_md_table(uncovered_headers, uncovered), ""]
+        parts += ["## Paper rows without a run", "", *md_table(uncovered_headers, uncovered, [False] * len(uncovered_headers)), ""]
     if report.signatures:
         parts += [
             "Signatures: " + "; ".join(f"{name} `{sig}`" for name, sig in report.signatures.items()),
