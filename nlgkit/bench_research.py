@@ -16,7 +16,6 @@
 from __future__ import annotations
 
 import time
-from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -78,16 +77,14 @@ def synthetic_parallel_data(vocab_size: int, sentences: int, seed: int = 1) -> A
 
 def measure_model_training(recipe: str, overrides: list[str], vocab_size: int, sentences: int, updates: int,
                            warmup: int) -> dict[str, Any]:
-    """Target tokens/s of whole training updates (``Trainer.train_step``) of the recipe's model, with
+    """Target tokens/s of whole training updates (the trainer's ``optimizer_update``) of the recipe's model, with
     ``overrides`` applied, on synthetic batches of ``sentences`` pairs over a ``vocab_size`` vocabulary on each
     side (Pappas et al. share one BPE vocabulary between the languages)."""
     from nlgkit.bench import _peak_rss_mib
     from nlgkit.builders import build_optimizer, build_scheduler, build_untrained, count_parameters
     from nlgkit.config import load_recipe
-    from nlgkit.train.distributed import Ranks
-    from nlgkit.train.metrics_log import MetricsLog
     from nlgkit.train.objective import TrainingObjective
-    from nlgkit.train.trainer import Session, Trainer
+    from nlgkit.train.update import optimizer_update
 
     config = load_recipe(recipe, overrides)
     if config.train.num_threads > 0:
@@ -97,23 +94,20 @@ def measure_model_training(recipe: str, overrides: list[str], vocab_size: int, s
     vocab = vocabs[task.target_lang]
     model.train()
     optimizer = build_optimizer(config, model, torch.device("cpu"))
-    session = Session(task, None, model, optimizer, build_scheduler(config, optimizer),  # type: ignore[arg-type]
-                      torch.device("cpu"), nullcontext(), MetricsLog(Path("unused"), enabled=False),
-                      count_parameters(model), TrainingObjective(model, config.train.label_smoothing),
-                      Ranks.from_environment())
-    trainer = Trainer(config, show_progress=False)
+    scheduler = build_scheduler(config, optimizer)
+    objective = TrainingObjective(model, config.train.label_smoothing)
     data = synthetic_parallel_data(vocab_size, sentences * (warmup + updates), seed=config.train.seed)
     tokens, seconds = 0, 0.0
     for i in range(warmup + updates):
         batch = task.collate(data, list(range(i * sentences, (i + 1) * sentences)), vocab)
         start = time.perf_counter()
-        trainer.train_step(session, batch)
+        optimizer_update(model, objective, optimizer, scheduler, batch, clip_norm=config.train.clip_norm)
         if i >= warmup:
             seconds += time.perf_counter() - start
             tokens += batch.num_target_tokens
     return {"recipe": recipe, "overrides": overrides, "vocab": vocab_size, "sentences": sentences,
             "updates": updates, "target_tokens": tokens, "tokens_per_s": tokens / seconds,
-            "trainable_parameters": session.params["trainable"], "threads": torch.get_num_threads(),
+            "trainable_parameters": count_parameters(model)["trainable"], "threads": torch.get_num_threads(),
             "peak_rss_mib": _peak_rss_mib()}
 
 

@@ -55,6 +55,7 @@ from nlgkit.train.objective import TrainingObjective
 from nlgkit.train.provenance import environment, git_revision
 from nlgkit.train.rundata import copy_model_assets, ensure_data_dir
 from nlgkit.train.signals import MetricWindow, StopOnSignal
+from nlgkit.train.update import optimizer_update
 
 # Sections that define the model: a resumed run must not change them.
 FROZEN_SECTIONS = ("task", "data", "model", "head")
@@ -286,22 +287,10 @@ class Trainer:
     # -- one epoch's pieces -------------------------------------------------------------------------------
     def train_step(self, session: Session, batch: Batch,
                    loss_tokens: float | None = None) -> tuple[float, dict[str, float]]:
-        """One update; returns the summed head loss and each auxiliary loss (already weighted).
-
-        ``loss_tokens`` normalises the loss (default: the batch's target tokens; see TrainingObjective).
-        """
-        model, optimizer = session.model, session.optimizer
-        with session.autocast:
-            loss, loss_sum, aux_losses = session.objective(
-                batch, batch.num_target_tokens if loss_tokens is None else loss_tokens)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        if self.config.train.clip_norm > 0:
-            torch.nn.utils.clip_grad_norm_([p for p in model.parameters() if p.requires_grad],
-                                           self.config.train.clip_norm)
-        optimizer.step()
-        session.scheduler.after_update()
-        return float(loss_sum), {name: float(value) for name, value in aux_losses.items()}
+        """One update of ``session`` (see :func:`~nlgkit.train.update.optimizer_update`)."""
+        return optimizer_update(session.model, session.objective, session.optimizer, session.scheduler, batch,
+                                clip_norm=self.config.train.clip_norm, loss_tokens=loss_tokens,
+                                autocast=session.autocast)
 
     def _train_epoch(self, session: Session, loop: LoopState, progress: Progress, stop_signal: StopOnSignal,
                      clock: tuple[float, float]) -> tuple[bool, bool]:

@@ -1,0 +1,33 @@
+"""One optimizer update, apart from the loop around it, so that a speed benchmark times exactly what training runs.
+
+The trainer calls it for every batch; ``make bench`` and the Pappas speed table call it on synthetic batches
+without a run directory, data or metrics log.
+"""
+
+from __future__ import annotations
+
+from contextlib import AbstractContextManager, nullcontext
+from typing import Any
+
+import torch
+
+from nlgkit.data.batching import Batch
+
+
+def optimizer_update(model: torch.nn.Module, objective: torch.nn.Module, optimizer: torch.optim.Optimizer,
+                     scheduler: Any, batch: Batch, *, clip_norm: float, loss_tokens: float | None = None,
+                     autocast: AbstractContextManager[Any] | None = None) -> tuple[float, dict[str, float]]:
+    """Forward, backward, gradient clipping (``clip_norm`` > 0), optimizer and per-update schedule step.
+
+    Returns the summed head loss and each auxiliary loss (already weighted). ``loss_tokens`` normalises the
+    loss (default: the batch's target tokens; see :class:`~nlgkit.train.objective.TrainingObjective`).
+    """
+    with autocast or nullcontext():
+        loss, loss_sum, aux_losses = objective(batch, batch.num_target_tokens if loss_tokens is None else loss_tokens)
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    if clip_norm > 0:
+        torch.nn.utils.clip_grad_norm_([p for p in model.parameters() if p.requires_grad], clip_norm)
+    optimizer.step()
+    scheduler.after_update()
+    return float(loss_sum), {name: float(value) for name, value in aux_losses.items()}
