@@ -112,28 +112,82 @@ def random_table(vocab_size: int, dim: int, dist: str, seed: int) -> Tensor:
     raise ConfigError(f"--dist {dist!r}: expected sphere or cube")
 
 
-def combine_tables(a: Tensor, b: Tensor, alpha: float) -> Tensor:
+def combine_tables(a: Tensor, b: Tensor, alpha: float, names: tuple[str, str] = ("A", "B")) -> Tensor:
     """Tokarchuk & Niculae's combination: normalise(α·Â + (1 − α)·B̂) row by row, Â and B̂ unit rows."""
     if a.shape != b.shape:
-        raise DataError(f"tables of shapes {tuple(a.shape)} and {tuple(b.shape)} cannot be combined")
+        raise DataError(f"{names[0]} ({a.size(0)} × {a.size(1)}) and {names[1]} ({b.size(0)} × {b.size(1)}): "
+                        "tables of different shapes cannot be combined")
     if not 0.0 <= alpha <= 1.0:
         raise ConfigError(f"--alpha {alpha}: expected a value in [0, 1]")
     mixed = alpha * F.normalize(a, dim=1) + (1 - alpha) * F.normalize(b, dim=1)
     return F.normalize(mixed, dim=1)
 
 
+VECTOR_FORMATS = ("auto", "word2vec", "word2vec-binary", "glove")
+
+
+def detect_vector_format(path: Path) -> str:
+    """word2vec text (also fastText ``.vec``: a "COUNT DIM" header), word2vec binary (the same header, then
+    bytes) or GloVe (no header), from the file's first two lines."""
+    with path.open("rb") as handle:
+        first, second = handle.readline(), handle.readline(1 << 20)
+    header = first.split()
+    if len(header) != 2 or not all(field.isdigit() for field in header):
+        return "glove"
+    try:
+        fields = second.decode("utf-8").split()
+        [float(value) for value in fields[1:]]
+    except (UnicodeDecodeError, ValueError):
+        return "word2vec-binary"
+    return "word2vec" if len(fields) == int(header[1]) + 1 else "word2vec-binary"
+
+
+def _first_bad_line(path: Path, has_header: bool) -> str | None:
+    """Where a text vector file breaks (a line with the wrong number of values or a value that is not a
+    number), so that the error names the line rather than gensim's internal reason."""
+    dim = None
+    with path.open(encoding="utf-8", errors="replace") as handle:
+        for number, line in enumerate(handle, 1):
+            fields = line.rstrip("\n").rstrip().split(" ")
+            if number == 1 and has_header:
+                if len(fields) != 2 or not all(field.isdigit() for field in fields):
+                    return f"line 1: expected the header 'COUNT DIM', got {line.strip()[:40]!r}"
+                dim = int(fields[1])
+                continue
+            if not line.strip():
+                continue
+            dim = len(fields) - 1 if dim is None else dim
+            if len(fields) - 1 != dim:
+                return (f"line {number}: expected a word and {dim} value{'s' * (dim != 1)}, got "
+                        f"{len(fields) - 1} value{'s' * (len(fields) != 2)}")
+            for value in fields[1:]:
+                try:
+                    float(value)
+                except ValueError:
+                    return f"line {number}: {value[:40]!r} is not a number"
+    return None
+
+
 def vectors_from_file(path: Path, words: Sequence[str], fmt: str, seed: int) -> tuple[Tensor, int]:
     """Rows for ``words`` from a word2vec / GloVe / fastText file (gensim); returns the table and how many
-    words the file lacked (those get random sphere rows of the file's dimension)."""
+    words the file lacked (those get random sphere rows of the file's dimension). ``fmt`` ``auto`` reads the
+    format from the file (:func:`detect_vector_format`)."""
     from gensim.models import KeyedVectors
 
     if not path.is_file():
         raise DataError(f"{path}: file not found")
+    if fmt not in VECTOR_FORMATS:
+        raise ConfigError(f"--format {fmt!r}: expected {', '.join(VECTOR_FORMATS)}")
+    if fmt == "auto":
+        fmt = detect_vector_format(path)
     try:
         vectors = KeyedVectors.load_word2vec_format(str(path), binary=fmt == "word2vec-binary",
                                                     no_header=fmt == "glove", unicode_errors="replace")
     except (ValueError, EOFError, UnicodeDecodeError, IndexError) as exc:
-        raise DataError(f"{path}: not a {fmt} vector file ({type(exc).__name__}: {exc})") from None
+        where = None if fmt == "word2vec-binary" else _first_bad_line(path, has_header=fmt == "word2vec")
+        raise DataError(f"{path}: " + (where or f"not a {fmt} vector file ({type(exc).__name__}: {exc})")) from None
+    if vectors.vector_size == 0 or len(vectors) == 0:
+        raise DataError(f"{path}: no vectors in the file (read as {fmt})")
     table = random_table(len(words), vectors.vector_size, "sphere", seed)
     missing = 0
     for row, word in enumerate(words):

@@ -175,7 +175,7 @@ def test_embed_random_combine_load_round_trip(tmp_path: Path, vocab: Path) -> No
     text.write_text("2 3\ndog 1 0 0\nblue 0 2 0\n")
     glove = tmp_path / "glove.txt"
     glove.write_text("dog 1 0 0\nblue 0 2 0\n")
-    for path, fmt in ((text, "word2vec"), (glove, "glove")):
+    for path, fmt in ((text, "word2vec"), (glove, "glove"), (text, "auto"), (glove, "auto")):
         out = tmp_path / f"{fmt}.safetensors"
         result = cli("embed", "load", str(path), "--vocab", str(vocab), "-o", str(out), "--format", fmt)
         assert result.exit_code == 0, result.output
@@ -190,9 +190,9 @@ def test_embed_random_combine_load_round_trip(tmp_path: Path, vocab: Path) -> No
     kv.add_vectors(["cat"], [[0.0, 0.0, 5.0]])
     kv.save_word2vec_format(str(binary), binary=True)
     out = tmp_path / "binary.safetensors"
-    assert cli("embed", "load", str(binary), "--vocab", str(vocab), "-o", str(out),
-               "--format", "word2vec-binary").exit_code == 0
-    assert load_table(out)[0][words.index("cat")].tolist() == [0.0, 0.0, 5.0]
+    for fmt in ("word2vec-binary", "auto"):
+        assert cli("embed", "load", str(binary), "--vocab", str(vocab), "-o", str(out), "--format", fmt).exit_code == 0
+        assert load_table(out)[0][words.index("cat")].tolist() == [0.0, 0.0, 5.0]
 
 
 def test_a_table_that_does_not_match_the_vocabulary_names_both_files(tmp_path: Path, vocab: Path) -> None:
@@ -211,6 +211,23 @@ def test_a_table_that_does_not_match_the_vocabulary_names_both_files(tmp_path: P
     assert "\n" not in result.stderr.strip() and not (tmp_path / "o.safetensors").exists()
     missing = cli("embed", "load", str(tmp_path / "none.vec"), "--vocab", str(vocab), "-o", str(tmp_path / "x.st"))
     assert missing.exit_code != 0 and "none.vec: file not found" in missing.stderr
+
+    narrow = tmp_path / "narrow.safetensors"
+    save_table(narrow, torch.randn(3, 2), ["a", "b", "c"])
+    result = cli("embed", "combine", str(table), str(narrow), "-o", str(tmp_path / "o.safetensors"))
+    assert result.exit_code != 0 and "t.safetensors (3 × 4) and " in result.stderr
+    assert "narrow.safetensors (3 × 2): tables of different shapes" in result.stderr
+
+    broken = {"ragged.vec": ("2 3\ndog 1 0 0\nblue 0 2\n", "line 3: expected a word and 3 values, got 2 values"),
+              "word.txt": ("dog 1 0 0\nblue 0 x 0\n", "line 2: 'x' is not a number"),
+              "glove_as_w2v.txt": ("dog 1 0 0\n", "line 1: expected the header 'COUNT DIM'")}
+    for name, (text, message) in broken.items():
+        path = tmp_path / name
+        path.write_text(text)
+        fmt = "word2vec" if name == "glove_as_w2v.txt" else "auto"
+        result = cli("embed", "load", str(path), "--vocab", str(vocab), "-o", str(tmp_path / "x.st"), "--format", fmt)
+        assert result.exit_code != 0 and f"{name}: {message}" in result.stderr, result.stderr
+        assert "\n" not in result.stderr.strip() and not (tmp_path / "x.st").exists()
 
 
 def test_a_continuous_head_reads_its_table_and_a_trained_run_gives_one(tmp_path: Path) -> None:

@@ -59,7 +59,7 @@ def combine_cmd(first: Annotated[Path, typer.Argument(help="table A (e.g. extrac
 
     a, words = load_table(first)
     b = load_table_for(second, words, str(vocab_path(first)))
-    vectors = combine_tables(a, b, alpha)
+    vectors = combine_tables(a, b, alpha, (str(first), str(second)))
     save_table(output, vectors, words, kind="combined")
     _written(output, *vectors.shape)
 
@@ -68,15 +68,12 @@ def combine_cmd(first: Annotated[Path, typer.Argument(help="table A (e.g. extrac
 @handle_errors
 def load_cmd(vectors_file: Annotated[Path, typer.Argument(help="word2vec / GloVe / fastText .vec file")],
              vocab: VocabOption, output: OutputOption,
-             fmt: Annotated[str, typer.Option("--format", help="word2vec (text, also fastText .vec), "
-                                                               "word2vec-binary or glove")] = "word2vec",
+             fmt: Annotated[str, typer.Option("--format", help="auto (read from the file), word2vec (text, "
+                                                               "also fastText .vec), word2vec-binary or glove")
+                            ] = "auto",
              seed: Annotated[int, typer.Option(help="seed of the random rows for missing words")] = 1) -> None:
     """Pre-trained vectors for a vocabulary; words the file lacks get random sphere rows."""
     from nlgkit.embeddings import save_table, vectors_from_file, vocabulary_words
-    from nlgkit.errors import ConfigError
-
-    if fmt not in ("word2vec", "word2vec-binary", "glove"):
-        raise ConfigError(f"--format {fmt!r}: expected word2vec, word2vec-binary or glove")
     words = vocabulary_words(vocab)
     table, missing = vectors_from_file(vectors_file, words, fmt, seed)
     save_table(output, table, words, kind="loaded")
