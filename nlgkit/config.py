@@ -66,7 +66,8 @@ class TrainConfig:
     lr_patience: int = 8  # ... after this many epochs without validation-BLEU improvement
     schedule_metric: Literal["score", "loss"] = "score"  # what plateau watches: the task's metric or valid loss
     early_stop_patience: int = 20  # stop after this many epochs without improvement
-    min_lr: float = 0.0
+    min_lr: float = 0.0  # the plateau schedule never decays below this
+    stop_min_lr: float = 0.0  # stop once a decay has brought the rate below this (fairseq's --stop-min-lr; 0 = never)
     clip_norm: float = 1.0  # 0 disables gradient-norm clipping
     label_smoothing: float = 0.0
     weight_decay: float = 0.0
@@ -337,6 +338,12 @@ def validate(config: RunConfig, source: str) -> None:
         raise ConfigError(f"{source}: train.warmup_updates = {t.warmup_updates}: must be positive")
     if len(t.adam_betas) != 2 or not all(0.0 <= b < 1.0 for b in t.adam_betas):
         raise ConfigError(f"{source}: train.adam_betas = {list(t.adam_betas)}: two values in [0, 1)")
+    if t.stop_min_lr < 0 or t.min_lr < 0:
+        raise ConfigError(f"{source}: train.min_lr = {t.min_lr}, train.stop_min_lr = {t.stop_min_lr}: "
+                          "must not be negative")
+    if 0 < t.stop_min_lr <= t.min_lr:
+        raise ConfigError(f"{source}: train.stop_min_lr = {t.stop_min_lr} can never be passed: the schedule stops "
+                          f"decaying at train.min_lr = {t.min_lr}")
     if not 0.0 < t.lr_decay <= 1.0:
         raise ConfigError(f"{source}: train.lr_decay = {t.lr_decay}: must be in (0, 1]")
     if config.search.nbest > config.search.beam:

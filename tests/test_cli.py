@@ -191,6 +191,21 @@ def test_resume_gives_the_same_weights_as_an_uninterrupted_run(paper, tmp_path: 
     assert summary["update"] == 18 and summary["epoch"] == 2
 
 
+def test_a_run_stops_once_its_learning_rate_decays_below_stop_min_lr(paper, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """fairseq's --stop-min-lr: the epoch whose rate falls below the floor is the last one, and says why."""
+    recipe = tiny_recipe(tmp_path, paper[0], tmp_path / "floor", max_epochs=8, schedule="inverse_sqrt",
+                         warmup_updates=1, stop_min_lr=0.18 * 0.005)  # 12 updates an epoch: 0.28, 0.20, 0.16 × lr
+    result = cli("train", str(recipe))
+    assert result.exit_code == 0, result.output
+    records = [json.loads(line) for line in (tmp_path / "floor" / "metrics.jsonl").read_text().splitlines()]
+    rates = [record["lr"] for record in records if record["event"] == "valid"]
+    assert len(rates) == 3 and rates[-1] < 0.18 * 0.005 <= min(rates[:-1])
+    summary = json.loads((tmp_path / "floor" / "summary.json").read_text())
+    assert summary["finished"] and summary["stop_reason"] == f"learning rate {rates[-1]:.2e} below train.stop_min_lr = 0.0009"
+    bad = cli("train", str(recipe), "--set", "train.stop_min_lr=0.001", "--set", "train.min_lr=0.001")
+    assert bad.exit_code != 0 and "train.stop_min_lr = 0.001 can never be passed" in " ".join(bad.output.split())
+
+
 def test_a_finished_run_goes_on_when_resumed_with_more_epochs(paper, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     """Extending a run that stopped at max_epochs ends where a run started with the larger limit ends."""
     data_dir = paper[0]

@@ -247,7 +247,7 @@ class Trainer:
         """A run that finished by a limit the recipe now sets higher (max_epochs, early-stop patience)
         goes on with its next epoch, as if it had been started with that limit (fairseq's --max-epoch)."""
         t = self.config.train
-        if not loop.finished or self._limit_reached(loop, session.task.metric):
+        if not loop.finished or self._limit_reached(loop, session.task.metric, self._lr(session)):
             return
         self.console.print(f"{self.run_dir}: finished ({loop.stop_reason}); train.max_epochs = {t.max_epochs} and "
                            f"train.early_stop_patience = {t.early_stop_patience} let it go on from epoch "
@@ -369,14 +369,14 @@ class Trainer:
         else:
             loop.bad_epochs += 1
         session.scheduler.after_epoch(metrics[metric], metrics["loss"])
-        lr = session.optimizer.param_groups[0]["lr"]
+        lr = self._lr(session)
         session.log.write("valid", epoch=loop.epoch, update=loop.update, lr=lr, wall_s=round(loop.wall_seconds, 1),
                           metric=metric, best=loop.best_score, **metrics)
         self.console.print(
             f"epoch {loop.epoch:3d}  valid loss {metrics['loss']:.3f}  ppl {metrics['ppl']:.1f}  "
             f"{metric} {metrics[metric]:.2f}  (best {loop.best_score:.2f} @ {loop.best_epoch})  "
             f"lr {lr:.2e}  {loop.wall_seconds / 60:.1f} min")
-        reason = self._limit_reached(loop, metric)
+        reason = self._limit_reached(loop, metric, lr)
         if reason:
             loop.finished, loop.stop_reason = True, reason
         else:
@@ -386,13 +386,20 @@ class Trainer:
             self._save(session, loop, self.best_dir, metrics, with_state=False)
         self._save(session, loop, self.last_dir, metrics)
 
-    def _limit_reached(self, loop: LoopState, metric: str) -> str:
-        """Why training stops after the current epoch (early stopping, max_epochs), or "" to go on."""
+    @staticmethod
+    def _lr(session: Session) -> float:
+        return float(session.optimizer.param_groups[0]["lr"])
+
+    def _limit_reached(self, loop: LoopState, metric: str, lr: float) -> str:
+        """Why training stops after the current epoch (early stopping, max_epochs, a rate decayed below
+        train.stop_min_lr), or "" to go on."""
         t = self.config.train
         if loop.bad_epochs >= t.early_stop_patience:
             return f"no {metric} improvement for {loop.bad_epochs} epochs"
         if loop.epoch >= t.max_epochs:
             return f"train.max_epochs = {t.max_epochs} reached"
+        if lr < t.stop_min_lr:
+            return f"learning rate {lr:.2e} below train.stop_min_lr = {t.stop_min_lr:g}"
         return ""
 
     def _pause_inside_epoch(self, session: Session, loop: LoopState) -> None:
