@@ -72,6 +72,7 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(VENV)/bin/ruff check nlgkit tests
+	$(VENV)/bin/mypy
 	$(PY) -m pytest -q
 
 test-slow: $(STAMP)
@@ -79,6 +80,7 @@ test-slow: $(STAMP)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check nlgkit tests
+	$(VENV)/bin/mypy
 
 bench: $(STAMP)
 	$(PY) -m nlgkit.bench --output BENCHMARKS.md

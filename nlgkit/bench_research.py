@@ -22,9 +22,10 @@ from typing import Any
 import torch
 from torch import nn
 
-HEAD_CASES = {"softmax": {"type": "learned"}, "sampled 50%": {"type": "learned", "share": 0.5},
-              "sampled 25%": {"type": "learned", "share": 0.25}, "sampled 5%": {"type": "learned", "share": 0.05},
-              "continuous": {"type": "continuous", "dim": 128}}
+HEAD_CASES: dict[str, dict[str, Any]] = {
+    "softmax": {"type": "learned"}, "sampled 50%": {"type": "learned", "share": 0.5},
+    "sampled 25%": {"type": "learned", "share": 0.25}, "sampled 5%": {"type": "learned", "share": 0.05},
+    "continuous": {"type": "continuous", "dim": 128}}
 VOCABS = (8_000, 32_000, 128_000)
 DECODERS = {
     "rnn": {"type": "rnn"},
@@ -40,9 +41,10 @@ def measure_head(case: str, vocab_size: int, tokens: int = 1024, dim: int = 512,
     from nlgkit.heads.sampling import SamplingConfig
 
     torch.manual_seed(0)
-    options = dict(HEAD_CASES[case])
+    options: dict[str, Any] = dict(HEAD_CASES[case])
     kind, share = options.pop("type"), options.pop("share", 1.0)
-    config = HEADS.config_class(kind)(type=kind, sampling=SamplingConfig(share=share), **options)
+    config_class: Any = HEADS.config_class(kind)  # a HeadConfig: every head takes a sampling table
+    config = config_class(type=kind, sampling=SamplingConfig(share=share), **options)
     context = HeadContext(feature_dim=dim, vocab_size=vocab_size, pad_index=1,
                           target_embedding=nn.Embedding(vocab_size, dim), seed=1)
     head = build_head(config, context).train()

@@ -116,7 +116,7 @@ def build_optimizer(config: RunConfig, model: nn.Module,
     t = config.train
     optimizer_class = torch.optim.AdamW if t.optimizer == "adamw" else torch.optim.Adam
     fused = device is not None and device.type in ("cpu", "cuda")
-    return optimizer_class(params, lr=t.lr, betas=tuple(t.adam_betas), weight_decay=t.weight_decay, fused=fused)
+    return optimizer_class(params, lr=t.lr, betas=(t.adam_betas[0], t.adam_betas[1]), weight_decay=t.weight_decay, fused=fused)
 
 
 def build_scheduler(config: RunConfig, optimizer: torch.optim.Optimizer) -> Any:

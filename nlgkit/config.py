@@ -169,7 +169,7 @@ def _convert(value: Any, tp: Any, where: str, source: str) -> Any:
         if not isinstance(value, (list, tuple)):
             raise ConfigError(f"{source}: {where} = {value!r}: expected a list")
         return tuple(_convert(v, item_tp, f"{where}[{i}]", source) for i, v in enumerate(value))
-    if dataclasses.is_dataclass(tp):
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         if not isinstance(value, dict):
             raise ConfigError(f"{source}: {where}: expected a table, got {value!r}")
         return from_dict(tp, value, where, source)

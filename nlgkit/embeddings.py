@@ -207,9 +207,10 @@ def extract_table(run_dir: Path, side: str = "target", checkpoint: str = "best")
     if side == "input":
         vectors = run.model.target_embedding().weight
     elif side == "target":
-        vectors = run.model.head.target_vectors()
-        if vectors is None:
+        head_vectors = run.model.head.target_vectors()
+        if head_vectors is None:
             raise DataError(f"{run_dir}: the {run.config.head.type!r} head has no table of target vectors")
+        vectors = head_vectors
     else:
         raise ConfigError(f"--side {side!r}: expected target or input")
     return vectors.detach().float().clone(), list(run.tgt_vocab.tokens)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import difflib
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from nlgkit.errors import ConfigError
 
@@ -21,6 +21,10 @@ class PluginConfig:
     """Base of every plug-in config: the ``type`` key selects the registered component."""
 
     type: str = ""
+
+    if TYPE_CHECKING:  # a RunConfig's model / head / task is a registered subclass, its fields known at run time
+
+        def __getattr__(self, name: str) -> Any: ...
 
 
 class Registry(Generic[C]):

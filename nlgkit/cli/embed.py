@@ -74,7 +74,9 @@ def load_cmd(vectors_file: Annotated[Path, typer.Argument(help="word2vec / GloVe
              seed: Annotated[int, typer.Option(help="seed of the random rows for missing words")] = 1) -> None:
     """Pre-trained vectors for a vocabulary; words the file lacks get random sphere rows."""
     from nlgkit.embeddings import save_table, vectors_from_file, vocabulary_words
+
     words = vocabulary_words(vocab)
     table, missing = vectors_from_file(vectors_file, words, fmt, seed)
     save_table(output, table, words, kind="loaded")
-    _written(output, *table.shape, f"; {missing:,} words not in {vectors_file} got random rows")
+    rows, dim = table.shape
+    _written(output, rows, dim, f"; {missing:,} words not in {vectors_file} got random rows")

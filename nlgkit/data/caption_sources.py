@@ -153,7 +153,7 @@ def read_coco(files: Sequence[Path]) -> CaptionCorpus:
     train: dict[str, list[str]] = {}
     held_out: dict[str, list[str]] = {}
     ids: dict[str, int] = {}  # held-out file name → image id
-    inputs = {}
+    inputs: dict[str, dict[str, str]] = {}
     for path in files:
         if "train" in path.name.lower():
             captions = train
@@ -313,7 +313,7 @@ def prepare_captions(out_dir: Path, corpus: str, *, images: str | Path = "", cap
                      min_freq: int = 5, max_len: int = 0, log: Log = print) -> dict[str, Any]:
     """A recipe's ``[data.prepare]`` → the corpus's ``prepare_*`` (``captions``: Flickr8k.token.txt, the
     CSV, or comma-separated COCO annotation files; "" = not given)."""
-    options = {"min_freq": min_freq, "max_len": max_len, "log": log}
+    options: dict[str, Any] = {"min_freq": min_freq, "max_len": max_len, "log": log}
     if corpus == "flickr8k":
         return prepare_flickr8k(out_dir, images or None, captions or None, splits_dir or None, **options)
     if not images:

@@ -127,7 +127,7 @@ def _first_seed(seed_groups: list[list[RunResult]], kind: str) -> RunResult | No
     the joint head the one of the smallest d_j (the paper's default 512; larger ones are rows of their own)."""
     groups = [seeds for seeds in seed_groups if run_config(seeds[0]).head.type == kind]
     if kind == "joint":
-        groups.sort(key=lambda seeds: run_config(seeds[0]).head.joint_dim)  # type: ignore[attr-defined]
+        groups.sort(key=lambda seeds: run_config(seeds[0]).head.joint_dim)
     return groups[0][0] if groups else None
 
 
@@ -201,9 +201,10 @@ def _ablation_lines(runs: list[RunResult]) -> list[str]:
         for run in sorted(group, key=_ablation_key):
             head: Any = run_config(run).head
             row = paper.match(_ablation_keys(head))
-            theirs = "–" if row is None else f"{row.values['bleu']:.2f}" + (
-                "" if head.type == "learned" or baseline is None
-                else f" ({row.values['bleu'] - baseline.values['bleu']:+.2f})")
+            bleu = None if row is None else row.values["bleu"]
+            paper_base = None if baseline is None else baseline.values["bleu"]
+            theirs = "–" if bleu is None else f"{bleu:.2f}" + (
+                "" if head.type == "learned" or paper_base is None else f" ({bleu - paper_base:+.2f})")
             body.append([f"{head_label(run_config(run))} (`{run.run_dir.name}`)", row.note if row else "–", subword,
                          f"{run.values.get('params', 0) / 1e6:.1f}", f"{run.values['bleu']:.2f}",
                          versus(base, run) if base else "–", theirs])

@@ -90,7 +90,7 @@ def build_report(
     compared = [
         m for m in (table.metrics.values() if table else []) if m.nlgkit and _available(m.nlgkit, results)
     ]
-    shown += [m.nlgkit for m in compared if m.nlgkit not in shown]
+    shown += [m.nlgkit for m in compared if m.nlgkit is not None and m.nlgkit not in shown]
     base = _find_baseline(results, baseline)
     rows: list[ReportRow] = []
     for group in group_runs(results):

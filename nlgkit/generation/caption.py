@@ -12,6 +12,7 @@ import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, cast
 
 import torch
 
@@ -91,7 +92,7 @@ def draw_attention(run: TrainedRun, source: tuple[torch.Tensor, torch.Tensor], t
     inputs, _ = run.task.source_inputs([source], vocab)
     batch = Batch({k: v.to(run.device) for k, v in inputs.items()}, prev, prev, [0], prev.numel())
     with torch.inference_mode():
-        _, alphas = run.model.attention(batch)  # type: ignore[operator]  (1, T, L)
+        _, alphas = cast(Any, run.model).attention(batch)  # (1, T, L)
     alphas = alphas[0].float().cpu()
     side = round(alphas.size(1) ** 0.5)
     words = vocab.decode(tokens) + ["</s>"]
@@ -106,7 +107,7 @@ def draw_attention(run: TrainedRun, source: tuple[torch.Tensor, torch.Tensor], t
     for k, word in enumerate(words):
         weights = alphas[k].reshape(side, side).numpy()
         heat = Image.fromarray((weights / max(weights.max(), 1e-12) * 255).astype(np.uint8)).resize(
-            image.size, Image.BILINEAR)
+            image.size, Image.Resampling.BILINEAR)
         axis = figure.add_subplot(rows, columns, k + 2)
         axis.imshow(image)
         axis.imshow(np.asarray(heat), cmap="jet", alpha=0.5)

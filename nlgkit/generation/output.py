@@ -11,6 +11,7 @@ import sys
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from nlgkit.config import SearchConfig
 from nlgkit.errors import DataError
@@ -45,7 +46,7 @@ class SearchOptions:
             raise DataError(f"--batch-size {options.batch_size}: must be positive")
         return options
 
-    def search_kwargs(self) -> dict[str, float | int]:
+    def search_kwargs(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
 
@@ -62,6 +63,10 @@ def read_text_input(path: Path | None, warn: Callable[[str], None]) -> tuple[lis
                         on_invalid=lambda number: warn(f"{name}: line {number}: invalid UTF-8 replaced by U+FFFD")), name
 
 
+def _warn_invalid_utf8(warn: Callable[[str], None], where: str) -> Callable[[int], None]:
+    return lambda _: warn(f"{where}: invalid UTF-8 replaced by U+FFFD")
+
+
 def line_groups(path: Path | None, size: int, warn: Callable[[str], None]) -> Iterator[tuple[int, list[str]]]:
     """``(first line number, lines)`` groups of up to ``size`` lines, read as they arrive (stdin when ``path``
     is None): a group is handed on as soon as it is complete, so a pipe gets answers before its EOF."""
@@ -73,8 +78,7 @@ def line_groups(path: Path | None, size: int, warn: Callable[[str], None]) -> It
         group: list[str] = []
         number = first = 1
         for raw in iter(handle.readline, b""):
-            group += decode_lines(raw, name, on_invalid=lambda _, at=number: warn(
-                f"{name}: line {at}: invalid UTF-8 replaced by U+FFFD"))
+            group += decode_lines(raw, name, on_invalid=_warn_invalid_utf8(warn, f"{name}: line {number}"))
             number += 1
             if len(group) == size:
                 yield first, group

@@ -73,6 +73,7 @@ class ContinuousHeadConfig(HeadConfig):
 @HEADS.register("continuous", ContinuousHeadConfig)
 class ContinuousHead(OutputHead):
     normalized = False
+    table: Tensor  # (V, e) buffer: the frozen unit target vectors
 
     def __init__(self, context: HeadContext, config: ContinuousHeadConfig) -> None:
         super().__init__(context)

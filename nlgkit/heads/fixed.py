@@ -59,7 +59,7 @@ def attach_bias(head: nn.Module, kind: str, vocab_size: int) -> None:
     elif kind == "learned":
         head.bias = nn.Parameter(torch.zeros(vocab_size))
     elif kind == "none":
-        head.bias = None
+        head.register_parameter("bias", None)
     else:
         raise ConfigError(f"head.bias = {kind!r}: expected 'fixed', 'learned' or 'none'")
 

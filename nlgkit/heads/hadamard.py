@@ -80,6 +80,10 @@ def choose_columns(dim: int, order: int, generator: torch.Generator) -> Tensor:
 class HadamardHead(OutputHead):
     """logits_j = scale/√d · Σ_i signs_i · H[j, columns_i] · f_i + b_j, for j < V; nothing trained."""
 
+    columns: Tensor  # (d,) buffer
+    signs: Tensor  # (d,) buffer
+    bias: Tensor | None
+
     def __init__(self, context: HeadContext, config: HadamardHeadConfig) -> None:
         super().__init__(context)
         d, vocab = context.feature_dim, context.vocab_size

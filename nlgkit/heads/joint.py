@@ -16,7 +16,7 @@ outside training it is computed once and reused at every decoding step until a w
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, cast
 
 import torch
 import torch.nn.functional as F
@@ -54,7 +54,7 @@ class JointHead(SharesTargetEmbedding, OutputHead):
         if embedding.num_embeddings != context.vocab_size:
             raise ConfigError(f"head.type = 'joint': target embedding has {embedding.num_embeddings} rows, "
                               f"vocabulary has {context.vocab_size}")
-        self.weight: nn.Parameter = embedding.weight  # (V, E): the decoder's own embedding, shared
+        self.weight = cast(nn.Parameter, embedding.weight)  # (V, E): the decoder's own embedding, shared
         emb_dim, d = embedding.embedding_dim, context.feature_dim
         self.structure, self.sigma = structure, ACTIVATIONS[activation]
         self.output_proj: nn.Linear | None = None  # U (with b_u): E → d_j

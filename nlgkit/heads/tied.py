@@ -9,7 +9,7 @@ d → E is applied first (the extra cost the paper points out for tied models).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, cast
 
 import torch
 import torch.nn.functional as F
@@ -45,7 +45,7 @@ class TiedHead(SharesTargetEmbedding, OutputHead):
                 f"head.type = 'tied': target embedding has {embedding.num_embeddings} rows, "
                 f"vocabulary has {context.vocab_size}"
             )
-        self.weight: nn.Parameter = embedding.weight  # (V, E): the same Parameter, no copy
+        self.weight = cast(nn.Parameter, embedding.weight)  # (V, E): the same Parameter, no copy
         emb_dim = embedding.embedding_dim
         self.projection: nn.Linear | None = None
         if context.feature_dim != emb_dim:

@@ -13,6 +13,7 @@ the same ratio of scaled values (κ/(2(v + 1)) where both underflow), so neither
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 import torch
@@ -41,14 +42,14 @@ def _ratio(v: float, kappa: np.ndarray) -> np.ndarray:
 
 class _LogBessel(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, kappa: Tensor, v: float) -> Tensor:  # type: ignore[override]
+    def forward(ctx: Any, kappa: Tensor, v: float) -> Tensor:
         values = kappa.detach().double().cpu().numpy()
         ctx.save_for_backward(kappa)
         ctx.v = v
         return torch.from_numpy(_log_iv(v, values)).to(kappa.device, kappa.dtype)
 
     @staticmethod
-    def backward(ctx, grad: Tensor) -> tuple[Tensor, None]:  # type: ignore[override]
+    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor, None]:
         (kappa,) = ctx.saved_tensors
         values = kappa.detach().double().cpu().numpy()
         slope = _ratio(ctx.v, values) + ctx.v / values
@@ -57,7 +58,7 @@ class _LogBessel(torch.autograd.Function):
 
 def log_bessel_iv(v: float, kappa: Tensor) -> Tensor:
     """log I_v(κ) for κ > 0 (any shape), differentiable in κ."""
-    return _LogBessel.apply(kappa, float(v))  # type: ignore[no-any-return]
+    return _LogBessel.apply(kappa, float(v))
 
 
 def log_vmf_normaliser(dim: int, kappa: Tensor) -> Tensor:

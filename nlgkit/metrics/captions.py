@@ -134,8 +134,8 @@ def caption_scores(hyps: Sequence[str], refs: Sequence[Sequence[str]], meteor: b
         scores["METEOR"] = {"available": False, "reason": missing or "not requested"}
     else:
         variant = meteor_variant("en")
-        meteor, _ = run_meteor([res[i][0] for i in res], [gts[i] for i in res], variant)
-        scores["METEOR"] = _entry(meteor, f"{coco} {variant.signature()}|pre-tok:{tok}")
+        meteor_score, _ = run_meteor([res[i][0] for i in res], [gts[i] for i in res], variant)
+        scores["METEOR"] = _entry(meteor_score, f"{coco} {variant.signature()}|pre-tok:{tok}")
     rouge, _ = Rouge().compute_score(gts, res)
     scores["ROUGE-L"] = _entry(rouge, f"{coco} ROUGE-L|beta:1.2|tok:{tok}")
     cider, per_image = Cider().compute_score(gts, res)

@@ -100,7 +100,7 @@ def _meteor_default_modules(code: str) -> tuple[str, ...]:
     return ("exact", "stem") if code in LI_LANGS else ("exact",)
 
 
-class _MeteorProcess(_coco_meteor.Meteor):  # type: ignore[misc]
+class _MeteorProcess(_coco_meteor.Meteor):
     """pycocoevalcap's Meteor (its ``compute_score`` protocol) with our command line and working directory."""
 
     def __init__(self, options: list[str], workdir: str, stderr: IO[bytes]) -> None:  # no super(): -l en
@@ -117,7 +117,8 @@ class _MeteorProcess(_coco_meteor.Meteor):  # type: ignore[misc]
         return lines[-1] if lines else "no message"
 
     def close(self) -> None:
-        self.meteor_p.stdin.close()
+        if self.meteor_p.stdin is not None:
+            self.meteor_p.stdin.close()
         self.meteor_p.kill()
         self.meteor_p.wait()
 

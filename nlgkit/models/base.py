@@ -72,7 +72,7 @@ class Generator(nn.Module):
 
     @classmethod
     def from_config(cls, config: Any, context: ModelContext) -> Generator:
-        return cls(config, context)  # type: ignore[call-arg]
+        return cls(config, context)
 
     def target_embedding(self) -> nn.Embedding:
         """The decoder's target input embedding (tied and joint heads share it)."""

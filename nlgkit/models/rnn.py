@@ -10,7 +10,7 @@ is 13,893,381 (DE-EN, learned head) and 10,870,272 (fixed head).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import torch
 import torch.nn.functional as F
@@ -60,9 +60,13 @@ class DecoderCell(nn.Module):
             cell_class(embedding_dim + context_dim if i == 0 else hidden_dim, hidden_dim) for i in range(layers)
         )
 
+    def cells(self) -> list[nn.RNNCellBase]:
+        """The layers' cells, bottom first (typed: a ModuleList's items are bare Modules)."""
+        return [cast(nn.RNNCellBase, layer) for layer in self.layers]
+
     def project_embeddings(self, embedded: Tensor) -> Tensor:
         """(…, E) → (…, G·H): the embedding part of layer 0's input projection, with its bias."""
-        first = self.layers[0]
+        first = self.cells()[0]
         return F.linear(embedded, first.weight_ih[:, : self.embedding_dim], first.bias_ih)
 
     def context_weight(self) -> Tensor:
@@ -71,7 +75,7 @@ class DecoderCell(nn.Module):
         Teacher forcing slices it once per batch and passes it to every step: a slice taken inside the
         step would, in backward, zero-fill and copy a full-size weight gradient at every step.
         """
-        return self.layers[0].weight_ih[:, self.embedding_dim :]
+        return self.cells()[0].weight_ih[:, self.embedding_dim :]
 
     def forward(
         self, embedding_gates: Tensor, context: Tensor, hidden: list[Tensor], cells: list[Tensor],
@@ -81,14 +85,15 @@ class DecoderCell(nn.Module):
         """One step. embedding_gates (B, G·H), context (B, C), hidden/cells: per layer (B, H);
         ``context_gates`` (B, G·H): the context's share of layer 0's input gates, when already computed."""
         new_hidden, new_cells = [], []
-        layer_input = None
-        for i, layer in enumerate(self.layers):
+        layer_input: Tensor | None = None  # the layer below's new hidden state
+        for i, layer in enumerate(self.cells()):
             if i == 0:
                 if context_gates is None:
                     weight = self.context_weight() if context_weight is None else context_weight
                     context_gates = F.linear(context, weight)
                 gi = embedding_gates + context_gates
             else:
+                assert layer_input is not None
                 gi = F.linear(layer_input, layer.weight_ih, layer.bias_ih)
             last = i == len(self.layers) - 1
             if last and top_hidden_gates is not None:
@@ -128,7 +133,7 @@ class SearchTables:
     @classmethod
     def of(cls, model: RNNModel) -> SearchTables:
         config, decoder, attention = model.config, model.decoder, model.attention
-        top, words = decoder.layers[-1], model.tgt_embed.weight
+        top, words = decoder.cells()[-1], model.tgt_embed.weight
         d, c = config.decoder_dim, decoder.context_weight().size(1)
         pre = model.pre_output.weight  # (P, D + C + E) over [output; context; embedded]
         return cls(
@@ -259,7 +264,7 @@ class RNNModel(Generator):
         embedding_gates = self.decoder.project_embeddings(embedded)  # (B, T, G·H)
         hidden = list(state["hidden"].unbind(1))
         cells = list(state["cells"].unbind(1)) if "cells" in state else []
-        top = self.decoder.layers[-1]
+        top = self.decoder.cells()[-1]
         # One matmul per step for both uses of the top state: attention query and the cell's hidden gates.
         fused_weight = torch.cat([top.weight_hh, self.attention.query_weight], dim=0)  # (G·H + A, D)
         fused_bias = torch.cat([top.bias_hh, top.bias_hh.new_zeros(self.config.attention_dim)])

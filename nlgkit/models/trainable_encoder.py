@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from torch import Tensor, nn
 
@@ -62,5 +62,5 @@ class WithTrainableEncoderTop(Generator):
     @property
     def attention(self) -> Callable[[Batch], Any]:
         """The wrapped model's attention (``caption --attention``), when it has one."""
-        inner_attention = self.inner.attention  # AttributeError: no attention to draw
+        inner_attention = cast(Any, self.inner).attention  # AttributeError: no attention to draw
         return lambda batch: inner_attention(replace(batch, inputs=self._features(batch.inputs)))

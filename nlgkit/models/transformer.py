@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import torch
 import torch.nn.functional as F
@@ -157,6 +157,8 @@ class DecoderLayer(nn.Module):
 
 @MODELS.register("transformer", TransformerConfig)
 class TransformerModel(Generator):
+    sinusoids: Tensor  # (max_positions, dim) buffer, with sinusoidal positions only
+
     def __init__(self, config: TransformerConfig, context: ModelContext) -> None:
         super().__init__()
         src_vocab_size = context.require("src_vocab_size", "transformer")
@@ -196,6 +198,10 @@ class TransformerModel(Generator):
             embedding.weight[pad_index].zero_()
         return embedding
 
+    def decoder_layers(self) -> list[DecoderLayer]:
+        """The decoder's layers, bottom first (typed: a ModuleList's items are bare Modules)."""
+        return [cast(DecoderLayer, layer) for layer in self.decoder]
+
     def _embed(self, embedding: nn.Embedding, tokens: Tensor, start: Tensor | int = 0) -> Tensor:
         """tokens (B, T) at positions start … start + T − 1 → (B, T, d)."""
         if isinstance(start, int) and start + tokens.size(1) > self.config.max_positions:  # no host sync per step
@@ -215,7 +221,7 @@ class TransformerModel(Generator):
         memory = self.encoder_norm(x)
         batch = src.size(0)
         state: State = {"mask": mask, "step": torch.zeros(batch, dtype=torch.long, device=src.device)}
-        for i, layer in enumerate(self.decoder):  # cross-attention keys/values once per sentence
+        for i, layer in enumerate(self.decoder_layers()):  # cross-attention keys/values once per sentence
             state[f"cross_k{i}"], state[f"cross_v{i}"] = layer.cross_attention.keys_values(memory)
             heads = self.config.size("heads")
             empty = memory.new_zeros(batch, heads, 0, self.config.size("dim") // heads)  # (B, h, 0, d/h)
@@ -227,12 +233,12 @@ class TransformerModel(Generator):
             prefix = torch.cat([state["prefix"], prev_tokens[:, None]], dim=1) if "prefix" in state else \
                 prev_tokens[:, None]
             x = self._embed(self.tgt_embed, prefix)
-            for i, layer in enumerate(self.decoder):
+            for i, layer in enumerate(self.decoder_layers()):
                 x, _ = layer(x, None, (state[f"cross_k{i}"], state[f"cross_v{i}"]), state["mask"])
             return self.output(self.decoder_norm(x[:, -1])), {**state, "prefix": prefix}
         x = self._embed(self.tgt_embed, prev_tokens[:, None], state["step"])  # (B, 1, d)
         new_state = dict(state)
-        for i, layer in enumerate(self.decoder):
+        for i, layer in enumerate(self.decoder_layers()):
             x, (k, v) = layer(x, (state[f"self_k{i}"], state[f"self_v{i}"]),
                               (state[f"cross_k{i}"], state[f"cross_v{i}"]), state["mask"])
             new_state[f"self_k{i}"], new_state[f"self_v{i}"] = k, v
@@ -242,6 +248,6 @@ class TransformerModel(Generator):
     def forward(self, batch: Batch) -> tuple[Tensor, dict[str, Tensor]]:
         state = self.encode(batch.inputs)
         x = self._embed(self.tgt_embed, batch.prev_tokens)
-        for i, layer in enumerate(self.decoder):
+        for i, layer in enumerate(self.decoder_layers()):
             x, _ = layer(x, None, (state[f"cross_k{i}"], state[f"cross_v{i}"]), state["mask"])
         return self.output(self.decoder_norm(x)), {}

@@ -217,7 +217,7 @@ def _reorder(model: Generator, state: State, rows: Tensor, same_sentences: bool)
     """``model.reorder``; while rows only move among the beams of the same sentences, the model's static
     entries (equal across a sentence's beams) are kept as they are instead of being copied."""
     # getattr: a model may follow the protocol without subclassing Generator
-    static = getattr(model, "static_state", frozenset()) if same_sentences else frozenset()
+    static: frozenset[str] = getattr(model, "static_state", frozenset()) if same_sentences else frozenset()
     if not static:
         return model.reorder(state, rows)
     moved = model.reorder({key: value for key, value in state.items() if key not in static}, rows)

@@ -73,7 +73,7 @@ def read_records(path: Path, limit: int = 0) -> list[dict[str, Any]]:
     """The image records of one split file (the first ``limit`` images when limit > 0)."""
     if not path.is_file():
         raise DataError(f"{path}: file not found (run `nlgkit prepare` first)")
-    records = []
+    records: list[dict[str, Any]] = []
     with open(path, encoding="utf-8") as handle:
         for number, line in enumerate(handle, start=1):
             if limit and len(records) >= limit:

@@ -82,4 +82,4 @@ SCHEDULES = {"plateau": Plateau, "inverse_sqrt": InverseSqrt, "none": lambda con
 
 
 def build_schedule(config: RunConfig, optimizer: torch.optim.Optimizer) -> Schedule:
-    return SCHEDULES[config.train.schedule](config, optimizer)  # type: ignore[no-any-return,operator]
+    return SCHEDULES[config.train.schedule](config, optimizer)

@@ -22,7 +22,7 @@ import time
 from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import torch
 from rich.console import Console
@@ -187,7 +187,7 @@ class Trainer:
         scheduler = build_scheduler(cfg, optimizer)
         objective = data_parallel(TrainingObjective(model, t.label_smoothing), ranks, device)
         if t.compile:
-            objective = torch.compile(objective, dynamic=True)
+            objective = cast(torch.nn.Module, torch.compile(objective, dynamic=True))
         if ranks.rank > 0:  # same initial weights everywhere; each rank its own dropout and sampling draws
             torch.manual_seed(rank_seed(t.seed, ranks.rank))
         log = MetricsLog(self.run_dir / "metrics.jsonl", enabled=ranks.is_main)

@@ -300,7 +300,7 @@ class EfficientNetLite0Encoder(ImageEncoder):
         import timm
 
         weights = _existing(config.weights_file) if config.weights_file else cls.package_file()
-        net = timm.create_model("tf_efficientnet_lite0", pretrained=False)
+        net: Any = timm.create_model("tf_efficientnet_lite0", pretrained=False)  # timm's EfficientNet
         target, state = net.state_dict(), load_state(weights)
         if set(state) != set(target):  # the package's names (a timm state dict loads as it is)
             state = lite0_state_dict(state, target, weights)
@@ -381,4 +381,4 @@ class ResNetEncoder(ImageEncoder):
 def build_encoder(config: EncoderConfig) -> ImageEncoder:
     """The frozen, pretrained encoder ``config`` names (a one-line error when its weights are missing)."""
     config.validate()
-    return ENCODERS.component(config.name).from_config(config)  # type: ignore[attr-defined,no-any-return]
+    return ENCODERS.component(config.name).from_config(config)  # type: ignore[attr-defined]
