@@ -163,7 +163,10 @@ def test_pappas_report_from_trained_runs(pappas_runs: list[Path], tmp_path: Path
     sampling = section(text, "Sampled softmax")
     assert [row.split(" (`")[0][2:] for row in sampling[1:]] == ["joint (d_j 16)", "joint (d_j 16), sampled 50%"]
     full, sampled = (row.rstrip(" |").split(" | ") for row in sampling[1:])
-    assert full[-1] == "1.00×" and float(sampled[-1].rstrip("×")) > 0  # speeds from each run's training log
+    assert full[-2] == "1.00×" and float(sampled[-2].rstrip("×")) > 0  # speeds from each run's training log
+    events = [json.loads(line) for line in (pappas_runs[-1] / "metrics.jsonl").read_text().splitlines()]
+    last = [e for e in events if e["event"] == "train"][-1]  # one process: its counter covers every update
+    assert full[-1] == "–" and sampled[-1] == f"{100 * last['sampling_overflows'] / last['update']:.1f} %"
 
 
 def test_pappas_claim_tests_the_part_of_the_order_its_runs_present(pappas_runs: list[Path], tmp_path: Path) -> None:
@@ -275,3 +278,22 @@ def test_a_run_record_needs_the_hypotheses_it_cannot_remake(pappas_runs: list[Pa
     err = capsys.readouterr().err.strip()
     assert exit_info.value.code == 2 and "\n" not in err and "no weights to translate with" in err
     assert not (tmp_path / "pappas.md").exists()
+
+
+def test_overflow_share_counts_each_training_process_once(tmp_path: Path) -> None:
+    """The head's counter restarts with every process; updates logged after the checkpoint a run resumed
+    from were trained again, so only the resumed process's count covers them."""
+    from nlgkit.evaluate.collect import RunResult
+    from nlgkit.evaluate.pappas import overflow_share
+
+    events = [{"event": "start"},
+              {"event": "train", "update": 50, "sampling_overflows": 10},
+              {"event": "train", "update": 100, "sampling_overflows": 20},
+              {"event": "train", "update": 150, "sampling_overflows": 30},  # killed before its checkpoint
+              {"event": "resume", "update": 100},
+              {"event": "train", "update": 150, "sampling_overflows": 5}]
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
+    run = RunResult("r", tmp_path, {}, "", [], [], tmp_path / "hyp", False)
+    assert overflow_share(run) == (20 + 5) / (100 + 50)
+    (tmp_path / "metrics.jsonl").write_text(json.dumps({"event": "train", "update": 50}) + "\n")
+    assert overflow_share(run) is None  # a full-softmax run logs no counter
