@@ -168,21 +168,26 @@ def _first_bad_line(path: Path, has_header: bool) -> str | None:
     return None
 
 
-def vectors_from_file(path: Path, words: Sequence[str], fmt: str, seed: int) -> tuple[Tensor, int]:
+def vectors_from_file(path: Path, words: Sequence[str], fmt: str, seed: int,
+                      limit: int = 0) -> tuple[Tensor, int]:
     """Rows for ``words`` from a word2vec / GloVe / fastText file (gensim); returns the table and how many
     words the file lacked (those get random sphere rows of the file's dimension). ``fmt`` ``auto`` reads the
-    format from the file (:func:`detect_vector_format`)."""
+    format from the file (:func:`detect_vector_format`); ``limit`` > 0 reads only its first ``limit`` vectors
+    (a 2M-word fastText file holds gigabytes)."""
     from gensim.models import KeyedVectors
 
     if not path.is_file():
         raise DataError(f"{path}: file not found")
     if fmt not in VECTOR_FORMATS:
         raise ConfigError(f"--format {fmt!r}: expected {', '.join(VECTOR_FORMATS)}")
+    if limit < 0:
+        raise ConfigError(f"--limit {limit}: must not be negative")
     if fmt == "auto":
         fmt = detect_vector_format(path)
     try:
         vectors = KeyedVectors.load_word2vec_format(str(path), binary=fmt == "word2vec-binary",
-                                                    no_header=fmt == "glove", unicode_errors="replace")
+                                                    no_header=fmt == "glove", unicode_errors="replace",
+                                                    limit=limit or None)
     except (ValueError, EOFError, UnicodeDecodeError, IndexError) as exc:
         where = None if fmt == "word2vec-binary" else _first_bad_line(path, has_header=fmt == "word2vec")
         raise DataError(f"{path}: " + (where or f"not a {fmt} vector file ({type(exc).__name__}: {exc})")) from None

@@ -183,6 +183,12 @@ def test_embed_random_combine_load_round_trip(tmp_path: Path, vocab: Path) -> No
         table, _ = load_table(out)
         assert table[words.index("dog")].tolist() == [1.0, 0.0, 0.0]
         assert table[words.index("blue")].tolist() == [0.0, 2.0, 0.0]
+    first = tmp_path / "first.safetensors"  # --limit 1: the file's first vector only (dog), blue gets a random row
+    result = cli("embed", "load", str(text), "--vocab", str(vocab), "-o", str(first), "--limit", "1")
+    assert result.exit_code == 0 and f"{len(words) - 1:,} words not in" in result.stdout, result.output
+    table, _ = load_table(first)
+    assert table[words.index("dog")].tolist() == [1.0, 0.0, 0.0]
+    assert table[words.index("blue")].tolist() != [0.0, 2.0, 0.0]
     binary = tmp_path / "vectors.bin"
     from gensim.models import KeyedVectors
 

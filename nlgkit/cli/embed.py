@@ -71,12 +71,14 @@ def load_cmd(vectors_file: Annotated[Path, typer.Argument(help="word2vec / GloVe
              fmt: Annotated[str, typer.Option("--format", help="auto (read from the file), word2vec (text, "
                                                                "also fastText .vec), word2vec-binary or glove")
                             ] = "auto",
-             seed: Annotated[int, typer.Option(help="seed of the random rows for missing words")] = 1) -> None:
+             seed: Annotated[int, typer.Option(help="seed of the random rows for missing words")] = 1,
+             limit: Annotated[int, typer.Option(help="read only the file's first N vectors (the most frequent "
+                                                     "words in word2vec / fastText files); 0 = all")] = 0) -> None:
     """Pre-trained vectors for a vocabulary; words the file lacks get random sphere rows."""
     from nlgkit.embeddings import save_table, vectors_from_file, vocabulary_words
 
     words = vocabulary_words(vocab)
-    table, missing = vectors_from_file(vectors_file, words, fmt, seed)
+    table, missing = vectors_from_file(vectors_file, words, fmt, seed, limit)
     save_table(output, table, words, kind="loaded")
     rows, dim = table.shape
     _written(output, rows, dim, f"; {missing:,} words not in {vectors_file} got random rows")
