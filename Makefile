@@ -50,7 +50,8 @@ train = grep -qs '"finished": true' $(RUNS_DIR)/$(1)/summary.json || \
 	$(NLGKIT) train $(2) --run-dir $(RUNS_DIR)/$(1) $(3) $$( [ -d $(RUNS_DIR)/$(1)/checkpoints/last ] && echo --resume )
 
 .PHONY: install demo test test-slow lint bench reproduce-table1 reproduce-table2 reproduce-table3 reproduce-table4 \
-	reproduce-tokarchuk tokarchuk-report tokarchuk-tables $(TOKARCHUK_CONTINUOUS) reproduce-pappas pappas-speed clean
+	reproduce-tokarchuk tokarchuk-report tokarchuk-tables $(TOKARCHUK_CONTINUOUS) reproduce-pappas pappas-report \
+	pappas-speed clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -163,10 +164,15 @@ ifeq ($(PAPPAS_EXTRAS),yes)
 	    --set head.sampling.share=$$share $(PAPPAS_SET)) || exit 1; \
 	done
 endif
+	$(MAKE) pappas-report
+	$(call archive,$(PAPPAS_RUNS))
+	$(MAKE) pappas-speed
+
+# The Pappas tables from the run directories there are and the committed records, training nothing (a run still
+# training shows with its status; one neither here nor recorded is listed as not run yet).
+pappas-report: $(STAMP)
 	$(PY) -m nlgkit.reproduce pappas $(addprefix $(RUNS_DIR)/,$(PAPPAS_RUNS)) --records $(RECORDS) \
 	  --output results/pappas.md
-	$(MAKE) pappas-speed
-	$(call archive,$(PAPPAS_RUNS))
 	$(PY) -m nlgkit.reproduce log-summary $(addprefix $(RUNS_DIR)/,$(PAPPAS_RUNS)) --records $(RECORDS) \
 	  --output results/pappas_runs.md
 

@@ -307,10 +307,11 @@ def log_summary(run_dirs: list[str], output: str | None) -> str:
              "`metrics.jsonl`; written by `python -m nlgkit.reproduce log-summary`.", ""]
     for run_dir in run_dirs:
         events = MetricsLog(Path(run_dir) / "metrics.jsonl").read()
-        parts += [f"## `{Path(run_dir).name}`", "", _source_line(Path(run_dir))]
+        parts += [f"## `{Path(run_dir).name}`", ""]
         if not events:
-            parts += ["", "Not run yet: no metrics.jsonl in its run directory or record.", ""]
+            parts += ["Not run yet: no metrics.jsonl in its run directory or record.", ""]
             continue
+        parts.append(_source_line(Path(run_dir)))
         resumes = [e for e in events if e["event"] == "resume"]
         start = next((e for e in events if e["event"] == "start"), {})
         train = [e for e in events if e["event"] == "train"]
@@ -366,7 +367,8 @@ def _provenance_line(provenance: dict[str, Any] | None) -> str:
     if provenance is None:
         return ""
     env, git = provenance.get("env", {}), provenance.get("git", {})
-    device = env.get("gpu") or f"CPU ({env.get('cpu', '?')}, {env.get('threads', '?')} threads)"
+    threads = env.get("threads", "?")
+    device = env.get("gpu") or f"CPU ({env.get('cpu', '?')}, {threads} thread{'' if threads == 1 else 's'})"
     return f"Trained on {device}, torch {env.get('torch', '?')}, nlgkit {_commit(git)}; "
 
 

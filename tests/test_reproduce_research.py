@@ -297,3 +297,11 @@ def test_overflow_share_counts_each_training_process_once(tmp_path: Path) -> Non
     assert overflow_share(run) == (20 + 5) / (100 + 50)
     (tmp_path / "metrics.jsonl").write_text(json.dumps({"event": "train", "update": 50}) + "\n")
     assert overflow_share(run) is None  # a full-softmax run logs no counter
+
+
+def test_log_summary_of_a_run_not_trained_names_no_source(tmp_path: Path) -> None:
+    """A run with neither a directory nor a record is listed as not run yet, without a path it was not read from."""
+    output = tmp_path / "runs.md"
+    reproduce(["log-summary", str(tmp_path / "pappas_bpe2000_tied"), "--output", str(output)])
+    part = output.read_text().split("## `pappas_bpe2000_tied`", 1)[1]
+    assert part.strip() == "Not run yet: no metrics.jsonl in its run directory or record."
