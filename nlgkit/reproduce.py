@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from nlgkit.errors import NlgkitError
+from nlgkit.evaluate.markdown import md_table
 from nlgkit.evaluate.records import archive_run, with_records
 
 RECIPES = Path(__file__).resolve().parents[1] / "recipes"
@@ -47,9 +48,9 @@ def table3(output: str | None) -> str:
             model = build_untrained(config, log=lambda *a: print(*a, file=sys.stderr))[2]
             counts[head] = count_parameters(model)["trainable"]
         saving = 1 - counts["fixed"] / counts["learned"]
-        rows.append(f"| Multi30K {src.upper()}-{tgt.upper()} | {counts['learned']:,} | {paper_learned:,} | "
-                    f"{counts['fixed']:,} | {paper_fixed:,} | {saving:.0%} | {counts['tied']:,} | "
-                    f"{'yes' if (counts['learned'], counts['fixed']) == (paper_learned, paper_fixed) else 'NO'} |")
+        rows.append([f"Multi30K {src.upper()}-{tgt.upper()}", f"{counts['learned']:,}", f"{paper_learned:,}",
+                     f"{counts['fixed']:,}", f"{paper_fixed:,}", f"{saving:.0%}", f"{counts['tied']:,}",
+                     "yes" if (counts["learned"], counts["fixed"]) == (paper_learned, paper_fixed) else "NO"])
     caption_rows = _table3_captioning(paper, build_untrained, count_parameters)
     text = "\n".join([
         "# Shalev et al., Table 3: trainable parameters",
@@ -59,11 +60,8 @@ def table3(output: str | None) -> str:
         "MSCOCO: the `coco_*` recipes (ResNet-101 features, 2048 channels, 14×14 regions) counted for the paper's",
         "9,490-word vocabulary (`nlgkit train recipes/coco_attend_learned.toml --dry-run --vocab-size 9490`).",
         "",
-        ("| model | learned (nlgkit) | learned (paper) | fixed (nlgkit) | fixed (paper) | decrease | tied (nlgkit) "
-         "| equal to paper |"),
-        "|---|---:|---:|---:|---:|---:|---:|---|",
-        *rows,
-        *caption_rows,
+        *md_table(["model", "learned (nlgkit)", "learned (paper)", "fixed (nlgkit)", "fixed (paper)", "decrease",
+                   "tied (nlgkit)", "equal to paper"], rows + caption_rows, [False] + [True] * 6 + [False]),
         "",
         "The tied models have no row in the paper. Multi30K's tied head shares the 256-dim target embeddings",
         "through a learned 512→256 projection; the captioners' embeddings are 512-wide, so they tie directly.",
@@ -86,7 +84,7 @@ def table3(output: str | None) -> str:
     return text
 
 
-def _table3_captioning(paper, build_untrained, count_parameters) -> list[str]:  # type: ignore[no-untyped-def]
+def _table3_captioning(paper, build_untrained, count_parameters) -> list[list[str]]:  # type: ignore[no-untyped-def]
     """Tell and Attend rows for the paper's 9,490-word COCO vocabulary (no data or weights needed)."""
     from nlgkit.config import load_recipe
 
@@ -102,8 +100,8 @@ def _table3_captioning(paper, build_untrained, count_parameters) -> list[str]:  
         gaps = {paper_learned - counts["learned"], paper_fixed - counts["fixed"]}
         verdict = "yes" if gaps == {0} else (f"no: {gaps.pop():,} below in both rows (see below)" if len(gaps) == 1
                                              else "no")
-        rows.append(f"| MSCOCO {name} | {counts['learned']:,} | {paper_learned:,} | {counts['fixed']:,} | "
-                    f"{paper_fixed:,} | {saving:.0%} | {counts['tied']:,} | {verdict} |")
+        rows.append([f"MSCOCO {name}", f"{counts['learned']:,}", f"{paper_learned:,}", f"{counts['fixed']:,}",
+                     f"{paper_fixed:,}", f"{saving:.0%}", f"{counts['tied']:,}", verdict])
     return rows
 
 
@@ -262,9 +260,8 @@ def table4(run_dirs: list[str], output: str | None, wordsim_dir: str | None = No
     lines = ["# Shalev et al., Table 4: word similarity (Spearman ρ), target / input vectors", "",
              "Written by `make reproduce-table4` (`python -m nlgkit.reproduce table4 RUN_DIR…`): Spearman ρ between",
              "the cosine of two words' vectors and the human score, over the pairs whose words are both in the",
-             "vocabulary (covered/total); each run's best checkpoint.", "",
-             ("| run | head | benchmark | target ρ (nlgkit) | target ρ (paper) | input ρ (nlgkit) | input ρ (paper) "
-              "| pairs |"), "|---|---|---|---:|---:|---:|---:|---:|"]
+             "vocabulary (covered/total); each run's best checkpoint.", ""]
+    body = []
     for run_dir in run_dirs:
         run = load_trained(Path(run_dir), "best", "cpu")
         cfg = run.config
@@ -281,7 +278,9 @@ def table4(run_dirs: list[str], output: str | None, wordsim_dir: str | None = No
                 cells += [ours, "–" if theirs is None else f"{theirs:.2f}"]
                 if result is not None:
                     covered = f"{result.covered}/{result.total}"
-            lines.append(f"| `{run_dir}` | {cfg.head.type} | {name} | {' | '.join(cells)} | {covered} |")
+            body.append([f"`{run_dir}`", cfg.head.type, name, *cells, covered])
+    lines += md_table(["run", "head", "benchmark", "target ρ (nlgkit)", "target ρ (paper)", "input ρ (nlgkit)",
+                       "input ρ (paper)", "pairs"], body, [False] * 3 + [True] * 5)
     lines += ["", "A fixed head's target vectors are random by construction; the paper reports learned models only.",
               ""]
     text = "\n".join(lines)
@@ -329,16 +328,16 @@ def log_summary(run_dirs: list[str], output: str | None) -> str:
                             for e in events if e["event"] == "extend")
                   + (f"ended: {end[-1]['reason']}." if end else "no end event: the run was stopped from outside "
                      "(or is still running)."),
-                  "", _training_line(Path(run_dir)),
-                  "", (f"| epoch | updates | valid loss | valid ppl | valid {_metric_name(events)} | best | lr | "
-                  "wall (min) |"),
-                  "|---:|---:|---:|---:|---:|---:|---:|---:|"]
+                  "", _training_line(Path(run_dir)), ""]
+        epochs = []
         for e in events:
             if e["event"] == "valid" and not e.get("partial"):
                 metric = e.get("metric", "bleu")  # runs logged before tasks existed: BLEU, best as best_bleu
                 best = e.get("best", e.get("best_bleu"))
-                parts.append(f"| {e['epoch']} | {e['update']} | {e['loss']:.3f} | {e['ppl']:.2f} | {e[metric]:.2f} | "
-                             f"{best:.2f} | {e['lr']:.2e} | {e['wall_s'] / 60:.1f} |")
+                epochs.append([str(e["epoch"]), str(e["update"]), f"{e['loss']:.3f}", f"{e['ppl']:.2f}",
+                               f"{e[metric]:.2f}", f"{best:.2f}", f"{e['lr']:.2e}", f"{e['wall_s'] / 60:.1f}"])
+        parts += md_table(["epoch", "updates", "valid loss", "valid ppl", f"valid {_metric_name(events)}", "best", "lr",
+                           "wall (min)"], epochs, [True] * 8)
         parts.append("")
     text = "\n".join(parts)
     _write(text, output)

@@ -19,6 +19,7 @@ from nlgkit.evaluate.captioning import (
     differing_examples,
     nearest_neighbour_captions,
 )
+from nlgkit.evaluate.markdown import md_table
 
 MODEL_NAMES = {"show_tell": "tell", "show_attend_tell": "attend"}
 COLUMNS = ("BLEU-4", "BLEU-3", "VU", "ROUGE-L", "METEOR", "CIDEr")
@@ -92,27 +93,28 @@ def render(table: dict[str, Any], dataset: str) -> str:
              "Written by `make reproduce-table1` (`python -m nlgkit.reproduce table1 RUN_DIR…`). " + __doc__.split(
                  "\n\n", 1)[1].replace("\n", " "), "",
              "The paper's numbers are MSCOCO (Karpathy test split, ResNet-101); these runs use other data and another",
-             "encoder, so compare the heads with each other, not the absolute values with the paper's.", "",
-             "| model | head | status | " + " | ".join(COLUMNS) + " | paper B4 / B3 / VU / R-L / ME | ΔCIDEr vs learned "
-             "(95% CI, p) |", "|---|---|---|" + "---:|" * len(COLUMNS) + "---|---|"]
+             "encoder, so compare the heads with each other, not the absolute values with the paper's.", ""]
+    body = []
     for row in table["rows"]:
         paper = " / ".join(cell(row["paper"].get(c)) for c in PAPER_COLUMNS) if row["paper"] else "–"
         test = row.get("vs_learned")
         versus = (f"{test['delta']:+.2f} [{test['ci'][0]:+.2f}, {test['ci'][1]:+.2f}], p = {test['p']:.3f}"
                   if test else "–")
-        lines.append(f"| {row['model']} | {row['head']} | {row['status']} | "
-                     + " | ".join(cell(row["values"][c]) for c in COLUMNS) + f" | {paper} | {versus} |")
+        body.append([row["model"], row["head"], row["status"], *(cell(row["values"][c]) for c in COLUMNS), paper,
+                     versus])
     if table["baseline"]:
         values = table["baseline"]["values"]
-        lines.append("| nearest neighbour | – | (no training) | " + " | ".join(cell(values[c]) for c in COLUMNS)
-                     + " | – | – |")
+        body.append(["nearest neighbour", "–", "(no training)", *(cell(values[c]) for c in COLUMNS), "–", "–"])
+    lines += md_table(["model", "head", "status", *COLUMNS, "paper B4 / B3 / VU / R-L / ME",
+                       "ΔCIDEr vs learned (95% CI, p)"], body, [False] * 3 + [True] * len(COLUMNS) + [False] * 2)
     if table["rows"]:
         lines += ["", f"{table['rows'][0]['images']:,} test images; tokenizer: {table['rows'][0]['tokenizer']}. "
                   "VU counts `<unk>` as one word; captions that contain it: " + ", ".join(
                       f"{row['model']} {row['head']} {row['unk_captions']}" for row in table["rows"]) + "."]
     for model, examples in table["examples"].items():
         lines += ["", (f"## {model}: where the fixed head's caption uses a word the learned head's does not "
-                  "(rarest first; training count of the word)"), "", "| image | learned | fixed | word (count) |",
-                  "|---|---|---|---|"]
-        lines += [f"| {e['image']} | {e['a']} | {e['b']} | {e['word']} ({e['word_count']}) |" for e in examples]
+                  "(rarest first; training count of the word)"), ""]
+        lines += md_table(["image", "learned", "fixed", "word (count)"],
+                          [[e["image"], e["a"], e["b"], f"{e['word']} ({e['word_count']})"] for e in examples],
+                          [False] * 4)
     return "\n".join(lines) + "\n"
