@@ -300,7 +300,7 @@ class Trainer:
         target_lengths = data.target_lengths if ranks.distributed else []
         self._check_shares(session, loop, batches)
         bar = progress.add_task("train", total=len(batches), completed=loop.batch_in_epoch, epoch=loop.epoch,
-                                loss=0.0, tps=0.0, lr=session.optimizer.param_groups[0]["lr"])
+                                loss=0.0, tps=0.0, lr=self._lr(session))
         window = MetricWindow()
         session_start, wall_at_start = clock
         interrupted = False
@@ -321,7 +321,7 @@ class Trainer:
             loop.train_tokens += global_tokens
             loop.update += 1
             loop.wall_seconds = wall_at_start + time.perf_counter() - session_start
-            lr = session.optimizer.param_groups[0]["lr"]
+            lr = self._lr(session)
             progress.update(bar, advance=1, loss=window.loss, tps=window.tokens_per_s * ranks.world_size, lr=lr)
             if loop.update % t.log_every == 0:
                 loss_total, tokens_total = ranks.sum([window.loss_sum, float(window.tokens)], session.device)
