@@ -1,7 +1,8 @@
-"""``make bench``: training throughput, beam-search speed and peak memory, written to BENCHMARKS.md.
+"""``make bench``: training throughput, beam-search speed and peak memory, kept in BENCHMARKS.json.
 
 Each measurement runs in its own process, so peak memory (max RSS) belongs to that measurement alone.
-Figures are measured on this machine when the command runs; nothing here is asserted in tests.
+Figures are measured on this machine when the command runs; no test asserts a figure. BENCHMARKS.md is
+written from the JSON (:mod:`nlgkit.bench_report`; ``--render`` rewrites it without measuring).
 """
 
 from __future__ import annotations
@@ -210,6 +211,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--images", default="../shared/data/flickr8k/images",
                         help="images for the feature-extraction benchmark")
     parser.add_argument("--caption-updates", type=int, default=20)
+    parser.add_argument("--render", action="store_true",
+                        help="measure nothing: rewrite the Markdown from the JSON figures beside it")
     parser.add_argument("--worker", choices=["train", "translate", "extract", "caption", "head", "decode", "gpu-epoch"],
                         help=argparse.SUPPRESS)
     parser.add_argument("--recipe", help=argparse.SUPPRESS)
@@ -220,6 +223,10 @@ def main(argv: list[str] | None = None) -> None:
     if args.worker:
         _worker(args)
         return
+    if args.render:
+        _write_markdown(ROOT / args.output)
+        print(f"wrote {args.output} from {Path(args.output).with_suffix('.json')}")
+        return
     from nlgkit.io import atomic_write
     from nlgkit.train.provenance import cpu_name, git_revision
 
@@ -229,59 +236,20 @@ def main(argv: list[str] | None = None) -> None:
     if (ROOT / args.translate_run / "checkpoints" / "best").exists():
         translation = _spawn("--worker", "translate", "--run", args.translate_run, "--beam", str(args.beam),
                              "--limit", str(args.limit))
+    last = _previous(ROOT / args.output)  # figures a rerun could not measure are carried until measured again
+    previous_translation = None if translation else last.get("translation") or last.get("previous_translation")
     startup = measure_startup(args.translate_run if translation else None)
     captioning = _captioning_benchmarks(args)
     if "captioning" not in captioning:
-        last = _previous(ROOT / args.output, "captioning") or {}
-        previous = last.get("captioning") or last.get("previous_captioning")  # carried until measured again
+        last_captioning = last.get("captioning") or {}
+        previous = last_captioning.get("captioning") or last_captioning.get("previous_captioning")
         if previous:
             captioning["previous_captioning"] = previous
-    git = git_revision()
-    lines = [
-        "# Benchmarks",
-        "",
-        (f"Measured by `make bench` (`python -m nlgkit.bench`) on {cpu_name()}, {training[0]['threads']} threads, "
-         f"torch {torch.__version__}, commit {str(git['commit'])[:10]}{' (dirty)' if git['dirty'] else ''}, "
-         f"{time.strftime('%Y-%m-%d')}. Each row runs in its own process; peak memory is that process's max RSS."),
-        "",
-        f"## Training (Multi30K DE-EN recipes, real batches of epoch 1, after {args.warmup} warm-up updates)",
-        "",
-        ("| recipe | head | updates | target tokens/s | trainable params | head weight-gradient elements "
-         "| Adam state (MiB) | peak RSS (MiB) |"),
-        "|---|---|---:|---:|---:|---:|---:|---:|",
-    ]
-    for r in training:
-        lines.append(f"| `{r['recipe']}` | {r['head']} | {r['updates']} | {r['tokens_per_s']:,.0f} | "
-                     f"{r['trainable_parameters']:,} | {r['head_gradient_elements']:,} | "
-                     f"{r['optimizer_state_mib']:.1f} | {r['peak_rss_mib']:,.0f} |")
-    lines += _efficiency_lines(training)
-    lines += ["", "## Translation (test2016, batched beam search)", ""]
-    if translation:
-        t = translation
-        lines += ["| run | beam | sentences | sentences/s | output tokens/s | peak RSS (MiB) |",
-                  "|---|---:|---:|---:|---:|---:|",
-                  (f"| `{t['run']}` | {t['beam']} | {t['sentences']} | {t['sentences_per_s']:.1f} | "
-                   f"{t['output_tokens_per_s']:,.0f} | {t['peak_rss_mib']:,.0f} |")]
-    else:
-        lines.append(f"Not measured: no trained run at `{args.translate_run}` (train it first).")
-        previous = _previous(ROOT / args.output, "translation")
-        if previous:
-            translation = previous
-            lines.append(f"The previous `make bench` (same file) measured `{previous['run']}` at beam {previous['beam']}: "
-                         f"{previous['sentences_per_s']:.1f} sentences/s over {previous['sentences']} sentences.")
-    lines += ["", "## CLI start-up (wall seconds, median of 3 runs, as a user runs the commands)", "",
-              (f"`nlgkit --help`: {startup['help_s']:.2f} s. `python -c 'import torch'` alone: "
-               f"{startup['import_torch_s']:.2f} s.")]
-    if "translate_one_line_s" in startup:
-        lines.append(f"`echo … | nlgkit translate --model {startup['run']}` (one line, beam 5, end to end): "
-                     f"{startup['translate_one_line_s']:.2f} s.")
-    lines += _captioning_lines(captioning)
-    from nlgkit.bench_research import DECODERS, HEAD_CASES, VOCABS, research_lines
+    from nlgkit.bench_research import DECODERS, HEAD_CASES, VOCABS
 
     heads = [_spawn("--worker", "head", "--recipe", case, "--limit", str(v)) for case in HEAD_CASES for v in VOCABS]
     decoding = [_spawn("--worker", "decode", "--recipe", name, "--beam", "5") for name in DECODERS]
-    lines += research_lines(heads, decoding)
-    from nlgkit.bench_gpu import GPU_CASES, gpu_lines
+    from nlgkit.bench_gpu import GPU_CASES
 
     gpu: dict[str, Any] = {"epochs": [], "translation": None}
     if torch.cuda.is_available():
@@ -289,41 +257,38 @@ def main(argv: list[str] | None = None) -> None:
         if translation and translation.get("run") == args.translate_run:
             gpu["translation"] = _spawn("--worker", "translate", "--run", args.translate_run, "--beam", str(args.beam),
                                         "--limit", str(args.limit), "--device", "cuda")
-    lines += gpu_lines(gpu["epochs"], gpu["translation"])
-    lines.append("")
-    text = "\n".join(lines)
-    with atomic_write(ROOT / args.output) as handle:
+    git = git_revision()
+    meta = {"cpu": cpu_name(), "threads": training[0]["threads"], "torch": torch.__version__,
+            "commit": git["commit"], "dirty": git["dirty"], "date": time.strftime("%Y-%m-%d"),
+            "warmup": args.warmup, "translate_run": args.translate_run}
+    results = {"meta": meta, "training": training, "translation": translation, "startup": startup,
+               "captioning": captioning, "heads": heads, "decoding": decoding, "gpu": gpu}
+    if previous_translation:
+        results["previous_translation"] = previous_translation
+    output = ROOT / args.output
+    with atomic_write(output.with_suffix(".json")) as handle:
+        json.dump(results, handle, indent=2)
+    print(_write_markdown(output))
+
+
+def _write_markdown(output: Path) -> str:
+    """Write ``output`` (BENCHMARKS.md) from the JSON beside it; returns the text written."""
+    from nlgkit.bench_report import render_benchmarks
+    from nlgkit.io import atomic_write
+
+    source = output.with_suffix(".json")
+    if not source.is_file():
+        raise SystemExit(f"error: {source}: no benchmark figures to render (run `make bench` first)")
+    text = render_benchmarks(json.loads(source.read_text()))
+    with atomic_write(output) as handle:
         handle.write(text)
-    with atomic_write((ROOT / args.output).with_suffix(".json")) as handle:
-        json.dump({"training": training, "translation": translation, "startup": startup, "captioning": captioning,
-                   "heads": heads, "gpu": gpu,
-                   "decoding": decoding}, handle, indent=2)
-    print(text)
+    return text
 
 
-def _efficiency_lines(training: list[dict[str, Any]]) -> list[str]:
-    """Each recipe's achieved GFLOP/s as a share of this machine's matmul rate at the step's own shapes."""
-    rows = [r for r in training if "share_of_matmul_rate" in r]
-    if not rows:
-        return []
-    lines = ["", ("Efficiency: FLOPs of forward + backward counted from each step's matrix products (2·m·k·n); "
-                  "the matmul rate is this machine's, measured in the same process by timing each of those "
-                  "products alone (float32). Share = achieved / rate at the step's shapes = ideal matmul time / "
-                  "step time."), "",
-             ("| recipe | MFLOP per target token | achieved GFLOP/s | matmul GFLOP/s at the step's shapes "
-              "| share | distinct products | 2048² matmul GFLOP/s |"),
-             "|---|---:|---:|---:|---:|---:|---:|"]
-    for r in rows:
-        lines.append(f"| `{r['recipe']}` | {r['mflop_per_token']:.1f} | {r['achieved_gflops']:.1f} | "
-                     f"{r['matmul_gflops_at_shapes']:.1f} | {100 * r['share_of_matmul_rate']:.0f}% | "
-                     f"{r['distinct_products']} | {r['square_matmul_gflops']:.1f} |")
-    return lines
-
-
-def _previous(output: Path, key: str) -> Any:
-    """An entry of the benchmark JSON written last time, when present."""
+def _previous(output: Path) -> dict[str, Any]:
+    """The benchmark JSON written last time (empty when there is none)."""
     path = output.with_suffix(".json")
-    return json.loads(path.read_text()).get(key) if path.is_file() else None
+    return json.loads(path.read_text()) if path.is_file() else {}
 
 
 def _captioning_benchmarks(args: argparse.Namespace) -> dict[str, Any]:
@@ -340,34 +305,6 @@ def _captioning_benchmarks(args: argparse.Namespace) -> dict[str, Any]:
         results["captioning"] = _spawn("--worker", "caption", "--run", args.caption_run, "--beam", "10",
                                        "--limit", "200")
     return results
-
-
-def _captioning_lines(results: dict[str, Any]) -> list[str]:
-    lines = ["", "## Captioning (Flickr8k, EfficientNet-Lite0 features cached once)", ""]
-    if "extraction" in results:
-        e = results["extraction"]
-        lines += [(f"Feature extraction (JPEG decode, resize, CNN; batches of 32): {e['images_per_s']:.1f} images/s over "
-                  f"{e['images']} images, peak RSS {e['peak_rss_mib']:,.0f} MiB."), ""]
-    lines += ["| recipe | head | updates | captions/s | target tokens/s | trainable params | peak RSS (MiB) |",
-              "|---|---|---:|---:|---:|---:|---:|"]
-    for r in results.get("training", []):
-        lines.append(f"| `{r['recipe']}` | {r['head']} | {r['updates']} | {r['examples_per_s']:.1f} | "
-                     f"{r['tokens_per_s']:,.0f} | {r['trainable_parameters']:,} | {r['peak_rss_mib']:,.0f} |")
-    by = {(r["recipe"].split("_")[1], r["head"]): r["examples_per_s"] for r in results.get("training", [])}
-    for model in ("attend", "tell"):
-        if (model, "learned") in by and (model, "fixed") in by:
-            lines.append(f"\n{model}: fixed / learned training speed = {by[model, 'fixed'] / by[model, 'learned']:.2f}×")
-    if "captioning" in results:
-        c = results["captioning"]
-        lines += ["", (f"Captioning `{c['run']}` at beam {c['beam']}: {c['images_per_s']:.1f} images/s over {c['images']} "
-                  f"test images (cached features), peak RSS {c['peak_rss_mib']:,.0f} MiB.")]
-    else:
-        lines += ["", "Beam-10 captioning not measured: no trained captioning run with its weights here (train it first)."]
-        if "previous_captioning" in results:
-            c = results["previous_captioning"]
-            lines.append(f"The previous `make bench` (same file) measured `{c['run']}` at beam {c['beam']}: "
-                         f"{c['images_per_s']:.1f} images/s over {c['images']} test images.")
-    return lines
 
 
 if __name__ == "__main__":

@@ -67,18 +67,3 @@ def measure_epoch(case: str, device: str = "cuda", limit: int = 0) -> dict[str, 
             "trainable_parameters": session.params["trainable"],
             "peak_gpu_mib": torch.cuda.max_memory_allocated() / 2**20 if on_gpu else None,
             "device": torch.cuda.get_device_name(session.device) if on_gpu else "cpu"}
-
-
-def gpu_lines(epochs: list[dict[str, Any]], translation: dict[str, Any] | None) -> list[str]:
-    if not epochs:
-        return ["", "## GPU", "", "Not measured: no CUDA device on this machine (run `make bench` where there is one)."]
-    lines = ["", f"## GPU ({epochs[0]['device']}, bf16 autocast, fused Adam)", "",
-             "| case | batches | epoch (s) | target tokens/s | validation (s) | trainable params | peak GPU memory (MiB) |",
-             "|---|---:|---:|---:|---:|---:|---:|"]
-    for r in epochs:
-        lines.append(f"| {r['case']} | {r['batches']} | {r['epoch_s']:.1f} | {r['tokens_per_s']:,.0f} | "
-                     f"{r['valid_s']:.1f} | {r['trainable_parameters']:,} | {r['peak_gpu_mib']:,.0f} |")
-    if translation:
-        lines += ["", (f"Beam-5 translation of test2016 on the GPU with `{translation['run']}`: "
-                      f"{translation['sentences_per_s']:.1f} sentences/s.")]
-    return lines

@@ -137,32 +137,6 @@ def measure_decoding(name: str, beam: int = 5, sentences: int = 100) -> dict[str
             "output_tokens": steps, "threads": torch.get_num_threads(), "peak_rss_mib": _peak_rss_mib()}
 
 
-def research_lines(heads: list[dict[str, Any]], decoding: list[dict[str, Any]]) -> list[str]:
-    lines = ["", "## Research heads: training cost as the vocabulary grows", "",
-             ("Forward + backward of the head's loss over 1,024 target tokens of 512-dim features (the rest of the "
-             "model is the same for every row)."), "",
-             "| head | " + " | ".join(f"\\|V\\| = {v // 1000}k: tokens/s (peak RSS MiB)" for v in VOCABS) + " |",
-             "|---|" + "---:|" * len(VOCABS)]
-    for case in HEAD_CASES:
-        cells = [next((f"{r['tokens_per_s']:,.0f} ({r['peak_rss_mib']:,.0f})" for r in heads
-                       if r["head"] == case and r["vocab"] == v), "–") for v in VOCABS]
-        lines.append(f"| {case} | " + " | ".join(cells) + " |")
-    by = {(r["head"], r["vocab"]): r["tokens_per_s"] for r in heads}
-    if ("continuous", VOCABS[0]) in by and ("continuous", VOCABS[-1]) in by:
-        lines.append(f"\ncontinuous head: {VOCABS[-1] // 1000}k / {VOCABS[0] // 1000}k speed = "
-                     f"{by['continuous', VOCABS[-1]] / by['continuous', VOCABS[0]]:.2f}× (softmax: "
-                     f"{by['softmax', VOCABS[-1]] / by['softmax', VOCABS[0]]:.2f}×)")
-    lines += ["", "## Beam-5 decoding by model (untrained, 8,000-word vocabularies, to the length limit)", "",
-              "| model | sentences/s | output tokens | peak RSS (MiB) |", "|---|---:|---:|---:|"]
-    lines += [f"| {r['model']} | {r['sentences_per_s']:.1f} | {r['output_tokens']:,} | {r['peak_rss_mib']:,.0f} |"
-              for r in decoding]
-    speeds = {r["model"]: r["sentences_per_s"] for r in decoding}
-    cached, plain = "transformer (small, cached)", "transformer (small, no cache)"
-    if cached in speeds and plain in speeds:
-        lines.append(f"\nTransformer key/value cache: {speeds[cached] / speeds[plain]:.2f}× the speed without it")
-    return lines
-
-
 def spawn_model_training(recipe: str, overrides: list[str], vocab_size: int, sentences: int, updates: int,
                          warmup: int) -> dict[str, Any]:
     """:func:`measure_model_training` in a fresh process, so that each row's peak memory is its own."""

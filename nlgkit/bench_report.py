@@ -1,0 +1,163 @@
+"""BENCHMARKS.md written from the figures ``make bench`` keeps in BENCHMARKS.json.
+
+Measuring and writing are apart so that the Markdown can be rewritten from the measured figures alone
+(``python -m nlgkit.bench --render``) and checked against them in a test, without rerunning an hour of benchmarks.
+Nothing here imports torch: every figure, the machine and the commit come from the JSON.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from nlgkit.evaluate.markdown import md_table
+
+
+def render_benchmarks(results: dict[str, Any]) -> str:
+    """The whole BENCHMARKS.md for one ``make bench`` run's JSON."""
+    meta = results["meta"]
+    lines = [
+        "# Benchmarks",
+        "",
+        (f"Measured by `make bench` (`python -m nlgkit.bench`) on {meta['cpu']}, {meta['threads']} threads, "
+         f"torch {meta['torch']}, commit {str(meta['commit'])[:10]}{' (dirty)' if meta['dirty'] else ''}, "
+         f"{meta['date']}. Each row runs in its own process; peak memory is that process's max RSS."),
+    ]
+    lines += training_lines(results["training"], meta["warmup"])
+    lines += translation_lines(results, meta["translate_run"])
+    lines += startup_lines(results["startup"])
+    lines += captioning_lines(results["captioning"])
+    lines += head_lines(results.get("heads", []))
+    lines += decoding_lines(results.get("decoding", []))
+    if "gpu" in results:  # JSON written before the GPU benchmark existed has no section for it
+        lines += gpu_lines(results["gpu"]["epochs"], results["gpu"]["translation"])
+    return "\n".join([*lines, ""])
+
+
+def training_lines(training: list[dict[str, Any]], warmup: int) -> list[str]:
+    lines = ["", f"## Training (Multi30K DE-EN recipes, real batches of epoch 1, after {warmup} warm-up updates)", ""]
+    lines += md_table(
+        ["recipe", "head", "updates", "target tokens/s", "trainable params", "head weight-gradient elements",
+         "Adam state (MiB)", "peak RSS (MiB)"],
+        [[f"`{r['recipe']}`", r["head"], r["updates"], f"{r['tokens_per_s']:,.0f}", f"{r['trainable_parameters']:,}",
+          f"{r['head_gradient_elements']:,}", f"{r['optimizer_state_mib']:.1f}", f"{r['peak_rss_mib']:,.0f}"]
+         for r in training],
+        numeric=[False, False] + [True] * 6)
+    return lines + efficiency_lines(training)
+
+
+def efficiency_lines(training: list[dict[str, Any]]) -> list[str]:
+    """Each recipe's achieved GFLOP/s as a share of this machine's matmul rate at the step's own shapes."""
+    rows = [r for r in training if "share_of_matmul_rate" in r]
+    if not rows:
+        return []
+    return ["", ("Efficiency: FLOPs of forward + backward counted from each step's matrix products (2·m·k·n); "
+                 "the matmul rate is this machine's, measured in the same process by timing each of those "
+                 "products alone (float32). Share = achieved / rate at the step's shapes = ideal matmul time / "
+                 "step time."), "",
+            *md_table(["recipe", "MFLOP per target token", "achieved GFLOP/s", "matmul GFLOP/s at the step's shapes",
+                       "share", "distinct products", "2048² matmul GFLOP/s"],
+                      [[f"`{r['recipe']}`", f"{r['mflop_per_token']:.1f}", f"{r['achieved_gflops']:.1f}",
+                        f"{r['matmul_gflops_at_shapes']:.1f}", f"{100 * r['share_of_matmul_rate']:.0f}%",
+                        r["distinct_products"], f"{r['square_matmul_gflops']:.1f}"] for r in rows])]
+
+
+def translation_lines(results: dict[str, Any], translate_run: str) -> list[str]:
+    lines = ["", "## Translation (test2016, batched beam search)", ""]
+    t = results.get("translation")
+    if t:
+        return lines + md_table(
+            ["run", "beam", "sentences", "sentences/s", "output tokens/s", "peak RSS (MiB)"],
+            [[f"`{t['run']}`", t["beam"], t["sentences"], f"{t['sentences_per_s']:.1f}",
+              f"{t['output_tokens_per_s']:,.0f}", f"{t['peak_rss_mib']:,.0f}"]])
+    lines.append(f"Not measured: no trained run at `{translate_run}` (train it first).")
+    previous = results.get("previous_translation")
+    if previous:
+        lines.append(f"The previous `make bench` (same file) measured `{previous['run']}` at beam {previous['beam']}: "
+                     f"{previous['sentences_per_s']:.1f} sentences/s over {previous['sentences']} sentences.")
+    return lines
+
+
+def startup_lines(startup: dict[str, Any]) -> list[str]:
+    lines = ["", "## CLI start-up (wall seconds, median of 3 runs, as a user runs the commands)", "",
+             (f"`nlgkit --help`: {startup['help_s']:.2f} s. `python -c 'import torch'` alone: "
+              f"{startup['import_torch_s']:.2f} s.")]
+    if "translate_one_line_s" in startup:
+        lines.append(f"`echo … | nlgkit translate --model {startup['run']}` (one line, beam 5, end to end): "
+                     f"{startup['translate_one_line_s']:.2f} s.")
+    return lines
+
+
+def captioning_lines(results: dict[str, Any]) -> list[str]:
+    lines = ["", "## Captioning (Flickr8k, EfficientNet-Lite0 features cached once)", ""]
+    if "extraction" in results:
+        e = results["extraction"]
+        lines += [(f"Feature extraction (JPEG decode, resize, CNN; batches of 32): {e['images_per_s']:.1f} images/s over "
+                  f"{e['images']} images, peak RSS {e['peak_rss_mib']:,.0f} MiB."), ""]
+    training = results.get("training", [])
+    lines += md_table(
+        ["recipe", "head", "updates", "captions/s", "target tokens/s", "trainable params", "peak RSS (MiB)"],
+        [[f"`{r['recipe']}`", r["head"], r["updates"], f"{r['examples_per_s']:.1f}", f"{r['tokens_per_s']:,.0f}",
+          f"{r['trainable_parameters']:,}", f"{r['peak_rss_mib']:,.0f}"] for r in training],
+        numeric=[False, False] + [True] * 5)
+    speed = {(r["recipe"].split("_")[1], r["head"]): r["examples_per_s"] for r in training}
+    for model in ("attend", "tell"):
+        if (model, "learned") in speed and (model, "fixed") in speed:
+            lines.append(f"\n{model}: fixed / learned training speed = "
+                         f"{speed[model, 'fixed'] / speed[model, 'learned']:.2f}×")
+    if "captioning" in results:
+        c = results["captioning"]
+        lines += ["", (f"Captioning `{c['run']}` at beam {c['beam']}: {c['images_per_s']:.1f} images/s over {c['images']} "
+                  f"test images (cached features), peak RSS {c['peak_rss_mib']:,.0f} MiB.")]
+    else:
+        lines += ["", "Beam-10 captioning not measured: no trained captioning run with its weights here (train it first)."]
+        if "previous_captioning" in results:
+            c = results["previous_captioning"]
+            lines.append(f"The previous `make bench` (same file) measured `{c['run']}` at beam {c['beam']}: "
+                         f"{c['images_per_s']:.1f} images/s over {c['images']} test images.")
+    return lines
+
+
+def head_lines(heads: list[dict[str, Any]]) -> list[str]:
+    """Tokens/s (peak RSS) of each head at each vocabulary size, in the order they were measured."""
+    cases = list(dict.fromkeys(r["head"] for r in heads))
+    vocabs = list(dict.fromkeys(r["vocab"] for r in heads))
+    cell = {(r["head"], r["vocab"]): f"{r['tokens_per_s']:,.0f} ({r['peak_rss_mib']:,.0f})" for r in heads}
+    lines = ["", "## Research heads: training cost as the vocabulary grows", "",
+             ("Forward + backward of the head's loss over 1,024 target tokens of 512-dim features (the rest of the "
+              "model is the same for every row)."), ""]
+    lines += md_table(["head", *(f"|V| = {v // 1000}k: tokens/s (peak RSS MiB)" for v in vocabs)],
+                      [[case, *(cell.get((case, v), "–") for v in vocabs)] for case in cases])
+    speed = {(r["head"], r["vocab"]): r["tokens_per_s"] for r in heads}
+    if vocabs and all((case, v) in speed for case in ("continuous", "softmax") for v in (vocabs[0], vocabs[-1])):
+        small, large = vocabs[0], vocabs[-1]
+        lines.append(f"\ncontinuous head: {large // 1000}k / {small // 1000}k speed = "
+                     f"{speed['continuous', large] / speed['continuous', small]:.2f}× (softmax: "
+                     f"{speed['softmax', large] / speed['softmax', small]:.2f}×)")
+    return lines
+
+
+def decoding_lines(decoding: list[dict[str, Any]]) -> list[str]:
+    lines = ["", "## Beam-5 decoding by model (untrained, 8,000-word vocabularies, to the length limit)", ""]
+    lines += md_table(["model", "sentences/s", "output tokens", "peak RSS (MiB)"],
+                      [[r["model"], f"{r['sentences_per_s']:.1f}", f"{r['output_tokens']:,}",
+                        f"{r['peak_rss_mib']:,.0f}"] for r in decoding])
+    speed = {r["model"]: r["sentences_per_s"] for r in decoding}
+    cached, plain = "transformer (small, cached)", "transformer (small, no cache)"
+    if cached in speed and plain in speed:
+        lines.append(f"\nTransformer key/value cache: {speed[cached] / speed[plain]:.2f}× the speed without it")
+    return lines
+
+
+def gpu_lines(epochs: list[dict[str, Any]], translation: dict[str, Any] | None) -> list[str]:
+    if not epochs:
+        return ["", "## GPU", "", "Not measured: no CUDA device on this machine (run `make bench` where there is one)."]
+    lines = ["", f"## GPU ({epochs[0]['device']}, bf16 autocast, fused Adam)", ""]
+    lines += md_table(
+        ["case", "batches", "epoch (s)", "target tokens/s", "validation (s)", "trainable params",
+         "peak GPU memory (MiB)"],
+        [[r["case"], r["batches"], f"{r['epoch_s']:.1f}", f"{r['tokens_per_s']:,.0f}", f"{r['valid_s']:.1f}",
+          f"{r['trainable_parameters']:,}", f"{r['peak_gpu_mib']:,.0f}"] for r in epochs])
+    if translation:
+        lines += ["", (f"Beam-5 translation of test2016 on the GPU with `{translation['run']}`: "
+                       f"{translation['sentences_per_s']:.1f} sentences/s.")]
+    return lines

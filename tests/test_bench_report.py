@@ -1,0 +1,98 @@
+"""BENCHMARKS.md is written from the figures in BENCHMARKS.json alone, so it can be checked without rerunning."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+
+from nlgkit.bench import main as bench_main
+from nlgkit.bench_report import render_benchmarks
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def committed() -> dict:
+    return json.loads((ROOT / "BENCHMARKS.json").read_text())
+
+
+def test_committed_benchmarks_are_what_their_figures_render() -> None:
+    assert render_benchmarks(committed()) == (ROOT / "BENCHMARKS.md").read_text()
+
+
+def test_unmeasured_sections_say_so_and_carry_the_previous_figures() -> None:
+    results = copy.deepcopy(committed())
+    results["previous_translation"] = results.pop("translation")
+    results["translation"] = None
+    results["meta"]["translate_run"] = "runs/nowhere"
+    results["heads"] = [r for r in results["heads"] if not (r["head"] == "continuous" and r["vocab"] == 128_000)]
+    results["gpu"] = {"epochs": [], "translation": None}
+    text = render_benchmarks(results)
+    assert "Not measured: no trained run at `runs/nowhere` (train it first)." in text
+    previous = results["previous_translation"]
+    assert f"measured `{previous['run']}` at beam 5: {previous['sentences_per_s']:.1f} sentences/s" in text
+    assert "| continuous | 172,538 (577) | 217,399 (637) | – |" in text
+    assert "continuous head: 128k / 8k" not in text  # no ratio from a missing cell
+    assert text.endswith("Not measured: no CUDA device on this machine (run `make bench` where there is one).\n")
+
+
+def test_gpu_rows_render_as_a_table() -> None:
+    results = copy.deepcopy(committed())
+    results["gpu"] = {"epochs": [{"case": "transformer base", "device": "NVIDIA H100", "batches": 227, "epoch_s": 41.25,
+                                  "tokens_per_s": 98765.4, "valid_s": 3.04, "trainable_parameters": 60_000_000,
+                                  "peak_gpu_mib": 5120.0}],
+                      "translation": {"run": "runs/multi30k_fixed", "sentences_per_s": 512.34}}
+    lines = render_benchmarks(results).splitlines()
+    start = lines.index("## GPU (NVIDIA H100, bf16 autocast, fused Adam)")
+    assert lines[start + 3] == "|---|---:|---:|---:|---:|---:|---:|"
+    assert lines[start + 4] == "| transformer base | 227 | 41.2 | 98,765 | 3.0 | 60,000,000 | 5,120 |"
+    assert lines[-1] == "Beam-5 translation of test2016 on the GPU with `runs/multi30k_fixed`: 512.3 sentences/s."
+
+
+def test_render_command_rewrites_the_markdown_from_the_json(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    output = tmp_path / "BENCH.md"
+    with pytest.raises(SystemExit, match="BENCH.json: no benchmark figures to render"):
+        bench_main(["--render", "--output", str(output)])
+    assert not output.exists()
+    (tmp_path / "BENCH.json").write_text(json.dumps(committed()))
+    bench_main(["--render", "--output", str(output)])
+    assert output.read_text() == (ROOT / "BENCHMARKS.md").read_text()
+    assert "wrote" in capsys.readouterr().out
+
+
+def test_bench_keeps_its_figures_and_carries_what_it_could_not_measure(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """``make bench``'s assembly, with each measuring process answered by the committed figures."""
+    import nlgkit.bench as bench
+
+    old = committed()
+    rows = {"train": old["training"] + old["captioning"]["training"], "head": old["heads"], "decode": old["decoding"]}
+
+    def answer(*argv: str) -> dict:
+        worker, recipe = argv[1], argv[3]
+        if worker == "head":
+            return next(r for r in rows["head"] if r["head"] == recipe and r["vocab"] == int(argv[5]))
+        if worker == "decode":
+            return next(r for r in rows["decode"] if r["model"] == recipe)
+        assert worker == "train", argv  # no trained run or images here: nothing else may be measured
+        return next(r for r in rows["train"] if r["recipe"] == recipe)
+
+    monkeypatch.setattr(bench, "_spawn", answer)
+    startup = {key: old["startup"][key] for key in ("help_s", "import_torch_s")}  # no run to translate with
+    monkeypatch.setattr(bench, "measure_startup", lambda run_dir: startup if run_dir is None else {})
+    (tmp_path / "BENCH.json").write_text(json.dumps(old))
+    output = tmp_path / "BENCH.md"
+    bench_main(["--output", str(output), "--translate-run", str(tmp_path / "none"), "--caption-run",
+                str(tmp_path / "none"), "--images", str(tmp_path / "none")])
+    new = json.loads((tmp_path / "BENCH.json").read_text())
+    assert new["translation"] is None and new["previous_translation"] == old["translation"]
+    assert new["captioning"]["previous_captioning"] == old["captioning"]["previous_captioning"]
+    assert new["training"] == old["training"] and new["heads"] == old["heads"]
+    assert new["meta"]["warmup"] == 3 and new["meta"]["threads"] == old["training"][0]["threads"]
+    text = output.read_text()
+    assert text == render_benchmarks(new)
+    assert f"Not measured: no trained run at `{tmp_path / 'none'}`" in text
+    assert "The previous `make bench` (same file) measured `/root/nlgkit-runs/multi30k_fixed` at beam 5" in text
+    assert "nlgkit translate --model" not in text
