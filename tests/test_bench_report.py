@@ -65,7 +65,7 @@ def test_render_command_rewrites_the_markdown_from_the_json(tmp_path: Path, caps
 def test_bench_keeps_its_figures_and_carries_what_it_could_not_measure(tmp_path: Path,
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     """``make bench``'s assembly, with each measuring process answered by the committed figures."""
-    import nlgkit.bench as bench
+    from nlgkit import bench
 
     old = committed()
     rows = {"train": old["training"] + old["captioning"]["training"], "head": old["heads"], "decode": old["decoding"]}
