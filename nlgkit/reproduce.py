@@ -187,7 +187,8 @@ def _research_report(paper: str, build: Any, run_dirs: list[str], output: str | 
     """``build(trained run directories)``'s Markdown, with the runs not trained yet listed (not an error)."""
     ready, waiting = _trained(run_dirs)
     text = build([Path(r) for r in ready]) if ready else f"# {paper} on the data present\n"
-    text += "".join(f"\nNot run yet: `{Path(run_dir).name}`\n" for run_dir in waiting)
+    if waiting:
+        text += "\nNot run yet: " + ", ".join(f"`{Path(run_dir).name}`" for run_dir in waiting) + ".\n"
     _write(text, output)
     return text
 

@@ -76,7 +76,7 @@ def test_tokarchuk_report_from_trained_runs(tokarchuk_runs: list[Path], tmp_path
     reproduce(["tokarchuk", *map(str, tokarchuk_runs), str(tmp_path / "never_trained"), "--output", str(output),
                "--beams", "1,2"])
     text = output.read_text()
-    assert "**Other data:**" in text and "Not run yet" in text
+    assert "**Other data:**" in text and "\nNot run yet: `never_trained`.\n" in text
 
     table1 = section(text, "Table 1")
     header, rows = table1[0], table1[1:]
@@ -237,7 +237,7 @@ def test_run_records_regenerate_the_report_after_the_run_directories_are_gone(pa
     from_records, logs_from_records = tmp_path / "from_records.md", tmp_path / "logs_from_records.md"
     reproduce(["pappas", *gone, str(tmp_path / "gone" / "never_trained"), "--records", str(records),
                "--output", str(from_records)])
-    assert from_records.read_text() == from_runs.read_text() + "\nNot run yet: `never_trained`\n"
+    assert from_records.read_text() == from_runs.read_text() + "\nNot run yet: `never_trained`.\n"
     reproduce(["log-summary", *gone, "--records", str(records), "--output", str(logs_from_records)])
     for run in pappas_runs:  # the same logs; only the source line differs, and names the run it was archived from
         assert logs_from_runs.read_text().count(f"Read from its run directory `{run}`.") == 1
