@@ -149,7 +149,7 @@ def pappas(run_dirs: list[str], output: str | None) -> str:
 
 
 def pappas_speed(recipe: str, overrides: list[str], vocab_size: int, sentences: int, updates: int, warmup: int,
-                 output: str | None) -> str:
+                 output: str | None, device: str = "cpu") -> str:
     """Pappas et al.'s Table 4: training target tokens/s of each output layer at each sampling share, measured
     on synthetic batches at the paper's vocabulary size (Multi30K cannot give |V| = 128K: its joint BPE 8k
     vocabulary has 4,322 English entries, and the Shalev recipes' word vocabulary 5,893)."""
@@ -158,7 +158,7 @@ def pappas_speed(recipe: str, overrides: list[str], vocab_size: int, sentences: 
     from nlgkit.bench_research import spawn_model_training
     from nlgkit.config import load_recipe
     from nlgkit.evaluate.pappas import SPEED_HEADS, SPEED_SHARES, speed_overrides, speed_report
-    from nlgkit.train.provenance import cpu_name, git_revision
+    from nlgkit.train.provenance import git_revision
 
     config = load_recipe(recipe, overrides)  # a bad recipe or option fails here, before any measurement
     results = []
@@ -166,7 +166,8 @@ def pappas_speed(recipe: str, overrides: list[str], vocab_size: int, sentences: 
         for share in SPEED_SHARES:
             cell = speed_overrides(kind, joint_dim, share)
             _log(f"measuring {' '.join(cell)}")
-            result = spawn_model_training(recipe, [*overrides, *cell], vocab_size, sentences, updates, warmup)
+            result = spawn_model_training(recipe, [*overrides, *cell], vocab_size, sentences, updates, warmup,
+                                          device)
             results.append({**result, "head": kind, "joint_dim": joint_dim, "share": share})
     git = git_revision()
     m = config.model
@@ -176,11 +177,22 @@ def pappas_speed(recipe: str, overrides: list[str], vocab_size: int, sentences: 
                + (f"; options {', '.join(f'`{o}`' for o in overrides)}" if overrides else "")
                + f"), synthetic vocabulary of {vocab_size:,} words on each side (the paper's joint BPE |V| ≈ "
                f"128K), batches of {sentences} sentence pairs of 8–20 Zipf-distributed tokens, {updates} timed "
-               f"updates after {warmup} warm-up. Measured on {cpu_name()}, {results[0]['threads']} threads, torch "
+               f"updates after {warmup} warm-up. Measured on {_speed_machine(device, results[0]['threads'])}, torch "
                f"{torch.__version__}, nlgkit {str(git['commit'])[:7]}{' (dirty)' if git['dirty'] else ''}.")
     text = speed_report(results, setting)
     _write(text, output)
     return text
+
+
+def _speed_machine(device: str, threads: int) -> str:
+    """Where a speed table was measured: the GPU's name (float32) or the CPU's with its thread count."""
+    import torch
+
+    from nlgkit.train.provenance import cpu_name
+
+    if device.startswith("cuda"):
+        return f"{torch.cuda.get_device_name(torch.device(device))} (float32)"
+    return f"{cpu_name()}, {threads} threads"
 
 
 def _research_report(paper: str, build: Any, run_dirs: list[str], output: str | None) -> str:
@@ -447,6 +459,7 @@ def main(argv: list[str] | None = None) -> None:
     pv.add_argument("--sentences", type=int, default=64, help="sentence pairs per update")
     pv.add_argument("--updates", type=int, default=3)
     pv.add_argument("--warmup", type=int, default=1)
+    pv.add_argument("--device", default="cpu", help="cpu, or cuda to measure on a GPU (float32)")
     pv.add_argument("--output")
     pl = sub.add_parser("log-summary")
     pl.add_argument("runs", nargs="+")
@@ -479,7 +492,7 @@ def main(argv: list[str] | None = None) -> None:
             pappas(args.runs, args.output)
         elif args.command == "pappas-speed":
             pappas_speed(args.recipe, args.overrides, args.vocab, args.sentences, args.updates, args.warmup,
-                         args.output)
+                         args.output, args.device)
         elif args.command == "log-summary":
             log_summary(args.runs, args.output)
         elif args.command == "archive":

@@ -134,6 +134,23 @@ def test_fixed_heads_same_on_gpu(name: str, options: dict[str, Any]) -> None:
     torch.testing.assert_close(gpu.logits(features.cuda()).cpu(), cpu.logits(features), atol=1e-4, rtol=1e-4)
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.parametrize("name", HEADS.names())
+def test_every_head_scores_alike_on_gpu(name: str) -> None:
+    """The same weights give the same log-probabilities, search scores and loss on the GPU (float32)."""
+    import copy
+
+    torch.manual_seed(0)
+    cpu = make_head(name)
+    gpu = copy.deepcopy(cpu).cuda()
+    features, targets = batch()
+    torch.testing.assert_close(gpu.log_probs(features.cuda()).cpu(), cpu.log_probs(features), atol=1e-4, rtol=1e-4)
+    for on_gpu, on_cpu in zip(gpu.search_scores(features.cuda()), cpu.search_scores(features), strict=True):
+        torch.testing.assert_close(on_gpu.cpu(), on_cpu, atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(gpu.loss(features.cuda(), targets.cuda()).cpu(), cpu.loss(features, targets),
+                               atol=1e-3, rtol=1e-4)
+
+
 def test_fixed_initialisations() -> None:
     rows = make_head("fixed", init="l2").weight
     torch.testing.assert_close(rows.norm(dim=1), torch.ones(V))

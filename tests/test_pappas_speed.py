@@ -7,6 +7,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+import torch
 
 from nlgkit.bench_research import measure_model_training, spawn_model_training, synthetic_parallel_data
 from nlgkit.data.vocab import SPECIALS
@@ -38,6 +39,24 @@ def test_speed_measurement_times_whole_updates_of_the_recipe_model() -> None:
     tied = measure_model_training(RECIPE, [*TINY, "head.type='tied'"], 500, 4, 1, 1)
     # the models differ by the 500 × 16 output matrix that the tied head shares with the target embedding
     assert learned["trainable_parameters"] - tied["trainable_parameters"] == 500 * 16
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_speed_measurement_runs_on_the_gpu_and_reports_its_memory() -> None:
+    result = measure_model_training(RECIPE, [*TINY, "head.type='joint'", "head.sampling.share=0.25"],
+                                    vocab_size=500, sentences=4, updates=2, warmup=1, device="cuda")
+    cpu = measure_model_training(RECIPE, [*TINY, "head.type='joint'", "head.sampling.share=0.25"],
+                                 vocab_size=500, sentences=4, updates=2, warmup=1)
+    assert result["device"] == "cuda" and result["peak_gpu_mib"] > 0 and cpu["peak_gpu_mib"] is None
+    assert result["target_tokens"] == cpu["target_tokens"] and result["tokens_per_s"] > 0
+
+
+def test_speed_report_on_a_gpu_shows_gpu_memory() -> None:
+    results = [{"head": kind, "joint_dim": dj, "share": share, "tokens_per_s": 1000.0, "peak_rss_mib": 900.0,
+                "peak_gpu_mib": 10.0 * (i + 1)} for i, (kind, dj) in enumerate(SPEED_HEADS) for share in SPEED_SHARES]
+    text = speed_report(results, "Setting.")
+    memory = text.split("## Peak GPU memory (MiB, torch's max allocated)", 1)[1]
+    assert "| learned | 10 | 10 | 10 | 10 |" in memory and "900" not in memory
 
 
 def test_speed_report_sets_ratios_to_the_learned_head_beside_the_papers() -> None:
