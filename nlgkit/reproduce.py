@@ -192,7 +192,7 @@ def _speed_machine(device: str, threads: int) -> str:
 
     if device.startswith("cuda"):
         return f"{torch.cuda.get_device_name(torch.device(device))} (float32)"
-    return f"{cpu_name()}, {threads} threads"
+    return f"{cpu_name()}, {threads} thread{'' if threads == 1 else 's'}"
 
 
 def _research_report(paper: str, build: Any, run_dirs: list[str], output: str | None) -> str:
