@@ -188,11 +188,11 @@ def _speed_machine(device: str, threads: int) -> str:
     """Where a speed table was measured: the GPU's name (float32) or the CPU's with its thread count."""
     import torch
 
-    from nlgkit.train.provenance import cpu_name
+    from nlgkit.train.provenance import cpu_name, thread_count
 
     if device.startswith("cuda"):
         return f"{torch.cuda.get_device_name(torch.device(device))} (float32)"
-    return f"{cpu_name()}, {threads} thread{'' if threads == 1 else 's'}"
+    return f"{cpu_name()}, {thread_count(threads)}"
 
 
 def _research_report(paper: str, build: Any, run_dirs: list[str], output: str | None) -> str:
@@ -376,11 +376,13 @@ def _commit(git: dict[str, Any]) -> str:
 
 def _provenance_line(provenance: dict[str, Any] | None) -> str:
     """Where and from which code a run trained (its provenance.json), as the start of its summary line."""
+    from nlgkit.train.provenance import thread_count
+
     if provenance is None:
         return ""
     env, git = provenance.get("env", {}), provenance.get("git", {})
     threads = env.get("threads", "?")
-    device = env.get("gpu") or f"CPU ({env.get('cpu', '?')}, {threads} thread{'' if threads == 1 else 's'})"
+    device = env.get("gpu") or f"CPU ({env.get('cpu', '?')}, {thread_count(threads)})"
     return f"Trained on {device}, torch {env.get('torch', '?')}, nlgkit {_commit(git)}; "
 
 

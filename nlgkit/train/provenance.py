@@ -51,8 +51,12 @@ def environment(device: torch.device) -> dict[str, Any]:
     return info
 
 
+def thread_count(threads: Any) -> str:
+    """"1 thread" / "2 threads": how every table names a CPU's thread count."""
+    return f"{threads} thread{'' if threads == 1 else 's'}"
+
+
 def hardware_label(env: dict[str, Any]) -> str:
     if env.get("gpu"):
         return str(env["gpu"])
-    threads = env.get("threads")
-    return f"CPU ({threads} thread{'' if threads == 1 else 's'}, {env.get('cpu')})"
+    return f"CPU ({thread_count(env.get('threads'))}, {env.get('cpu')})"
