@@ -19,16 +19,19 @@ TOKARCHUK_RUNS := tokarchuk_softmax $(addprefix tokarchuk_,$(TOKARCHUK_TARGETS))
 TABLES := $(RUNS_DIR)/tokarchuk_tables
 TOKARCHUK_CONTINUOUS := $(addprefix tokarchuk-,$(TOKARCHUK_TARGETS))
 # PAPPAS_SIZES: the vocabularies of the learned / tied / joint rows; PAPPAS_SEEDS: their seeds (a run of seed N > 1
-# is named …_seedN; the report shows seed means); PAPPAS_EXTRAS = no skips the d_j 2048, ablation and sampling
-# rows (8k); PAPPAS_SET: options added to every run (e.g. a CPU-sized schedule).
+# is named …_seedN; the report shows seed means) at the sizes of PAPPAS_SEED_SIZES (the first seed runs at every
+# size); PAPPAS_EXTRAS = no skips the d_j 2048, ablation and sampling rows (8k); PAPPAS_SET: options added to every
+# run (e.g. a CPU-sized schedule).
 PAPPAS_SIZES ?= 2000 8000 32000
 PAPPAS_SEEDS ?= 1
+PAPPAS_SEED_SIZES ?= $(PAPPAS_SIZES)
 PAPPAS_SHARES := 0.5 0.25 0.05
 PAPPAS_EXTRAS ?= yes
 PAPPAS_SET ?=
 PAPPAS_SPEED ?=  # options of the Table 4 speed measurement, e.g. --vocab 32000 --set model.hidden_dim=256
 seeded = $(1)$(if $(filter-out 1,$(2)),_seed$(2))
-PAPPAS_MAIN := $(foreach size,$(PAPPAS_SIZES),$(foreach head,learned tied joint,$(foreach seed,$(PAPPAS_SEEDS),\
+seeds_at = $(if $(filter $(1),$(PAPPAS_SEED_SIZES)),$(PAPPAS_SEEDS),$(firstword $(PAPPAS_SEEDS)))
+PAPPAS_MAIN := $(foreach size,$(PAPPAS_SIZES),$(foreach head,learned tied joint,$(foreach seed,$(call seeds_at,$(size)),\
 	$(call seeded,pappas_bpe$(size)_$(head),$(seed)))))
 PAPPAS_EXTRA_RUNS := pappas_bpe8000_joint2048 $(foreach s,output context bilinear,pappas_bpe8000_joint_$(s)) \
 	$(foreach share,$(PAPPAS_SHARES),pappas_bpe8000_joint_sampled$(share))
@@ -148,7 +151,8 @@ $(TOKARCHUK_CONTINUOUS): tokarchuk-%: tokarchuk-tables
 # (BLEU against the full softmax of the same run otherwise); then their Table 4 (training tokens/s by sampling share
 # at |V| = 128K, `make pappas-speed`). Hours each on CPU; GPU recommended.
 reproduce-pappas: $(STAMP)
-	for size in $(PAPPAS_SIZES); do for head in learned tied joint; do for seed in $(PAPPAS_SEEDS); do \
+	for size in $(PAPPAS_SIZES); do for head in learned tied joint; do for seed in $$(case " $(PAPPAS_SEED_SIZES) " in \
+	  (*" $$size "*) echo $(PAPPAS_SEEDS);; (*) echo $(firstword $(PAPPAS_SEEDS));; esac); do \
 	  run=pappas_bpe$${size}_$${head}$$( [ $$seed = 1 ] || echo _seed$$seed ); \
 	  $(call recorded,$$run) || $(call train,$$run,$(PAPPAS),$(call bpe,$$size) --set head.type="'$$head'" \
 	    --set train.seed=$$seed $(PAPPAS_SET)) || exit 1; \
