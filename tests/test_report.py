@@ -15,7 +15,8 @@ import typer
 from typer.testing import CliRunner
 
 from nlgkit.cli.report import register
-from nlgkit.evaluate.collect import RunResult, collect_runs
+from nlgkit.config import load_recipe
+from nlgkit.evaluate.collect import RunResult, collect_runs, group_key
 from nlgkit.evaluate.papers import available_tables, load_table
 from nlgkit.evaluate.report import build_report, render_html, render_markdown, report_to_dict
 
@@ -29,6 +30,7 @@ REFS = [
 ]
 WRONG = ["xx yy zz ww"] * len(REFS)  # shares no word with any reference: BLEU 0
 HALF = REFS[:3] + WRONG[3:]
+RECIPES = Path(__file__).resolve().parents[1] / "recipes"
 runner = CliRunner()
 
 
@@ -147,6 +149,17 @@ def test_collect_reuses_hypotheses_and_matches_paper_rows(tmp_path: Path, data_d
     row = load_table("shalev2020_table2").match(found.keys)
     assert row is not None and row.values["bleu"] == 33.17
     assert load_table("shalev2020_table2").match(found.keys | {"pair": "fr-en"}) is None
+
+
+def test_seed_repetitions_share_a_group_key_and_other_settings_do_not() -> None:
+    """Seed, threads and the wall-time cap say how a run was executed; the learning rate says what it trained."""
+    def key(*overrides: str) -> str:
+        return group_key(load_recipe(RECIPES / "pappas_multi30k.toml", list(overrides)))
+
+    base = key("train.seed=1", "train.max_minutes=140")
+    assert key("train.seed=2", "train.max_minutes=240", "train.num_threads=1") == base
+    assert key("train.seed=1", "train.max_minutes=140", "train.lr=0.0005") != base
+    assert key("train.seed=1", "train.max_minutes=140", "train.max_epochs=7") != base
 
 
 def test_seed_groups_mean_and_sd() -> None:
