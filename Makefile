@@ -31,8 +31,10 @@ PAPPAS_SET ?=
 PAPPAS_SPEED ?=  # options of the Table 4 speed measurement, e.g. --vocab 32000 --set model.hidden_dim=256
 seeded = $(1)$(if $(filter-out 1,$(2)),_seed$(2))
 seeds_at = $(if $(filter $(1),$(PAPPAS_SEED_SIZES)),$(PAPPAS_SEEDS),$(firstword $(PAPPAS_SEEDS)))
-PAPPAS_MAIN := $(foreach size,$(PAPPAS_SIZES),$(foreach head,learned tied joint,$(foreach seed,$(call seeds_at,$(size)),\
-	$(call seeded,pappas_bpe$(size)_$(head),$(seed)))))
+# Each learned / tied / joint run as RUN:SIZE:HEAD:SEED, named and chosen here once for training and the report
+PAPPAS_CELLS := $(foreach size,$(PAPPAS_SIZES),$(foreach head,learned tied joint,$(foreach seed,$(call seeds_at,$(size)),\
+	$(call seeded,pappas_bpe$(size)_$(head),$(seed)):$(size):$(head):$(seed))))
+PAPPAS_MAIN := $(foreach cell,$(PAPPAS_CELLS),$(firstword $(subst :, ,$(cell))))
 PAPPAS_EXTRA_RUNS := pappas_bpe8000_joint2048 $(foreach s,output context bilinear,pappas_bpe8000_joint_$(s)) \
 	$(foreach share,$(PAPPAS_SHARES),pappas_bpe8000_joint_sampled$(share))
 PAPPAS_RUNS := $(PAPPAS_MAIN) $(if $(filter yes,$(PAPPAS_EXTRAS)),$(PAPPAS_EXTRA_RUNS))
@@ -151,12 +153,10 @@ $(TOKARCHUK_CONTINUOUS): tokarchuk-%: tokarchuk-tables
 # (BLEU against the full softmax of the same run otherwise); then their Table 4 (training tokens/s by sampling share
 # at |V| = 128K, `make pappas-speed`). Hours each on CPU; GPU recommended.
 reproduce-pappas: $(STAMP)
-	for size in $(PAPPAS_SIZES); do for head in learned tied joint; do for seed in $$(case " $(PAPPAS_SEED_SIZES) " in \
-	  (*" $$size "*) echo $(PAPPAS_SEEDS);; (*) echo $(firstword $(PAPPAS_SEEDS));; esac); do \
-	  run=pappas_bpe$${size}_$${head}$$( [ $$seed = 1 ] || echo _seed$$seed ); \
+	for cell in $(PAPPAS_CELLS); do set -- $$(echo $$cell | tr : ' '); run=$$1 size=$$2 head=$$3 seed=$$4; \
 	  $(call recorded,$$run) || $(call train,$$run,$(PAPPAS),$(call bpe,$$size) --set head.type="'$$head'" \
 	    --set train.seed=$$seed $(PAPPAS_SET)) || exit 1; \
-	done; done; done
+	done
 ifeq ($(PAPPAS_EXTRAS),yes)
 	$(call recorded,pappas_bpe8000_joint2048) || $(call train,pappas_bpe8000_joint2048,$(PAPPAS),$(call bpe,8000) --set head.type="'joint'" --set head.joint_dim=2048 $(PAPPAS_SET))
 	for structure in output context bilinear; do \
