@@ -42,12 +42,12 @@ PAPPAS := recipes/pappas_multi30k.toml
 bpe = --set data.dir="'data/multi30k_de-en_bpejoint$(1)'" --set data.prepare.subword="'bpe-joint:$(1)'"
 
 # Weightless records of finished runs, committed so that a table outlives the machine that trained its runs
-# (python -m nlgkit.reproduce archive / --records): a run recorded here finished and is not trained again.
+# (python -m nlgkit.experiments.reproduce archive / --records): a run recorded here finished and is not trained again.
 RECORDS ?= results/runs
 recorded = grep -qs '"finished": true' $(RECORDS)/$(1)/summary.json
 # $(call archive,RUNS): record every run of RUNS that has a run directory here (after its table kept its hypotheses)
 archive = for run in $(1); do [ ! -d $(RUNS_DIR)/$$run/checkpoints/best ] || \
-	  $(PY) -m nlgkit.reproduce archive $(RUNS_DIR)/$$run --into $(RECORDS) || exit 1; done
+	  $(PY) -m nlgkit.experiments.reproduce archive $(RUNS_DIR)/$$run --into $(RECORDS) || exit 1; done
 
 # $(call train,RUN,RECIPE,OPTIONS): train RUNS_DIR/RUN unless its summary.json says finished; resume it when it
 # already has a checkpoint (so an interrupted reproduce target continues where it stopped).
@@ -73,7 +73,7 @@ demo: $(STAMP)
 	rm -rf runs/demo
 	$(NLGKIT) train recipes/demo.toml --device cpu
 	$(NLGKIT) translate --model runs/demo --input $(DE_EN)/test.ref.de --output runs/demo/test.hyp.en --device cpu
-	$(PY) -m nlgkit.reproduce show runs/demo/test.hyp.en $(DE_EN)/test.ref.en --source $(DE_EN)/test.ref.de -n 5
+	$(PY) -m nlgkit.experiments.reproduce show runs/demo/test.hyp.en $(DE_EN)/test.ref.en --source $(DE_EN)/test.ref.de -n 5
 	$(NLGKIT) evaluate --hyp runs/demo/test.hyp.en --ref $(DE_EN)/test.ref.en
 
 test: $(STAMP)
@@ -89,7 +89,7 @@ lint: $(STAMP)
 	$(VENV)/bin/mypy
 
 bench: $(STAMP)
-	$(PY) -m nlgkit.bench --output BENCHMARKS.md
+	$(PY) -m nlgkit.experiments.bench.run --output BENCHMARKS.md
 
 # Shalev et al. Table 1 on Flickr8k (the data present here; COCO with recipes/coco_*.toml): train the six
 # captioning runs to the paper's stopping rule (hours each on CPU, ~15 min for all six side by side on one H100;
@@ -97,24 +97,24 @@ bench: $(STAMP)
 # summary.json says finished is not trained again.
 reproduce-table1: $(STAMP)
 	for run in $(TABLE1_RUNS); do $(call recorded,$$run) || $(call train,$$run,recipes/$$run.toml) || exit 1; done
-	$(PY) -m nlgkit.reproduce table1 $(addprefix $(RUNS_DIR)/,$(TABLE1_RUNS)) --records $(RECORDS) \
+	$(PY) -m nlgkit.experiments.reproduce table1 $(addprefix $(RUNS_DIR)/,$(TABLE1_RUNS)) --records $(RECORDS) \
 	  --output results/table1.md
 	$(call archive,$(TABLE1_RUNS))
 
 # Shalev et al. Table 3: trainable parameters of the Multi30K models (no training needed).
 reproduce-table3: $(STAMP)
-	$(PY) -m nlgkit.reproduce table3 --output results/table3.md
+	$(PY) -m nlgkit.experiments.reproduce table3 --output results/table3.md
 
 # Shalev et al. Table 2: train the six Multi30K runs (long: hours on CPU), translate test2016, write the table.
 reproduce-table2: $(STAMP)
 	for run in $(TABLE2_RUNS); do $(call recorded,$$run) || $(call train,$$run,recipes/$$run.toml) || exit 1; done
-	$(PY) -m nlgkit.reproduce table2 $(addprefix $(RUNS_DIR)/,$(TABLE2_RUNS)) --records $(RECORDS) \
+	$(PY) -m nlgkit.experiments.reproduce table2 $(addprefix $(RUNS_DIR)/,$(TABLE2_RUNS)) --records $(RECORDS) \
 	  --output results/table2.md
 	$(call archive,$(TABLE2_RUNS))
 
 # Shalev et al. Table 4: word similarity of the trained DE-EN runs' target and input vectors.
 reproduce-table4: $(STAMP)
-	$(PY) -m nlgkit.reproduce table4 $(RUNS_DIR)/multi30k_learned $(RUNS_DIR)/multi30k_fixed --output results/table4.md
+	$(PY) -m nlgkit.experiments.reproduce table4 $(RUNS_DIR)/multi30k_learned $(RUNS_DIR)/multi30k_fixed --output results/table4.md
 
 # Tokarchuk & Niculae (2024) on Multi30K DE-EN (their WMT data is not available offline): a small Transformer
 # with a softmax (128-dim outputs) and with continuous outputs against random sphere (uniform), hypercube,
@@ -123,17 +123,17 @@ reproduce-table4: $(STAMP)
 # Each continuous run is a target of its own: `make -j2 reproduce-tokarchuk` trains two side by side once the
 # softmax run (whose vocabulary and target vectors they use) is done.
 reproduce-tokarchuk: $(TOKARCHUK_CONTINUOUS)
-	$(PY) -m nlgkit.reproduce tokarchuk $(addprefix $(RUNS_DIR)/,$(TOKARCHUK_RUNS)) --output results/tokarchuk.md
+	$(PY) -m nlgkit.experiments.reproduce tokarchuk $(addprefix $(RUNS_DIR)/,$(TOKARCHUK_RUNS)) --output results/tokarchuk.md
 	$(call archive,$(TOKARCHUK_RUNS))
-	$(PY) -m nlgkit.reproduce log-summary $(addprefix $(RUNS_DIR)/,$(TOKARCHUK_RUNS)) --output results/tokarchuk_runs.md
+	$(PY) -m nlgkit.experiments.reproduce log-summary $(addprefix $(RUNS_DIR)/,$(TOKARCHUK_RUNS)) --output results/tokarchuk_runs.md
 
 # The same tables from the committed run records alone, no training (after the run directories are gone); the
 # prepared data gives the word-frequency bins of Fig. 3.
 tokarchuk-report: $(STAMP)
 	$(NLGKIT) prepare multi30k --pair de-en --subword spm:8000 --min-freq 1 --out data/multi30k_de-en_spm
-	$(PY) -m nlgkit.reproduce tokarchuk $(addprefix $(RUNS_DIR)/,$(TOKARCHUK_RUNS)) --records $(RECORDS) \
+	$(PY) -m nlgkit.experiments.reproduce tokarchuk $(addprefix $(RUNS_DIR)/,$(TOKARCHUK_RUNS)) --records $(RECORDS) \
 	  --output results/tokarchuk.md
-	$(PY) -m nlgkit.reproduce log-summary $(addprefix $(RUNS_DIR)/,$(TOKARCHUK_RUNS)) --records $(RECORDS) \
+	$(PY) -m nlgkit.experiments.reproduce log-summary $(addprefix $(RUNS_DIR)/,$(TOKARCHUK_RUNS)) --records $(RECORDS) \
 	  --output results/tokarchuk_runs.md
 
 tokarchuk-tables: $(STAMP)
@@ -175,15 +175,15 @@ endif
 # The Pappas tables from the run directories there are and the committed records, training nothing (a run still
 # training shows with its status; one neither here nor recorded is listed as not run yet).
 pappas-report: $(STAMP)
-	$(PY) -m nlgkit.reproduce pappas $(addprefix $(RUNS_DIR)/,$(PAPPAS_RUNS)) --records $(RECORDS) \
+	$(PY) -m nlgkit.experiments.reproduce pappas $(addprefix $(RUNS_DIR)/,$(PAPPAS_RUNS)) --records $(RECORDS) \
 	  --output results/pappas.md
-	$(PY) -m nlgkit.reproduce log-summary $(addprefix $(RUNS_DIR)/,$(PAPPAS_RUNS)) --records $(RECORDS) \
+	$(PY) -m nlgkit.experiments.reproduce log-summary $(addprefix $(RUNS_DIR)/,$(PAPPAS_RUNS)) --records $(RECORDS) \
 	  --output results/pappas_runs.md
 
 # Their Table 4: training tokens/s by output layer and sampling share at |V| = 128K (synthetic batches, the
 # recipe's 512-wide model; 8 minutes on 2 CPU cores, 9 GB of memory at most).
 pappas-speed: $(STAMP)
-	$(PY) -m nlgkit.reproduce pappas-speed $(PAPPAS_SPEED) --output results/pappas_speed.md
+	$(PY) -m nlgkit.experiments.reproduce pappas-speed $(PAPPAS_SPEED) --output results/pappas_speed.md
 
 clean:
 	rm -rf runs/demo .pytest_cache

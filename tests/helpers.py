@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from nlgkit.builders import build_model
-from nlgkit.config import RunConfig
+from nlgkit.runs.build import build_model
+from nlgkit.core.config import RunConfig
 from nlgkit.data.vocab import Vocabulary
 from nlgkit.heads import HEADS, HeadContext, build_head
 from nlgkit.models.base import Generator, ModelContext

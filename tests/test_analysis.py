@@ -13,14 +13,14 @@ from helpers import model_for, rnn
 from PIL import Image
 from typer.testing import CliRunner
 
-from nlgkit.checkpoint import save_checkpoint
+from nlgkit.runs.checkpoint import save_checkpoint
 from nlgkit.cli.analyze import register
-from nlgkit.config import config_from_dict, to_dict
+from nlgkit.core.config import config_from_dict, to_dict
 from nlgkit.data.vocab import SPECIALS, Vocabulary
-from nlgkit.errors import DataError
+from nlgkit.core.errors import DataError
 from nlgkit.evaluate.analysis import geometry, neighbours, norms, params, similarity, wordsim
-from nlgkit.evaluate.analysis.plots import save_png
-from nlgkit.io import write_json
+from nlgkit.core.figures import save_png
+from nlgkit.core.io import write_json
 from nlgkit.models.rnn import RNNConfig, RNNModel
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from nlgkit.bench_efficiency import MatmulRecorder, product_flops
+from nlgkit.experiments.bench.efficiency import MatmulRecorder, product_flops
 
 
 def test_a_linear_layer_counts_its_forward_and_both_backward_products() -> None:

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from nlgkit.bench import main as bench_main
-from nlgkit.bench_report import render_benchmarks
+from nlgkit.experiments.bench.run import main as bench_main
+from nlgkit.experiments.bench.report import render_benchmarks
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -65,7 +65,7 @@ def test_render_command_rewrites_the_markdown_from_the_json(tmp_path: Path, caps
 def test_bench_keeps_its_figures_and_carries_what_it_could_not_measure(tmp_path: Path,
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     """``make bench``'s assembly, with each measuring process answered by the committed figures."""
-    from nlgkit import bench
+    from nlgkit.experiments.bench import run as bench
 
     old = committed()
     rows = {"train": old["training"] + old["captioning"]["training"], "head": old["heads"], "decode": old["decoding"]}

@@ -111,7 +111,7 @@ def test_captioners_decode_through_the_one_search(name: str, head: str) -> None:
 
 
 def test_a_translation_model_refuses_a_captioning_context() -> None:
-    from nlgkit.errors import ConfigError
+    from nlgkit.core.errors import ConfigError
 
     context = ModelContext(task="captioning", tgt_vocab_size=V, pad_index=PAD, image_channels=C,
                            image_regions=L, image_pooled_dim=P)

@@ -11,11 +11,11 @@ from helpers import with_head
 from typer.testing import CliRunner
 
 from nlgkit.cli.main import app
-from nlgkit.config import load_recipe
-from nlgkit.inference import best_texts, generate
+from nlgkit.core.config import load_recipe
+from nlgkit.generation.decode import best_texts, generate
 from nlgkit.metrics.captions import caption_scores
 from nlgkit.models import MODELS
-from nlgkit.runs import load_trained
+from nlgkit.runs.loading import load_trained
 from nlgkit.tasks.captioning import read_records
 
 SMALL = Path(__file__).resolve().parents[2] / "shared" / "data" / "flickr8k-1k"
@@ -174,9 +174,9 @@ def test_table1_scores_a_run_whose_weights_stayed_elsewhere(trained: tuple[Path,
     trained on a lent GPU) still gives its Table 1 row, and a changed checkpoint is never scored stale."""
     import shutil
 
-    from nlgkit.errors import CheckpointError
+    from nlgkit.core.errors import CheckpointError
     from nlgkit.evaluate.captioning import caption_split, nearest_neighbour_captions
-    from nlgkit.evaluate.table1 import build_table1, render
+    from nlgkit.experiments.table1 import build_table1, render
 
     _, run_dir = trained
     made = caption_split(run_dir, "test", "cpu")
@@ -206,7 +206,7 @@ def test_a_captioning_run_record_regenerates_its_table1_row(trained: tuple[Path,
     which needs the prepared features, is left out where they are missing too."""
     import shutil
 
-    from nlgkit.reproduce import main as reproduce
+    from nlgkit.experiments.reproduce import main as reproduce
 
     _, run_dir = trained
     untrained_record = tmp_path / "early"

@@ -24,8 +24,8 @@ from nlgkit.data.caption_sources import (
 )
 from nlgkit.data.captions import basic_tokenize, hash_split
 from nlgkit.data.vocab import Vocabulary
-from nlgkit.errors import ConfigError, DataError
-from nlgkit.io import sha256_file
+from nlgkit.core.errors import ConfigError, DataError
+from nlgkit.core.io import sha256_file
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 SMALL = DATA / "flickr8k-1k"

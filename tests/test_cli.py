@@ -12,11 +12,11 @@ from safetensors.torch import load_file
 from typer.testing import CliRunner
 
 from nlgkit.cli.main import app
-from nlgkit.config import load_recipe
-from nlgkit.inference import generate
-from nlgkit.io import read_lines
+from nlgkit.core.config import load_recipe
+from nlgkit.generation.decode import generate
+from nlgkit.core.io import read_lines
 from nlgkit.metrics.corpus import bleu
-from nlgkit.runs import load_trained
+from nlgkit.runs.loading import load_trained
 
 RECIPES = Path(__file__).resolve().parents[1] / "recipes"
 
@@ -303,7 +303,7 @@ def test_a_signal_stops_cleanly_between_updates_and_resume_continues(paper, tmp_
 
 
 def test_table4_reports_word_similarity_for_each_benchmark(trained: tuple[Path, Path], tmp_path: Path) -> None:
-    from nlgkit.reproduce import table4
+    from nlgkit.experiments.reproduce import table4
 
     _, run_dir = trained
     out = tmp_path / "table4.md"
@@ -326,7 +326,7 @@ def test_max_len_caps_every_output(trained: tuple[Path, Path]) -> None:
 
 def test_embed_extracts_a_trained_runs_target_and_input_vectors(trained: tuple[Path, Path], tmp_path: Path) -> None:
     """The "pre-trained" targets of a continuous model come from a discrete one (Tokarchuk & Niculae)."""
-    from nlgkit.embeddings import load_table
+    from nlgkit.wordvectors.tables import load_table
 
     _, run_dir = trained
     run = load_trained(run_dir, "best", "cpu")

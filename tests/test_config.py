@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from nlgkit.config import RunConfig, config_from_dict, load_recipe, to_dict
-from nlgkit.errors import ConfigError
+from nlgkit.core.config import RunConfig, config_from_dict, load_recipe, to_dict
+from nlgkit.core.errors import ConfigError
 
 RECIPES = Path(__file__).resolve().parents[1] / "recipes"
 

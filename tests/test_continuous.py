@@ -11,7 +11,7 @@ from torch import nn
 from typer.testing import CliRunner
 
 from nlgkit.cli.main import app
-from nlgkit.errors import ConfigError
+from nlgkit.core.errors import ConfigError
 from nlgkit.heads import HEADS, HeadContext, build_head
 from nlgkit.heads.vmf import log_bessel_iv, log_vmf_normaliser
 from nlgkit.search import beam_search, greedy_search
@@ -149,7 +149,7 @@ def vocab(tmp_path: Path) -> Path:
 
 def test_embed_random_combine_load_round_trip(tmp_path: Path, vocab: Path) -> None:
     from nlgkit.data.vocab import Vocabulary
-    from nlgkit.embeddings import load_table
+    from nlgkit.wordvectors.tables import load_table
 
     words = Vocabulary.load(vocab).tokens
     sphere, cube = tmp_path / "sphere.safetensors", tmp_path / "cube.safetensors"
@@ -202,7 +202,7 @@ def test_embed_random_combine_load_round_trip(tmp_path: Path, vocab: Path) -> No
 
 
 def test_a_table_that_does_not_match_the_vocabulary_names_both_files(tmp_path: Path, vocab: Path) -> None:
-    from nlgkit.embeddings import load_table_for, save_table
+    from nlgkit.wordvectors.tables import load_table_for, save_table
 
     table = tmp_path / "t.safetensors"
     save_table(table, torch.randn(3, 4), ["a", "b", "c"])
@@ -237,7 +237,7 @@ def test_a_table_that_does_not_match_the_vocabulary_names_both_files(tmp_path: P
 
 
 def test_a_continuous_head_reads_its_table_and_a_trained_run_gives_one(tmp_path: Path) -> None:
-    from nlgkit.embeddings import save_table
+    from nlgkit.wordvectors.tables import save_table
 
     vectors = torch.randn(V, 6)
     table = tmp_path / "targets.safetensors"

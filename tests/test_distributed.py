@@ -13,7 +13,7 @@ import torch
 from helpers import tiny_recipe
 from safetensors.torch import load_file
 
-from nlgkit.errors import ConfigError
+from nlgkit.core.errors import ConfigError
 from nlgkit.train.distributed import Ranks
 
 GLOBAL_BATCH = 24  # 300 training pairs: 13 batches per epoch, the last of 12

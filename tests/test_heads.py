@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from nlgkit.errors import ConfigError
+from nlgkit.core.errors import ConfigError
 from nlgkit.heads import HEADS, HeadContext, OutputHead, build_head
 from nlgkit.heads.hadamard import fwht, sylvester_hadamard
 

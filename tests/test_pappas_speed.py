@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from nlgkit.bench_research import measure_model_training, spawn_model_training, synthetic_parallel_data
+from nlgkit.experiments.bench.research import measure_model_training, spawn_model_training, synthetic_parallel_data
 from nlgkit.data.vocab import SPECIALS
-from nlgkit.evaluate.pappas import SPEED_HEADS, SPEED_SHARES, speed_report
-from nlgkit.reproduce import main as reproduce
+from nlgkit.experiments.pappas import SPEED_HEADS, SPEED_SHARES, speed_report
+from nlgkit.experiments.reproduce import main as reproduce
 
 RECIPE = str(Path(__file__).resolve().parents[1] / "recipes" / "pappas_multi30k.toml")
 TINY = ["model.embedding_dim=16", "model.hidden_dim=16", "train.num_threads=1"]

@@ -15,9 +15,9 @@ import typer
 from typer.testing import CliRunner
 
 from nlgkit.cli.report import register
-from nlgkit.config import load_recipe
+from nlgkit.core.config import load_recipe
 from nlgkit.evaluate.collect import RunResult, collect_runs, group_key
-from nlgkit.evaluate.papers import available_tables, load_table
+from nlgkit.experiments.papers import available_tables, load_table
 from nlgkit.evaluate.report import build_report, render_html, render_markdown, report_to_dict
 
 REFS = [
@@ -207,10 +207,10 @@ def test_stale_hypotheses_are_translated_again_and_written(tmp_path: Path, data_
     import torch
     from helpers import model_for
 
-    from nlgkit.checkpoint import save_checkpoint
-    from nlgkit.config import config_from_dict, to_dict
+    from nlgkit.runs.checkpoint import save_checkpoint
+    from nlgkit.core.config import config_from_dict, to_dict
     from nlgkit.data.vocab import SPECIALS, Vocabulary
-    from nlgkit.io import write_json
+    from nlgkit.core.io import write_json
 
     (data_dir / "test.de").write_text("ein mann\nzwei hunde\n" * 3, encoding="utf-8")
     run = tmp_path / "runs" / "tiny"
@@ -306,7 +306,7 @@ def test_cli_bad_input_is_one_line(case: str, tmp_path: Path, data_dir: Path) ->
 
 
 def test_reproduce_table2_uses_the_paper_file(tmp_path: Path, data_dir: Path, capsys) -> None:  # type: ignore[no-untyped-def]
-    from nlgkit.reproduce import main
+    from nlgkit.experiments.reproduce import main
 
     run, missing = fake_run(tmp_path, data_dir, "fixed"), tmp_path / "runs" / "not_trained"
     out = tmp_path / "results" / "table2.md"
@@ -319,7 +319,7 @@ def test_reproduce_table2_uses_the_paper_file(tmp_path: Path, data_dir: Path, ca
 
 def test_log_summary_drops_what_a_resume_rolled_back(tmp_path: Path) -> None:
     """A run killed after its last checkpoint logs updates twice; only the resumed copy is summarised."""
-    from nlgkit.reproduce import log_summary
+    from nlgkit.experiments.reproduce import log_summary
 
     def valid(epoch: int, update: int, bleu: float) -> dict[str, object]:
         return {"event": "valid", "epoch": epoch, "update": update, "loss": 2.0, "ppl": 7.4, "bleu": bleu,
@@ -344,7 +344,7 @@ def test_log_summary_drops_what_a_resume_rolled_back(tmp_path: Path) -> None:
 
 def test_log_summary_states_raised_limits_and_the_settings_the_run_last_trained_with(tmp_path: Path) -> None:
     """A run extended after early stopping says so, and its training line shows the raised patience."""
-    from nlgkit.reproduce import log_summary
+    from nlgkit.experiments.reproduce import log_summary
 
     run = tmp_path / "run"
     (run / "checkpoints" / "last").mkdir(parents=True)
@@ -386,7 +386,7 @@ def test_epoch_column_counts_completed_epochs(loop: dict[str, object], shown: st
 ])
 def test_reports_flag_runs_stopped_while_still_improving(loop: dict[str, object], improving: bool) -> None:
     from nlgkit.evaluate.collect import RunResult
-    from nlgkit.evaluate.other_data import runs_table
+    from nlgkit.experiments.other_data import runs_table
 
     run = RunResult("r", Path("r"), {}, "g", [], [], Path("h"), False, progress=loop)
     assert run.still_improving is improving
@@ -394,7 +394,7 @@ def test_reports_flag_runs_stopped_while_still_improving(loop: dict[str, object]
 
 
 def test_hardware_label_counts_threads() -> None:
-    from nlgkit.train.provenance import hardware_label
+    from nlgkit.runs.provenance import hardware_label
 
     assert hardware_label({"threads": 1, "cpu": "EPYC"}) == "CPU (1 thread, EPYC)"
     assert hardware_label({"threads": 2, "cpu": "EPYC"}) == "CPU (2 threads, EPYC)"
@@ -412,7 +412,7 @@ def test_collect_names_the_hardware_of_every_resumed_session(tmp_path: Path, dat
 
 def test_log_summary_names_the_revision_a_resume_went_on_with(tmp_path: Path) -> None:
     """A fix landing between two resumes shows in the log: the resume that switched code names its revision."""
-    from nlgkit.reproduce import log_summary
+    from nlgkit.experiments.reproduce import log_summary
 
     def git(commit: str) -> dict[str, object]:
         return {"commit": commit * 40, "dirty": False}

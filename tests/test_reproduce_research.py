@@ -12,8 +12,8 @@ from helpers import tiny_recipe
 from typer.testing import CliRunner
 
 from nlgkit.cli.main import app
-from nlgkit.evaluate.papers import load_table
-from nlgkit.reproduce import main as reproduce
+from nlgkit.experiments.papers import load_table
+from nlgkit.experiments.reproduce import main as reproduce
 
 TEST_LINES = 60
 
@@ -284,7 +284,7 @@ def test_overflow_share_counts_each_training_process_once(tmp_path: Path) -> Non
     """The head's counter restarts with every process; updates logged after the checkpoint a run resumed
     from were trained again, so only the resumed process's count covers them."""
     from nlgkit.evaluate.collect import RunResult
-    from nlgkit.evaluate.pappas import overflow_share
+    from nlgkit.experiments.pappas import overflow_share
 
     events = [{"event": "start"},
               {"event": "train", "update": 50, "sampling_overflows": 10},

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from nlgkit.reproduce import main as reproduce
+from nlgkit.experiments.reproduce import main as reproduce
 
 ROOT = Path(__file__).resolve().parents[1]
 # The Makefile settings of the committed runs: 2k and 8k vocabularies, a second seed at 8k.
@@ -22,11 +22,11 @@ COMMITTED = ["PAPPAS_SIZES=2000 8000", "PAPPAS_SEEDS=1 2", "PAPPAS_SEED_SIZES=80
 
 
 def pappas_report_commands(runs_dir: Path) -> list[list[str]]:
-    """The ``nlgkit.reproduce`` commands of ``make pappas-report`` (as ``make -n`` prints them), arguments only."""
+    """The ``nlgkit.experiments.reproduce`` commands of ``make pappas-report`` (as ``make -n`` prints them), arguments only."""
     listing = subprocess.run(["make", "-s", "-n", "-C", str(ROOT), "pappas-report", f"RUNS_DIR={runs_dir}",
                               *COMMITTED], capture_output=True, text=True, check=True).stdout
     lines = listing.replace("\\\n", " ").splitlines()
-    return [shlex.split(line)[3:] for line in lines if "-m nlgkit.reproduce" in line]
+    return [shlex.split(line)[3:] for line in lines if "-m nlgkit.experiments.reproduce" in line]
 
 
 @pytest.mark.skipif(shutil.which("make") is None, reason="needs make")

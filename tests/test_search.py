@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from nlgkit.errors import ConfigError
+from nlgkit.core.errors import ConfigError
 from nlgkit.heads.base import HeadContext, OutputHead
 from nlgkit.models.base import Generator, State
 from nlgkit.search import Hypothesis, beam_search, greedy_search, search

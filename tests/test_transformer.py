@@ -7,7 +7,7 @@ import torch
 from helpers import check_one_search, with_head
 
 from nlgkit.data.batching import Batch
-from nlgkit.errors import ConfigError
+from nlgkit.core.errors import ConfigError
 from nlgkit.heads import HEADS
 from nlgkit.models import MODELS
 from nlgkit.models.base import ModelContext

@@ -12,7 +12,7 @@ import pytest
 import torch
 from PIL import Image
 
-from nlgkit.errors import ConfigError, DataError
+from nlgkit.core.errors import ConfigError, DataError
 from nlgkit.vision.cache import FeatureCache, cache_key, extract_features
 from nlgkit.vision.encoders import EncoderConfig, build_encoder, encoder_dims, lite0_state_dict
 from nlgkit.vision.images import ImageError, load_image

@@ -17,11 +17,11 @@ from rich.console import Console
 from rich.table import Table
 
 from nlgkit.cli.common import handle_errors
-from nlgkit.errors import NlgkitError
+from nlgkit.core.errors import NlgkitError
 from nlgkit.evaluate.analysis import wordsim_files
 
 if TYPE_CHECKING:  # the analyses import torch, scipy and matplotlib: only when a command runs
-    from nlgkit import runs
+    from nlgkit.runs import loading as runs
     from nlgkit.evaluate.analysis.vectors import VectorSet
 
 RunDir = Annotated[Path, typer.Argument(help="Run directory written by `nlgkit train`", show_default=False)]
@@ -37,7 +37,7 @@ Vectors = Annotated[list[str] | None, typer.Option(
 def _load_sets(run_dir: Path, checkpoint: str, device: str, names: list[str] | None,
                default: list[str] | None) -> tuple[runs.TrainedRun, list[VectorSet]]:
     """Load the run and pick vector sets: ``names``, else ``default`` where available, else all."""
-    from nlgkit import runs
+    from nlgkit.runs import loading as runs
     from nlgkit.evaluate.analysis.vectors import select_sets, vector_sets
 
     run = runs.load_trained(run_dir, checkpoint, device)
@@ -81,7 +81,7 @@ def norms_command(run_dir: RunDir, checkpoint: Checkpoint = "best", device: Devi
                   vectors: Vectors = None, png: Png = None, json_output: JsonFlag = False) -> None:
     """Spearman ρ between vector L2 norm and training frequency (Shalev et al. Fig. 2); default: all sets."""
     from nlgkit.evaluate.analysis import norms
-    from nlgkit.evaluate.analysis.plots import check_output_path, save_png
+    from nlgkit.core.figures import check_output_path, save_png
 
     if png is not None:
         check_output_path(png)
@@ -176,7 +176,7 @@ def geometry_command(run_dir: RunDir, checkpoint: Checkpoint = "best", device: D
                      vectors: Vectors = None, png: Png = None, json_output: JsonFlag = False) -> None:
     """Cosine to, and rank of, the 1st/5th nearest neighbour per frequency-rank bin (Tokarchuk & Niculae)."""
     from nlgkit.evaluate.analysis import geometry
-    from nlgkit.evaluate.analysis.plots import check_output_path, save_png
+    from nlgkit.core.figures import check_output_path, save_png
 
     if bins < 1 or (bin_size is not None and bin_size < 1):
         raise NlgkitError("--bins and --bin-size must be at least 1")
@@ -212,8 +212,8 @@ def params_command(run_dir: RunDir, checkpoint: Checkpoint = "best", device: Dev
                    )] = False,
                    json_output: JsonFlag = False) -> None:
     """Trainable/frozen/buffer elements and bytes per component, plus Adam state (Shalev et al. Table 3)."""
-    from nlgkit import runs
-    from nlgkit.checkpoint import load_train_state
+    from nlgkit.runs import loading as runs
+    from nlgkit.runs.checkpoint import load_train_state
     from nlgkit.evaluate.analysis import params
 
     run = runs.load_trained(run_dir, checkpoint, device)

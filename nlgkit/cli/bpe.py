@@ -10,8 +10,8 @@ from typing import Annotated
 import typer
 
 from nlgkit.cli.common import handle_errors
-from nlgkit.errors import ConfigError
-from nlgkit.io import atomic_write, decode_lines, read_lines
+from nlgkit.core.errors import ConfigError
+from nlgkit.core.io import atomic_write, decode_lines, read_lines
 
 app = typer.Typer(help="Learn or apply BPE (subword-nmt) and SentencePiece models on tokenised text.",
                   no_args_is_help=True)

@@ -40,10 +40,10 @@ def caption(
     device: Annotated[str, typer.Option(help="auto, cpu, cuda or cuda:N")] = "auto",
 ) -> None:
     """Caption images with a trained run."""
-    from nlgkit.errors import DataError
+    from nlgkit.core.errors import DataError
     from nlgkit.generation.caption import caption_images, check_captioning_run, result_lines
     from nlgkit.generation.output import SearchOptions, read_text_input, write_lines
-    from nlgkit.runs import load_trained
+    from nlgkit.runs.loading import load_trained
 
     if model is None:
         raise DataError("no model given (--model RUN_DIR or $NLGKIT_MODEL)")

@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 
 import typer
 
-from nlgkit.errors import NlgkitError
+from nlgkit.core.errors import NlgkitError
 
 F = TypeVar("F", bound=Callable[..., Any])
 

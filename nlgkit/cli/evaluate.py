@@ -21,7 +21,7 @@ from rich.console import Console
 from rich.table import Table
 
 from nlgkit.cli.common import handle_errors
-from nlgkit.errors import DataError
+from nlgkit.core.errors import DataError
 from nlgkit.evaluate.scoring import score_files
 from nlgkit.metrics.corpus import ALL_METRICS, METRICS
 

@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from nlgkit.cli.common import handle_errors
-from nlgkit.errors import ConfigError
+from nlgkit.core.errors import ConfigError
 
 app = typer.Typer(help="Tokenise a corpus (parallel text or image captions), build vocabularies, write a "
                        "data directory.", no_args_is_help=True)

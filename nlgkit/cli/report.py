@@ -15,7 +15,7 @@ from typing import Annotated
 import typer
 
 from nlgkit.cli.common import handle_errors
-from nlgkit.errors import ConfigError
+from nlgkit.core.errors import ConfigError
 from nlgkit.metrics.corpus import METRICS
 
 
@@ -37,8 +37,8 @@ def report(
     device: Annotated[str, typer.Option(help="Device for runs that must translate first")] = "auto",
 ) -> None:
     """Score each run's test hypotheses (translating with its best checkpoint only when needed) and report."""
-    from nlgkit.evaluate.papers import load_table
-    from nlgkit.evaluate.records import best_meta
+    from nlgkit.experiments.papers import load_table
+    from nlgkit.runs.records import best_meta
     from nlgkit.evaluate.report import (
         build_report,
         collect_runs,
@@ -46,7 +46,7 @@ def report(
         render_markdown,
         report_to_dict,
     )
-    from nlgkit.io import atomic_write
+    from nlgkit.core.io import atomic_write
 
     names = [name.strip().lower() for name in metrics.split(",") if name.strip()]
     unknown = [name for name in names if name not in METRICS]

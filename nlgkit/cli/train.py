@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from nlgkit.cli.common import handle_errors
-from nlgkit.config import load_recipe
+from nlgkit.core.config import load_recipe
 
 
 @handle_errors
@@ -43,7 +43,7 @@ def train(
 
 
 def _print_parameters(config, console: Console, vocab_size: int) -> None:  # type: ignore[no-untyped-def]
-    from nlgkit.builders import build_untrained, count_parameters
+    from nlgkit.runs.build import build_untrained, count_parameters
 
     _, vocabs, model = build_untrained(config, log=console.print, vocab_size=vocab_size)
     counts = count_parameters(model)

@@ -47,10 +47,10 @@ def translate(
                                                   "written and flushed when done (0 = read all input first)")] = 0,
 ) -> None:
     """Translate text with a trained run (stdin → stdout by default)."""
-    from nlgkit.errors import ConfigError
+    from nlgkit.core.errors import ConfigError
     from nlgkit.generation.output import SearchOptions, line_groups, read_text_input, write_lines
     from nlgkit.generation.translate import Translator
-    from nlgkit.runs import load_trained
+    from nlgkit.runs.loading import load_trained
 
     if buffer_size < 0:
         raise ConfigError(f"--buffer-size {buffer_size}: must be 0 or positive")

@@ -15,7 +15,7 @@ import torch
 from torch import Tensor
 
 from nlgkit.data.vocab import Vocabulary
-from nlgkit.errors import DataError
+from nlgkit.core.errors import DataError
 
 
 class Examples:

@@ -37,8 +37,8 @@ from typing import Any
 from nlgkit import __version__
 from nlgkit.data.prepare import SPLITS, _staging
 from nlgkit.data.vocab import Vocabulary
-from nlgkit.errors import ConfigError, DataError
-from nlgkit.io import sha256_file, write_json
+from nlgkit.core.errors import ConfigError, DataError
+from nlgkit.core.io import sha256_file, write_json
 from nlgkit.vision.images import ImageError, load_image
 
 MANIFEST_FORMAT = 1

@@ -16,7 +16,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from nlgkit.errors import DataError
+from nlgkit.core.errors import DataError
 
 DEFAULT_URL = "https://raw.githubusercontent.com/multi30k/dataset/master/data/task1/raw/"
 SHARED_DIR = Path("..") / "shared" / "data" / "multi30k"

@@ -14,8 +14,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Protocol
 
-from nlgkit.errors import ConfigError, DataError
-from nlgkit.io import atomic_write
+from nlgkit.core.errors import ConfigError, DataError
+from nlgkit.core.io import atomic_write
 
 SUBWORD_KINDS = ("bpe", "bpe-joint", "spm")  # bpe-joint: one set of merges learned on both languages
 BPE_SEPARATOR = "@@"

@@ -11,8 +11,8 @@ import hashlib
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from nlgkit.errors import DataError
-from nlgkit.io import atomic_write, decode_lines
+from nlgkit.core.errors import DataError
+from nlgkit.core.io import atomic_write, decode_lines
 
 UNK, PAD, BOS, EOS = "<unk>", "<pad>", "<s>", "</s>"
 SPECIALS: tuple[str, ...] = (UNK, PAD, BOS, EOS)

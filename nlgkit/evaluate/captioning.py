@@ -11,8 +11,8 @@ from typing import Any
 
 import torch
 
-from nlgkit.errors import DataError
-from nlgkit.io import atomic_write, read_json, write_json
+from nlgkit.core.errors import DataError
+from nlgkit.core.io import atomic_write, read_json, write_json
 
 
 @dataclass
@@ -41,7 +41,7 @@ def checkpoint_stamp(run_dir: Path, checkpoint: str = "best") -> str:
 
 
 def _run_config(run_dir: Path) -> Any:
-    from nlgkit.config import config_from_dict
+    from nlgkit.core.config import config_from_dict
 
     path = Path(run_dir) / "config.json"
     return config_from_dict(read_json(path), str(path))
@@ -49,7 +49,7 @@ def _run_config(run_dir: Path) -> Any:
 
 def caption_data_dir(run_dir: Path, config: Any) -> Path:
     """Where a run's test records live: its data directory, or the copy a run record keeps."""
-    from nlgkit.evaluate.records import is_record
+    from nlgkit.runs.records import is_record
 
     return Path(run_dir) / "data" if is_record(Path(run_dir)) else Path(config.data.dir)
 
@@ -81,11 +81,11 @@ def caption_split(run_dir: Path, split: str = "test", device: str = "auto") -> S
 
     They are kept in ``RUN_DIR/{split}.captions.jsonl`` with ``{split}.captions.json`` naming the checkpoint
     (:func:`checkpoint_stamp`) and search that made them, and reused while both still match. A run record
-    (:mod:`nlgkit.evaluate.records`) has no weights: its kept captions are the only ones it can give.
+    (:mod:`nlgkit.runs.records`) has no weights: its kept captions are the only ones it can give.
     """
-    from nlgkit.evaluate.records import check_record, is_record
-    from nlgkit.inference import best_texts, generate
-    from nlgkit.runs import load_trained
+    from nlgkit.runs.records import check_record, is_record
+    from nlgkit.generation.decode import best_texts, generate
+    from nlgkit.runs.loading import load_trained
 
     run_dir = Path(run_dir)
     if is_record(run_dir):

@@ -3,7 +3,7 @@
 Hypotheses are the expensive part, so ``RUN_DIR/test.hyp.{tgt}`` is reused whenever it is newer than the best
 checkpoint; only then is no model loaded at all (reports over many runs stay cheap, and tests need no weights).
 Otherwise the best checkpoint translates the test split with the recipe's ``[search]`` and the file is written
-atomically for next time. A run record (:mod:`nlgkit.evaluate.records`) has no weights: its hypotheses and
+atomically for next time. A run record (:mod:`nlgkit.runs.records`) has no weights: its hypotheses and
 references are always the ones it keeps.
 """
 
@@ -15,10 +15,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from nlgkit.config import RunConfig, config_from_dict, to_dict
-from nlgkit.errors import DataError
-from nlgkit.evaluate.records import best_meta, check_record, is_record, newest_mtime
-from nlgkit.io import atomic_write, read_json, read_lines
+from nlgkit.core.config import RunConfig, config_from_dict, to_dict
+from nlgkit.core.errors import DataError
+from nlgkit.runs.records import best_meta, check_record, is_record, newest_mtime
+from nlgkit.core.io import atomic_write, read_json, read_lines
 from nlgkit.metrics.corpus import corpus_scores
 
 # Settings that say where or how fast a run was executed, not what was trained: runs differing only in
@@ -147,8 +147,8 @@ def collect_run(
     result.progress = read_json(last if last.is_file() else meta_path).get("loop", {})
     provenance_path = run_dir / "provenance.json"
     if provenance_path.is_file():
-        from nlgkit.train.metrics_log import MetricsLog
-        from nlgkit.train.provenance import hardware_label
+        from nlgkit.runs.metrics_log import MetricsLog
+        from nlgkit.runs.provenance import hardware_label
 
         provenance = read_json(provenance_path)
         # a resumed session may have run elsewhere, or with other threads: name every set-up once
@@ -163,8 +163,8 @@ def collect_run(
 def translate_test(run_dir: Path, data_dir: Path, device: str = "auto", beam: int | None = None) -> list[str]:
     """Detokenised translations of ``test.{src}`` by the best checkpoint, with the recipe's search settings
     (its beam unless ``beam`` is given)."""
-    from nlgkit.inference import best_texts, generate
-    from nlgkit.runs import load_trained
+    from nlgkit.generation.decode import best_texts, generate
+    from nlgkit.runs.loading import load_trained
 
     run = load_trained(run_dir, "best", device=device)
     cfg = run.config

@@ -13,9 +13,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from nlgkit.errors import DataError
+from nlgkit.core.errors import DataError
 from nlgkit.evaluate.collect import RunResult, collect_runs, group_runs
-from nlgkit.evaluate.papers import Metric, PaperRow, PaperTable, load_table
+from nlgkit.experiments.papers import Metric, PaperRow, PaperTable, load_table
 from nlgkit.evaluate.render import delta, render_html, render_markdown
 from nlgkit.evaluate.significance import BootstrapResult, mean_sd, paired_bootstrap
 from nlgkit.metrics.corpus import METRICS

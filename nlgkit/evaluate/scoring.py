@@ -6,8 +6,8 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from nlgkit.errors import ConfigError, DataError
-from nlgkit.io import read_lines
+from nlgkit.core.errors import ConfigError, DataError
+from nlgkit.core.io import read_lines
 from nlgkit.metrics.corpus import METRICS, score_all
 
 
@@ -64,6 +64,6 @@ def _edges(bins: str | None, train_vocab: Path | None) -> tuple[int, ...] | None
         return None
     if train_vocab is None:
         raise ConfigError("--bins needs --train-vocab (bins are training frequencies)")
-    from nlgkit.evaluate.vocabulary import parse_edges
+    from nlgkit.metrics.vocabulary import parse_edges
 
     return parse_edges(bins)

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from nlgkit.errors import ConfigError, DataError, NlgkitError
+from nlgkit.core.errors import ConfigError, DataError, NlgkitError
 from nlgkit.metrics.corpus import HIGHER_IS_BETTER, METRICS, sacrebleu_metric
 
 

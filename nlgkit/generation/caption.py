@@ -17,10 +17,10 @@ from typing import Any, cast
 import torch
 
 from nlgkit.data.batching import Batch
-from nlgkit.errors import DataError
+from nlgkit.core.errors import DataError
 from nlgkit.generation.output import SearchOptions
-from nlgkit.inference import generate
-from nlgkit.runs import TrainedRun
+from nlgkit.generation.decode import generate
+from nlgkit.runs.loading import TrainedRun
 from nlgkit.search import Hypothesis
 from nlgkit.vision.images import ImageError, load_image
 
@@ -85,7 +85,7 @@ def draw_attention(run: TrainedRun, source: tuple[torch.Tensor, torch.Tensor], t
     from matplotlib.figure import Figure
     from PIL import Image
 
-    from nlgkit.evaluate.analysis.plots import save_png
+    from nlgkit.core.figures import save_png
 
     vocab = run.tgt_vocab
     prev = torch.tensor([[vocab.bos_index] + tokens], device=run.device)  # (1, T): EOS step included

@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from nlgkit.config import SearchConfig
-from nlgkit.errors import DataError
-from nlgkit.io import atomic_write, decode_lines
+from nlgkit.core.config import SearchConfig
+from nlgkit.core.errors import DataError
+from nlgkit.core.io import atomic_write, decode_lines
 from nlgkit.search import Hypothesis
 
 

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from nlgkit.errors import DataError
+from nlgkit.core.errors import DataError
 from nlgkit.generation.output import SearchOptions, output_lines
-from nlgkit.inference import generate
-from nlgkit.runs import TrainedRun
+from nlgkit.generation.decode import generate
+from nlgkit.runs.loading import TrainedRun
 
 
 class Translator:

@@ -1,7 +1,7 @@
 """Output heads. Each module registers one head in ``HEADS``; importing it here makes it available."""
 
 from nlgkit.heads.base import HeadContext, OutputHead
-from nlgkit.registry import Registry
+from nlgkit.core.registry import Registry
 
 HEADS: Registry[OutputHead] = Registry("head")
 

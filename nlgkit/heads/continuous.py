@@ -31,7 +31,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from nlgkit.errors import ConfigError
+from nlgkit.core.errors import ConfigError
 from nlgkit.heads import HEADS
 from nlgkit.heads.base import HeadContext, OutputHead
 from nlgkit.heads.sampling import HeadConfig
@@ -64,7 +64,7 @@ class ContinuousHeadConfig(HeadConfig):
         names them, from the table's recorded kind."""
         if not self.table:
             return "uniform"
-        from nlgkit.embeddings import table_kind
+        from nlgkit.wordvectors.tables import table_kind
 
         kind = table_kind(Path(self.table).expanduser())
         return {"sphere": "uniform", "cube": "hypercube"}.get(kind, kind or "unknown")
@@ -78,11 +78,11 @@ class ContinuousHead(OutputHead):
     def __init__(self, context: HeadContext, config: ContinuousHeadConfig) -> None:
         super().__init__(context)
         if config.table:
-            from nlgkit.embeddings import load_table_for
+            from nlgkit.wordvectors.tables import load_table_for
 
             table = load_table_for(Path(config.table).expanduser(), context.vocab_tokens, context.vocab_source)
         else:
-            from nlgkit.embeddings import random_table
+            from nlgkit.wordvectors.tables import random_table
 
             table = random_table(context.vocab_size, config.dim, "sphere", context.seed)
         if table.size(0) != context.vocab_size:

@@ -14,7 +14,7 @@ from typing import Any, Literal
 import torch
 from torch import Tensor, nn
 
-from nlgkit.errors import ConfigError
+from nlgkit.core.errors import ConfigError
 from nlgkit.heads import HEADS
 from nlgkit.heads.base import HeadContext, LinearHead, regenerable_generator
 from nlgkit.heads.sampling import HeadConfig

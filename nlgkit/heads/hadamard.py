@@ -23,7 +23,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from nlgkit.errors import ConfigError
+from nlgkit.core.errors import ConfigError
 from nlgkit.heads import HEADS
 from nlgkit.heads.base import HeadContext, OutputHead, regenerable_generator
 from nlgkit.heads.fixed import BiasKind, attach_bias

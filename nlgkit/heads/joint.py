@@ -22,11 +22,11 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from nlgkit.errors import ConfigError
+from nlgkit.core.errors import ConfigError
 from nlgkit.heads import HEADS
 from nlgkit.heads.base import HeadContext, OutputHead, SharesTargetEmbedding
 from nlgkit.heads.sampling import HeadConfig
-from nlgkit.weight_cache import WeightCache
+from nlgkit.core.weight_cache import WeightCache
 
 ACTIVATIONS = {"tanh": torch.tanh, "sigmoid": torch.sigmoid, "relu": torch.relu, "none": lambda x: x}
 
@@ -71,7 +71,7 @@ class JointHead(SharesTargetEmbedding, OutputHead):
         self._table: WeightCache[Tensor] = WeightCache()  # inference-time σ(E·U + b_u)
 
     def train(self, mode: bool = True) -> JointHead:
-        if mode:  # optimiser steps follow; fused Adam does not bump version counters (nlgkit.weight_cache)
+        if mode:  # optimiser steps follow; fused Adam does not bump version counters (nlgkit.core.weight_cache)
             self._table.clear()
         return super().train(mode)
 

@@ -18,8 +18,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from nlgkit.errors import ConfigError
-from nlgkit.registry import PluginConfig
+from nlgkit.core.errors import ConfigError
+from nlgkit.core.registry import PluginConfig
 
 if TYPE_CHECKING:
     from nlgkit.heads.base import OutputHead

@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from nlgkit.errors import ConfigError
+from nlgkit.core.errors import ConfigError
 from nlgkit.heads import HEADS
 from nlgkit.heads.base import HeadContext, OutputHead, SharesTargetEmbedding, linear_rows
 from nlgkit.heads.sampling import HeadConfig

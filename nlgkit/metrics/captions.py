@@ -28,7 +28,7 @@ from pycocoevalcap.cider.cider import Cider
 from pycocoevalcap.rouge.rouge import Rouge
 from pycocoevalcap.tokenizer import ptbtokenizer as _ptb
 
-from nlgkit.errors import DataError, NlgkitError
+from nlgkit.core.errors import DataError, NlgkitError
 from nlgkit.metrics.meteor import METEOR_JAR, java_missing, meteor_variant, run_meteor
 
 PTB_JAR = Path(_ptb.__file__).resolve().parent / _ptb.STANFORD_CORENLP_3_4_1_JAR

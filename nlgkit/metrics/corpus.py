@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from sacrebleu.metrics import BLEU, CHRF, TER
 from sacrebleu.metrics.base import Metric
 
-from nlgkit.errors import ConfigError, DataError
+from nlgkit.core.errors import ConfigError, DataError
 
 if TYPE_CHECKING:
     from nlgkit.data.vocab import Vocabulary
@@ -126,7 +126,7 @@ def score_all(
 
         results["caption"] = caption_scores(hyps, segment_refs(refs))
     if "vu" in names:
-        from nlgkit.evaluate.vocabulary import DEFAULT_EDGES, vocab_report
+        from nlgkit.metrics.vocabulary import DEFAULT_EDGES, vocab_report
 
         results["vu"] = vocab_report(hyps, refs, train_vocab, edges or DEFAULT_EDGES, lowercase)
     return {name: results[name] for name in names}

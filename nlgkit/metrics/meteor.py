@@ -25,7 +25,7 @@ from typing import IO, Any
 
 from pycocoevalcap.meteor import meteor as _coco_meteor
 
-from nlgkit.errors import ConfigError, NlgkitError
+from nlgkit.core.errors import ConfigError, NlgkitError
 
 METEOR_JAR = Path(_coco_meteor.__file__).resolve().parent / _coco_meteor.METEOR_JAR
 # Meteor's codes; ``cs`` is accepted for Czech.

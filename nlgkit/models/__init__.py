@@ -1,7 +1,7 @@
 """Generator models. Each module registers one architecture in ``MODELS``."""
 
 from nlgkit.models.base import Generator, State
-from nlgkit.registry import Registry
+from nlgkit.core.registry import Registry
 
 MODELS: Registry[Generator] = Registry("model")
 

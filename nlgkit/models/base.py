@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from torch import Tensor, nn
 
-from nlgkit.errors import ConfigError
+from nlgkit.core.errors import ConfigError
 from nlgkit.heads.base import OutputHead
 
 if TYPE_CHECKING:

@@ -20,8 +20,8 @@ from nlgkit.data.batching import Batch
 from nlgkit.models import MODELS
 from nlgkit.models.attention import AdditiveAttention, padding_mask, run_packed
 from nlgkit.models.base import Generator, Inputs, ModelContext, State, check_model_options
-from nlgkit.registry import PluginConfig
-from nlgkit.weight_cache import WeightCache
+from nlgkit.core.registry import PluginConfig
+from nlgkit.core.weight_cache import WeightCache
 
 
 @dataclass(frozen=True)
@@ -177,7 +177,7 @@ class RNNModel(Generator):
         self._search_tables: WeightCache[SearchTables] = WeightCache()
 
     def train(self, mode: bool = True) -> RNNModel:
-        if mode:  # optimiser steps follow; fused Adam does not bump version counters (nlgkit.weight_cache)
+        if mode:  # optimiser steps follow; fused Adam does not bump version counters (nlgkit.core.weight_cache)
             self._search_tables.clear()
         return super().train(mode)
 

@@ -17,10 +17,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from nlgkit.errors import ConfigError
+from nlgkit.core.errors import ConfigError
 from nlgkit.models import MODELS
 from nlgkit.models.base import Generator, Inputs, ModelContext, State, check_model_options
-from nlgkit.registry import PluginConfig
+from nlgkit.core.registry import PluginConfig
 
 if TYPE_CHECKING:
     from nlgkit.data.batching import Batch

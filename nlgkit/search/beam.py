@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 import torch
 from torch import Tensor
 
-from nlgkit.errors import ConfigError
+from nlgkit.core.errors import ConfigError
 
 if TYPE_CHECKING:
     from nlgkit.models.base import Generator, State

@@ -5,7 +5,7 @@ built from (``ModelContext``), turns outputs into text and scores them with the 
 checkpoints. The trainer, inference, run loading, benchmarks and reports only talk to this protocol.
 """
 
-from nlgkit.registry import Registry
+from nlgkit.core.registry import Registry
 from nlgkit.tasks.base import Task, TaskData
 
 TASKS: Registry[Task] = Registry("task")

@@ -19,7 +19,7 @@ from nlgkit.data.batching import Examples
 from nlgkit.data.vocab import Vocabulary
 
 if TYPE_CHECKING:
-    from nlgkit.config import RunConfig
+    from nlgkit.core.config import RunConfig
     from nlgkit.data.batching import Batch
     from nlgkit.models.base import Inputs, ModelContext
 

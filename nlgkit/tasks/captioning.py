@@ -20,10 +20,10 @@ from torch import Tensor
 
 from nlgkit.data.batching import Batch, Examples, target_tensors
 from nlgkit.data.vocab import Vocabulary
-from nlgkit.errors import ConfigError, DataError
-from nlgkit.io import read_json
+from nlgkit.core.errors import ConfigError, DataError
+from nlgkit.core.io import read_json
 from nlgkit.models.base import Inputs, ModelContext
-from nlgkit.registry import PluginConfig
+from nlgkit.core.registry import PluginConfig
 from nlgkit.tasks import TASKS
 from nlgkit.tasks.base import Task, TaskData
 from nlgkit.vision.encoders import EncoderConfig, encoder_dims

@@ -13,10 +13,10 @@ from torch import Tensor
 from nlgkit.data.batching import Batch, ParallelData, collate, load_split, pad_sources
 from nlgkit.data.tokenize import load_pipeline
 from nlgkit.data.vocab import Vocabulary
-from nlgkit.errors import ConfigError, DataError
-from nlgkit.io import read_json, read_lines
+from nlgkit.core.errors import ConfigError, DataError
+from nlgkit.core.io import read_json, read_lines
 from nlgkit.models.base import Inputs, ModelContext
-from nlgkit.registry import PluginConfig
+from nlgkit.core.registry import PluginConfig
 from nlgkit.tasks import TASKS
 from nlgkit.tasks.base import Task, TaskData
 

@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 import torch
 import torch.distributed as dist
 
-from nlgkit.errors import ConfigError
+from nlgkit.core.errors import ConfigError
 
 T = TypeVar("T")
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from nlgkit.config import RunConfig
+from nlgkit.core.config import RunConfig
 
 
 class Schedule:

@@ -28,32 +28,32 @@ import torch
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-from nlgkit.builders import (
+from nlgkit.runs.build import (
     build_model,
     build_optimizer,
     build_scheduler,
     count_parameters,
     select_device,
 )
-from nlgkit.checkpoint import (
+from nlgkit.runs.checkpoint import (
     find_checkpoint,
     load_meta,
     load_train_state,
     load_weights,
     save_checkpoint,
 )
-from nlgkit.config import RunConfig, config_from_dict, to_dict
+from nlgkit.core.config import RunConfig, config_from_dict, to_dict
 from nlgkit.data.batching import Batch, bucketed_batches
-from nlgkit.errors import CheckpointError, ConfigError, NlgkitError
-from nlgkit.inference import best_texts, generate
-from nlgkit.io import atomic_write, write_json
+from nlgkit.core.errors import CheckpointError, ConfigError, NlgkitError
+from nlgkit.generation.decode import best_texts, generate
+from nlgkit.core.io import atomic_write, write_json
 from nlgkit.models.base import Generator
 from nlgkit.tasks import Task, TaskData, build_task
 from nlgkit.train.distributed import Ranks, data_parallel
-from nlgkit.train.metrics_log import MetricsLog
+from nlgkit.runs.metrics_log import MetricsLog
 from nlgkit.train.objective import TrainingObjective
-from nlgkit.train.provenance import environment, git_revision
-from nlgkit.train.rundata import copy_model_assets, ensure_data_dir
+from nlgkit.runs.provenance import environment, git_revision
+from nlgkit.runs.data import copy_model_assets, ensure_data_dir
 from nlgkit.train.signals import MetricWindow, StopOnSignal
 from nlgkit.train.update import optimizer_update
 

@@ -28,8 +28,8 @@ from safetensors.torch import load_file, save_file
 from torch import Tensor
 
 from nlgkit import __version__
-from nlgkit.errors import DataError
-from nlgkit.io import atomic_directory, read_json, sha256_file, write_json
+from nlgkit.core.errors import DataError
+from nlgkit.core.io import atomic_directory, read_json, sha256_file, write_json
 from nlgkit.vision.encoders import EncoderConfig, ImageEncoder, build_encoder
 from nlgkit.vision.images import load_image
 

@@ -43,9 +43,9 @@ import torch.nn.functional as F
 from PIL import Image
 from torch import Tensor, nn
 
-from nlgkit.errors import ConfigError, DataError
-from nlgkit.io import sha256_file
-from nlgkit.registry import Registry
+from nlgkit.core.errors import ConfigError, DataError
+from nlgkit.core.io import sha256_file
+from nlgkit.core.registry import Registry
 
 RESAMPLE = {"bilinear": Image.Resampling.BILINEAR, "bicubic": Image.Resampling.BICUBIC}
 

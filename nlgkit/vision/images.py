@@ -12,7 +12,7 @@ from pathlib import Path
 
 from PIL import Image, ImageOps, UnidentifiedImageError
 
-from nlgkit.errors import DataError
+from nlgkit.core.errors import DataError
 
 # Pillow's own limit (~89 Mpx) warns and only fails at twice the size; 2 × 89 Mpx RGB is 0.5 GB of memory.
 # We fail at the limit itself: no photograph a captioner is meant for comes close.

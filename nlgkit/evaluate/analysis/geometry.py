@@ -15,7 +15,7 @@ import torch
 from torch import Tensor
 
 from nlgkit.data.vocab import Vocabulary
-from nlgkit.errors import NlgkitError
+from nlgkit.core.errors import NlgkitError
 from nlgkit.evaluate.analysis.similarity import DEFAULT_BUDGET, top_neighbours
 from nlgkit.evaluate.analysis.vectors import special_mask
 

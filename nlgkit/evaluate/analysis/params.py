@@ -12,7 +12,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from nlgkit.builders import count_parameters
+from nlgkit.runs.build import count_parameters
 
 ADAM_MOMENTS = 2  # exp_avg and exp_avg_sq
 FP32_BYTES = 4

@@ -13,7 +13,7 @@ import torch
 from torch import Tensor, nn
 
 from nlgkit.data.vocab import SPECIALS, Vocabulary
-from nlgkit.errors import NlgkitError
+from nlgkit.core.errors import NlgkitError
 
 SET_NAMES: tuple[str, ...] = ("src_input", "tgt_input", "tgt_output")
 

@@ -20,9 +20,9 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 from torch import Tensor
 
-from nlgkit.errors import ConfigError, DataError
+from nlgkit.core.errors import ConfigError, DataError
 from nlgkit.heads.base import regenerable_generator
-from nlgkit.io import atomic_write
+from nlgkit.core.io import atomic_write
 
 TENSOR = "vectors"
 
@@ -206,7 +206,7 @@ def vectors_from_file(path: Path, words: Sequence[str], fmt: str, seed: int,
 def extract_table(run_dir: Path, side: str = "target", checkpoint: str = "best") -> tuple[Tensor, list[str]]:
     """A trained run's target vectors (its head's table) or input vectors (the decoder's embedding), with
     the target vocabulary: the "pre-trained" targets of Tokarchuk & Niculae come from a discrete model."""
-    from nlgkit.runs import load_trained
+    from nlgkit.runs.loading import load_trained
 
     run = load_trained(run_dir, checkpoint, "cpu")
     if side == "input":

@@ -2,7 +2,7 @@
 
 Each measurement runs in its own process, so peak memory (max RSS) belongs to that measurement alone.
 Figures are measured on this machine when the command runs; no test asserts a figure. BENCHMARKS.md is
-written from the JSON (:mod:`nlgkit.bench_report`; ``--render`` rewrites it without measuring).
+written from the JSON (:mod:`nlgkit.experiments.bench.report`; ``--render`` rewrites it without measuring).
 """
 
 from __future__ import annotations
@@ -29,9 +29,9 @@ def measure_training(recipe: str, updates: int, warmup: int, efficiency: bool = 
     """Target tokens/s over ``updates`` real batches of the recipe's first epoch (after ``warmup``).
 
     With ``efficiency``, the same batches are stepped again while their matrix products are recorded, and
-    the step time is compared with this machine's matmul rate at those shapes (:mod:`nlgkit.bench_efficiency`).
+    the step time is compared with this machine's matmul rate at those shapes (:mod:`nlgkit.experiments.bench.efficiency`).
     """
-    from nlgkit.config import load_recipe
+    from nlgkit.core.config import load_recipe
     from nlgkit.data.batching import bucketed_batches
     from nlgkit.train.trainer import Trainer
 
@@ -64,7 +64,7 @@ def measure_training(recipe: str, updates: int, warmup: int, efficiency: bool = 
 
 
 def _efficiency(trainer: Any, session: Any, batches: list[list[int]], seconds: float, tokens: int) -> dict[str, Any]:
-    from nlgkit.bench_efficiency import MatmulRecorder, efficiency
+    from nlgkit.experiments.bench.efficiency import MatmulRecorder, efficiency
 
     recorder = MatmulRecorder()
     with recorder:
@@ -75,9 +75,9 @@ def _efficiency(trainer: Any, session: Any, batches: list[list[int]], seconds: f
 
 def measure_translation(run_dir: str, beam: int, limit: int, device: str = "cpu") -> dict[str, Any]:
     """Beam search over test2016 (tokenised source file) with a trained run's best checkpoint."""
-    from nlgkit.inference import generate
-    from nlgkit.io import read_lines
-    from nlgkit.runs import load_trained
+    from nlgkit.generation.decode import generate
+    from nlgkit.core.io import read_lines
+    from nlgkit.runs.loading import load_trained
 
     run = load_trained(Path(run_dir), "best", device)
     cfg = run.config
@@ -111,9 +111,9 @@ def measure_extraction(images_dir: str, limit: int, batch_size: int = 32) -> dic
 
 def measure_captioning(run_dir: str, beam: int, limit: int) -> dict[str, Any]:
     """Beam search over the test images' cached features with a trained captioning run."""
-    from nlgkit.inference import generate
-    from nlgkit.io import read_json
-    from nlgkit.runs import load_trained
+    from nlgkit.generation.decode import generate
+    from nlgkit.core.io import read_json
+    from nlgkit.runs.loading import load_trained
     from nlgkit.tasks.captioning import read_records
 
     run = load_trained(Path(run_dir), "best", "cpu")
@@ -167,15 +167,15 @@ def _worker(args: argparse.Namespace) -> None:
     elif args.worker == "caption":
         result = measure_captioning(args.run, args.beam, args.limit)
     elif args.worker == "head":
-        from nlgkit.bench_research import measure_head
+        from nlgkit.experiments.bench.research import measure_head
 
         result = measure_head(args.recipe, args.limit)
     elif args.worker == "gpu-epoch":
-        from nlgkit.bench_gpu import measure_epoch
+        from nlgkit.experiments.bench.gpu import measure_epoch
 
         result = measure_epoch(args.recipe, args.device, args.limit)
     elif args.worker == "decode":
-        from nlgkit.bench_research import measure_decoding
+        from nlgkit.experiments.bench.research import measure_decoding
 
         result = measure_decoding(args.recipe, args.beam)
     else:
@@ -184,7 +184,7 @@ def _worker(args: argparse.Namespace) -> None:
 
 
 def _spawn(*argv: str) -> dict[str, Any]:
-    return spawn_json("nlgkit.bench", *argv)
+    return spawn_json("nlgkit.experiments.bench.run", *argv)
 
 
 def spawn_json(module: str, *argv: str) -> dict[str, Any]:
@@ -198,7 +198,7 @@ def spawn_json(module: str, *argv: str) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m nlgkit.bench", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m nlgkit.experiments.bench.run", description=__doc__)
     parser.add_argument("--output", default="BENCHMARKS.md")
     parser.add_argument("--updates", type=int, default=30)
     parser.add_argument("--warmup", type=int, default=3)
@@ -227,8 +227,8 @@ def main(argv: list[str] | None = None) -> None:
         _write_markdown(ROOT / args.output)
         print(f"wrote {args.output} from {Path(args.output).with_suffix('.json')}")
         return
-    from nlgkit.io import atomic_write
-    from nlgkit.train.provenance import cpu_name, git_revision
+    from nlgkit.core.io import atomic_write
+    from nlgkit.runs.provenance import cpu_name, git_revision
 
     training = [_spawn("--worker", "train", "--recipe", f"recipes/{name}.toml", "--updates", str(args.updates),
                        "--warmup", str(args.warmup), "--efficiency") for name in ("multi30k_learned", "multi30k_fixed")]
@@ -245,11 +245,11 @@ def main(argv: list[str] | None = None) -> None:
         previous = last_captioning.get("captioning") or last_captioning.get("previous_captioning")
         if previous:
             captioning["previous_captioning"] = previous
-    from nlgkit.bench_research import DECODERS, HEAD_CASES, VOCABS
+    from nlgkit.experiments.bench.research import DECODERS, HEAD_CASES, VOCABS
 
     heads = [_spawn("--worker", "head", "--recipe", case, "--limit", str(v)) for case in HEAD_CASES for v in VOCABS]
     decoding = [_spawn("--worker", "decode", "--recipe", name, "--beam", "5") for name in DECODERS]
-    from nlgkit.bench_gpu import GPU_CASES
+    from nlgkit.experiments.bench.gpu import GPU_CASES
 
     gpu: dict[str, Any] = {"epochs": [], "translation": None}
     if torch.cuda.is_available():
@@ -273,8 +273,8 @@ def main(argv: list[str] | None = None) -> None:
 
 def _write_markdown(output: Path) -> str:
     """Write ``output`` (BENCHMARKS.md) from the JSON beside it; returns the text written."""
-    from nlgkit.bench_report import render_benchmarks
-    from nlgkit.io import atomic_write
+    from nlgkit.experiments.bench.report import render_benchmarks
+    from nlgkit.core.io import atomic_write
 
     source = output.with_suffix(".json")
     if not source.is_file():

@@ -18,8 +18,8 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 from torch import nn
 
-from nlgkit.errors import CheckpointError
-from nlgkit.io import read_json, write_json
+from nlgkit.core.errors import CheckpointError
+from nlgkit.core.io import read_json, write_json
 
 MODEL_FILE = "model.safetensors"
 META_FILE = "meta.json"

@@ -18,10 +18,10 @@ from typing import Any
 
 from nlgkit.evaluate.collect import RunResult, collect_run
 from nlgkit.evaluate.markdown import md_table
-from nlgkit.evaluate.papers import PaperTable
+from nlgkit.experiments.papers import PaperTable
 from nlgkit.evaluate.report import Report, ReportRow
-from nlgkit.evaluate.vocabulary import DEFAULT_EDGES, bin_labels, word_f1_by_bin
-from nlgkit.io import read_lines
+from nlgkit.metrics.vocabulary import DEFAULT_EDGES, bin_labels, word_f1_by_bin
+from nlgkit.core.io import read_lines
 
 Log = Callable[[str], None]
 
@@ -29,7 +29,7 @@ Log = Callable[[str], None]
 def header(paper: str, command: str, data: str) -> list[str]:
     """The opening of a report: its title, the command that writes it, and which data each side used."""
     return [f"# {paper} on the data present", "",
-            (f"Written by `make reproduce-{command}` (`python -m nlgkit.reproduce {command} RUN_DIR…`). "
+            (f"Written by `make reproduce-{command}` (`python -m nlgkit.experiments.reproduce {command} RUN_DIR…`). "
              f"**Other data:** {data}"),
             ("BLEU: sacreBLEU on detokenised output against the raw references of the test split. Each run's "
              f"training settings and per-epoch validation: `results/{command}_runs.md` (written beside this file "

@@ -1,4 +1,4 @@
-"""Benchmarks of the research heads and models (run by ``make bench`` through :mod:`nlgkit.bench`).
+"""Benchmarks of the research heads and models (run by ``make bench`` through :mod:`nlgkit.experiments.bench.run`).
 
 - Heads as the vocabulary grows: forward + backward of one head's training loss over 1,024 target tokens of
   512-dim features, for the full softmax, sampled softmax at 50 / 25 / 5 % and the continuous head (e = 128),
@@ -8,7 +8,7 @@
   synthetic sentences of 12–20 tokens), untrained: hypotheses run to the length limit (1.5·|x| + 10), so every
   model decodes the same number of steps. The Transformer is measured with and without its key/value cache.
 - Whole-model training speed of a recipe's model with each output layer at a synthetic vocabulary size
-  (``python -m nlgkit.reproduce pappas-speed``, Pappas et al.'s Table 4): embeddings, encoder, decoder, head,
+  (``python -m nlgkit.experiments.reproduce pappas-speed``, Pappas et al.'s Table 4): embeddings, encoder, decoder, head,
   gradient clipping and the optimizer step, so a sampled softmax is credited only with what it saves of a whole
   update.
 """
@@ -36,7 +36,7 @@ DECODERS = {
 
 
 def measure_head(case: str, vocab_size: int, tokens: int = 1024, dim: int = 512, repeats: int = 5) -> dict[str, Any]:
-    from nlgkit.bench import _peak_rss_mib
+    from nlgkit.experiments.bench.run import _peak_rss_mib
     from nlgkit.heads import HEADS, HeadContext, build_head
     from nlgkit.heads.sampling import SamplingConfig
 
@@ -83,9 +83,9 @@ def measure_model_training(recipe: str, overrides: list[str], vocab_size: int, s
     ``overrides`` applied, on synthetic batches of ``sentences`` pairs over a ``vocab_size`` vocabulary on each
     side (Pappas et al. share one BPE vocabulary between the languages). On a GPU the update runs in float32, as
     the paper's did, and the clock stops only once the device has finished it."""
-    from nlgkit.bench import _peak_rss_mib
-    from nlgkit.builders import build_optimizer, build_scheduler, build_untrained, count_parameters
-    from nlgkit.config import load_recipe
+    from nlgkit.experiments.bench.run import _peak_rss_mib
+    from nlgkit.runs.build import build_optimizer, build_scheduler, build_untrained, count_parameters
+    from nlgkit.core.config import load_recipe
     from nlgkit.train.objective import TrainingObjective
     from nlgkit.train.update import optimizer_update
 
@@ -119,10 +119,10 @@ def measure_model_training(recipe: str, overrides: list[str], vocab_size: int, s
 
 
 def measure_decoding(name: str, beam: int = 5, sentences: int = 100) -> dict[str, Any]:
-    from nlgkit.bench import _peak_rss_mib
-    from nlgkit.builders import build_model, placeholder_vocabulary
-    from nlgkit.config import config_from_dict
-    from nlgkit.inference import generate
+    from nlgkit.experiments.bench.run import _peak_rss_mib
+    from nlgkit.runs.build import build_model, placeholder_vocabulary
+    from nlgkit.core.config import config_from_dict
+    from nlgkit.generation.decode import generate
     from nlgkit.tasks import build_task
 
     torch.manual_seed(0)
@@ -147,12 +147,12 @@ def spawn_model_training(recipe: str, overrides: list[str], vocab_size: int, sen
     """:func:`measure_model_training` in a fresh process, so that each row's peak memory is its own."""
     import json
 
-    from nlgkit.bench import spawn_json
+    from nlgkit.experiments.bench.run import spawn_json
 
     # the child runs in the repository root: the recipe path must not depend on this process's directory
     case = {"recipe": str(Path(recipe).resolve()), "overrides": overrides, "vocab_size": vocab_size,
             "sentences": sentences, "updates": updates, "warmup": warmup, "device": device}
-    return spawn_json("nlgkit.bench_research", json.dumps(case))
+    return spawn_json("nlgkit.experiments.bench.research", json.dumps(case))
 
 
 if __name__ == "__main__":

@@ -10,8 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from nlgkit.errors import DataError
-from nlgkit.io import atomic_write
+from nlgkit.core.errors import DataError
+from nlgkit.core.io import atomic_write
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
 
-from nlgkit.errors import ConfigError, DataError
+from nlgkit.core.errors import ConfigError, DataError
 
 PAPER_FIELDS = {"id", "citation", "source", "table", "caption", "keys", "notes"}
 METRIC_FIELDS = {"label", "higher_is_better", "nlgkit"}

@@ -11,8 +11,8 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from nlgkit.config import RunConfig
-from nlgkit.errors import DataError
+from nlgkit.core.config import RunConfig
+from nlgkit.core.errors import DataError
 from nlgkit.tasks import Task
 
 SPLITS = ("train", "valid", "test")

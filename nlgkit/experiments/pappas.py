@@ -7,7 +7,7 @@
 - Ablations: the joint head's structures (full, output only, context only, bilinear).
 - Sampling: trained runs with sampled softmax shares against the full softmax, BLEU and training target tokens/s.
 - Their Table 4 (``speed_report``): training target tokens/s of each output layer at each sampling share at the
-  paper's vocabulary size, measured on synthetic batches by ``python -m nlgkit.reproduce pappas-speed``.
+  paper's vocabulary size, measured on synthetic batches by ``python -m nlgkit.experiments.reproduce pappas-speed``.
 """
 
 from __future__ import annotations
@@ -18,14 +18,14 @@ from pathlib import Path
 from statistics import fmean
 from typing import Any
 
-from nlgkit.config import RunConfig
+from nlgkit.core.config import RunConfig
 from nlgkit.data.vocab import Vocabulary
 from nlgkit.evaluate.collect import RunResult, collect_runs, group_runs
 from nlgkit.evaluate.markdown import md_table
-from nlgkit.evaluate.other_data import Log, header, runs_table
-from nlgkit.evaluate.papers import load_table
+from nlgkit.experiments.other_data import Log, header, runs_table
+from nlgkit.experiments.papers import load_table
 from nlgkit.evaluate.significance import mean_sd, paired_bootstrap
-from nlgkit.train.metrics_log import MetricsLog
+from nlgkit.runs.metrics_log import MetricsLog
 
 PAPER = "pappas2018_table2"
 ABLATION_PAPER = "pappas2018_table3"
@@ -132,7 +132,7 @@ def pappas_report(run_dirs: Sequence[Path], device: str = "auto", log: Log | Non
     lines += ["", "## Training speed by sampling share (their Table 4)", "",
               ("Measured apart from these runs, at the paper's |V| ≈ 128K on synthetic batches (Multi30K's "
                "vocabularies are far smaller): `results/pappas_speed.md`, written by "
-               "`python -m nlgkit.reproduce pappas-speed`.")]
+               "`python -m nlgkit.experiments.reproduce pappas-speed`.")]
     lines += ["", "## Runs", "", *runs_table(runs, lambda run: f"`{run.run_dir.name}`"), ""]
     return "\n".join(lines)
 
@@ -331,7 +331,7 @@ def speed_report(results: Sequence[dict[str, Any]], setting: str) -> str:
             gains.append(f"{_speed_label(kind, dj)} {mine / base:.2f}× (paper {low / high:.2f}×)")
     return "\n".join([
         "# Pappas et al. (2018), Table 4: training speed with sampled softmax", "",
-        "Written by `make reproduce-pappas` (`python -m nlgkit.reproduce pappas-speed`). " + setting, "",
+        "Written by `make reproduce-pappas` (`python -m nlgkit.experiments.reproduce pappas-speed`). " + setting, "",
         ("Each cell: training target tokens/s of whole updates (forward, backward, gradient clipping and the Adam "
          "step over every parameter), and in brackets the ratio to the learned head at the same share. Each cell "
          "ran in its own process."), "",

@@ -1,4 +1,4 @@
-"""Paper tables from run directories: ``python -m nlgkit.reproduce table1|table2|table3|table4|tokarchuk|pappas``,
+"""Paper tables from run directories: ``python -m nlgkit.experiments.reproduce table1|table2|table3|table4|tokarchuk|pappas``,
 their run logs (``log-summary``), weightless run records (``archive``) and ``show``.
 
 Each table prints nlgkit's figure beside the paper's, with where it came from (run directory, hardware,
@@ -14,16 +14,16 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from nlgkit.errors import NlgkitError
+from nlgkit.core.errors import NlgkitError
 from nlgkit.evaluate.markdown import md_table
-from nlgkit.evaluate.records import archive_run, with_records
+from nlgkit.runs.records import archive_run, with_records
 
 RECIPES = Path(__file__).resolve().parents[1] / "recipes"
 
 
 def _write(text: str, output: str | None) -> None:
     if output:
-        from nlgkit.io import atomic_write
+        from nlgkit.core.io import atomic_write
 
         with atomic_write(output) as handle:
             handle.write(text)
@@ -32,9 +32,9 @@ def _write(text: str, output: str | None) -> None:
 
 def table3(output: str | None) -> str:
     """Trainable parameters of the Multi30K recipes, checked to the unit against the paper's counts."""
-    from nlgkit.builders import build_untrained, count_parameters
-    from nlgkit.config import load_recipe
-    from nlgkit.evaluate.papers import load_table
+    from nlgkit.runs.build import build_untrained, count_parameters
+    from nlgkit.core.config import load_recipe
+    from nlgkit.experiments.papers import load_table
 
     paper = load_table("shalev2020_table3")
     rows = []
@@ -55,7 +55,7 @@ def table3(output: str | None) -> str:
     text = "\n".join([
         "# Shalev et al., Table 3: trainable parameters",
         "",
-        "Computed by `make reproduce-table3` (`python -m nlgkit.reproduce table3`) from the recipes in `recipes/`.",
+        "Computed by `make reproduce-table3` (`python -m nlgkit.experiments.reproduce table3`) from the recipes in `recipes/`.",
         "Multi30K: vocabularies from `nlgkit prepare multi30k` (raw files, spaCy tokenizer, lowercase, min-freq 2).",
         "MSCOCO: the `coco_*` recipes (ResNet-101 features, 2048 channels, 14×14 regions) counted for the paper's",
         "9,490-word vocabulary (`nlgkit train recipes/coco_attend_learned.toml --dry-run --vocab-size 9490`).",
@@ -86,7 +86,7 @@ def table3(output: str | None) -> str:
 
 def _table3_captioning(paper, build_untrained, count_parameters) -> list[list[str]]:  # type: ignore[no-untyped-def]
     """Tell and Attend rows for the paper's 9,490-word COCO vocabulary (no data or weights needed)."""
-    from nlgkit.config import load_recipe
+    from nlgkit.core.config import load_recipe
 
     rows = []
     for model, name in (("tell", "Show-and-Tell"), ("attend", "Show-Attend-Tell")):
@@ -111,7 +111,7 @@ def table2(run_dirs: list[str], output: str | None) -> str:
 
     ready, waiting = _trained(run_dirs)  # runs not trained yet are listed, not an error
     intro = [
-        "Written by `make reproduce-table2` (`python -m nlgkit.reproduce table2 RUN_DIR…`): each run's best",
+        "Written by `make reproduce-table2` (`python -m nlgkit.experiments.reproduce table2 RUN_DIR…`): each run's best",
         "checkpoint (by validation BLEU) translates test2016 with the recipe's beam; sacreBLEU on detokenised,",
         "lowercased output against the lowercased raw references.",
         *([""] + [f"Not run yet: `{Path(run_dir).name}`" for run_dir in waiting] if waiting else []),
@@ -126,7 +126,7 @@ def table2(run_dirs: list[str], output: str | None) -> str:
     text = render_markdown(report, title="Shalev et al., Table 2: BLEU on Multi30K test2016", intro=intro)
     _write(text, output)
     if output:
-        from nlgkit.io import write_json
+        from nlgkit.core.io import write_json
 
         write_json(Path(output).with_suffix(".json"), report_to_dict(report))
     return text
@@ -134,16 +134,16 @@ def table2(run_dirs: list[str], output: str | None) -> str:
 
 def tokarchuk(run_dirs: list[str], output: str | None, beams: tuple[int, ...] = tuple(range(1, 11))) -> str:
     """Tokarchuk & Niculae's Table 1, Fig. 1 and Fig. 3 from the given runs, softmax baseline first
-    (see :mod:`nlgkit.evaluate.tokarchuk`)."""
-    from nlgkit.evaluate.tokarchuk import tokarchuk_report
+    (see :mod:`nlgkit.experiments.tokarchuk`)."""
+    from nlgkit.experiments.tokarchuk import tokarchuk_report
 
     return _research_report("Tokarchuk & Niculae (2024)", lambda ready: tokarchuk_report(ready, beams, log=_log),
                             run_dirs, output)
 
 
 def pappas(run_dirs: list[str], output: str | None) -> str:
-    """Pappas et al.'s Table 2, ablations and sampling from the given runs (see :mod:`nlgkit.evaluate.pappas`)."""
-    from nlgkit.evaluate.pappas import pappas_report
+    """Pappas et al.'s Table 2, ablations and sampling from the given runs (see :mod:`nlgkit.experiments.pappas`)."""
+    from nlgkit.experiments.pappas import pappas_report
 
     return _research_report("Pappas et al. (2018)", lambda ready: pappas_report(ready, log=_log), run_dirs, output)
 
@@ -155,10 +155,10 @@ def pappas_speed(recipe: str, overrides: list[str], vocab_size: int, sentences: 
     vocabulary has 4,322 English entries, and the Shalev recipes' word vocabulary 5,893)."""
     import torch
 
-    from nlgkit.bench_research import spawn_model_training
-    from nlgkit.config import load_recipe
-    from nlgkit.evaluate.pappas import SPEED_HEADS, SPEED_SHARES, speed_overrides, speed_report
-    from nlgkit.train.provenance import git_revision
+    from nlgkit.experiments.bench.research import spawn_model_training
+    from nlgkit.core.config import load_recipe
+    from nlgkit.experiments.pappas import SPEED_HEADS, SPEED_SHARES, speed_overrides, speed_report
+    from nlgkit.runs.provenance import git_revision
 
     config = load_recipe(recipe, overrides)  # a bad recipe or option fails here, before any measurement
     results = []
@@ -188,7 +188,7 @@ def _speed_machine(device: str, threads: int) -> str:
     """Where a speed table was measured: the GPU's name (float32) or the CPU's with its thread count."""
     import torch
 
-    from nlgkit.train.provenance import cpu_name, thread_count
+    from nlgkit.runs.provenance import cpu_name, thread_count
 
     if device.startswith("cuda"):
         return f"{torch.cuda.get_device_name(torch.device(device))} (float32)"
@@ -221,7 +221,7 @@ def _beams(text: str) -> tuple[int, ...]:
 
 def _trained(run_dirs: list[str]) -> tuple[list[str], list[str]]:
     """The run directories with a best checkpoint, and those without one yet."""
-    from nlgkit.evaluate.records import best_meta
+    from nlgkit.runs.records import best_meta
 
     ready, waiting = [], []
     for run_dir in run_dirs:
@@ -234,9 +234,9 @@ def _trained(run_dirs: list[str]) -> tuple[list[str], list[str]]:
 
 
 def table1(run_dirs: list[str], output: str | None, dataset: str = "Flickr8k") -> str:
-    """Shalev et al.'s Table 1 for the given captioning runs (see :mod:`nlgkit.evaluate.table1`)."""
-    from nlgkit.evaluate.records import best_meta
-    from nlgkit.evaluate.table1 import build_table1, render
+    """Shalev et al.'s Table 1 for the given captioning runs (see :mod:`nlgkit.experiments.table1`)."""
+    from nlgkit.runs.records import best_meta
+    from nlgkit.experiments.table1 import build_table1, render
 
     ready = []
     for run_dir in run_dirs:
@@ -249,7 +249,7 @@ def table1(run_dirs: list[str], output: str | None, dataset: str = "Flickr8k") -
     text = render(table, dataset)
     _write(text, output)
     if output:
-        from nlgkit.io import write_json
+        from nlgkit.core.io import write_json
 
         write_json(Path(output).with_suffix(".json"), {k: v for k, v in table.items() if k != "examples"}
                    | {"examples": table["examples"]})
@@ -264,14 +264,14 @@ def table4(run_dirs: list[str], output: str | None, wordsim_dir: str | None = No
     """
     from nlgkit.evaluate.analysis.vectors import vector_sets
     from nlgkit.evaluate.analysis.wordsim import DEFAULT_DIR, benchmark_paths, read_benchmark, word_similarity
-    from nlgkit.evaluate.papers import load_table
-    from nlgkit.runs import load_trained
+    from nlgkit.experiments.papers import load_table
+    from nlgkit.runs.loading import load_trained
 
     paper = load_table("shalev2020_table4")
     benchmarks = {name: read_benchmark(path)
                   for name, path in benchmark_paths(Path(wordsim_dir) if wordsim_dir else DEFAULT_DIR).items()}
     lines = ["# Shalev et al., Table 4: word similarity (Spearman ρ), target / input vectors", "",
-             "Written by `make reproduce-table4` (`python -m nlgkit.reproduce table4 RUN_DIR…`): Spearman ρ between",
+             "Written by `make reproduce-table4` (`python -m nlgkit.experiments.reproduce table4 RUN_DIR…`): Spearman ρ between",
              "the cosine of two words' vectors and the human score, over the pairs whose words are both in the",
              "vocabulary (covered/total); each run's best checkpoint.", ""]
     body = []
@@ -303,7 +303,7 @@ def table4(run_dirs: list[str], output: str | None, wordsim_dir: str | None = No
 
 def _source_line(run_dir: Path) -> str:
     """Where a summary was read from; a record names the run directory it was archived from."""
-    from nlgkit.evaluate.records import RECORD_FILE, is_record
+    from nlgkit.runs.records import RECORD_FILE, is_record
 
     if is_record(run_dir):
         origin = json.loads((run_dir / RECORD_FILE).read_text(encoding="utf-8")).get("archived_from", "?")
@@ -313,10 +313,10 @@ def _source_line(run_dir: Path) -> str:
 
 def log_summary(run_dirs: list[str], output: str | None) -> str:
     """Per-epoch validation figures of each run, from its metrics.jsonl (the run logs behind a table)."""
-    from nlgkit.train.metrics_log import MetricsLog
+    from nlgkit.runs.metrics_log import MetricsLog
 
     parts = ["# Run logs", "", "Per-epoch validation (greedy search over the validation set) from each run's",
-             "`metrics.jsonl`; written by `python -m nlgkit.reproduce log-summary`.", ""]
+             "`metrics.jsonl`; written by `python -m nlgkit.experiments.reproduce log-summary`.", ""]
     for run_dir in run_dirs:
         events = MetricsLog(Path(run_dir) / "metrics.jsonl").read()
         parts += [f"## `{Path(run_dir).name}`", ""]
@@ -376,7 +376,7 @@ def _commit(git: dict[str, Any]) -> str:
 
 def _provenance_line(provenance: dict[str, Any] | None) -> str:
     """Where and from which code a run trained (its provenance.json), as the start of its summary line."""
-    from nlgkit.train.provenance import thread_count
+    from nlgkit.runs.provenance import thread_count
 
     if provenance is None:
         return ""
@@ -419,7 +419,7 @@ def show(hyp: str, ref: str, source: str | None, n: int) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from nlgkit.io import read_lines
+    from nlgkit.core.io import read_lines
 
     hyps, refs = read_lines(hyp), read_lines(ref)
     srcs = read_lines(source) if source else [""] * len(hyps)
@@ -432,7 +432,7 @@ def show(hyp: str, ref: str, source: str | None, n: int) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m nlgkit.reproduce", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m nlgkit.experiments.reproduce", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     p1 = sub.add_parser("table1")
     p1.add_argument("runs", nargs="+")

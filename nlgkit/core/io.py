@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
-from nlgkit.errors import DataError
+from nlgkit.core.errors import DataError
 
 
 @contextlib.contextmanager

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from nlgkit.errors import ConfigError
+from nlgkit.core.errors import ConfigError
 
 C = TypeVar("C")
 

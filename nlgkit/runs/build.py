@@ -11,9 +11,9 @@ from typing import Any
 import torch
 from torch import nn
 
-from nlgkit.config import RunConfig
+from nlgkit.core.config import RunConfig
 from nlgkit.data.vocab import Vocabulary
-from nlgkit.errors import ConfigError
+from nlgkit.core.errors import ConfigError
 from nlgkit.heads import HeadContext, build_head
 from nlgkit.models import MODELS, Generator
 from nlgkit.models.base import ModelContext
@@ -55,7 +55,7 @@ def build_untrained(config: RunConfig, log: Any = print,
     ``vocab_size > 0`` uses placeholder vocabularies of that many entries instead of the data's, so that
     parameter counts of a paper's setting can be printed without its data (Shalev et al.'s COCO: 9,490).
     """
-    from nlgkit.train.rundata import ensure_data_dir
+    from nlgkit.runs.data import ensure_data_dir
 
     task = build_task(config)
     if vocab_size > 0:

@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from nlgkit.errors import ConfigError
-from nlgkit.registry import PluginConfig, Registry
+from nlgkit.core.errors import ConfigError
+from nlgkit.core.registry import PluginConfig, Registry
 
 
 @dataclass(frozen=True)

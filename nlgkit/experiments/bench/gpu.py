@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from nlgkit.bench import ROOT
+from nlgkit.experiments.bench.run import ROOT
 
 # name → (recipe, overrides): the paper's RNN recipes and the Transformer base on the same data
 GPU_CASES: dict[str, tuple[str, list[str]]] = {
@@ -27,9 +27,9 @@ GPU_CASES: dict[str, tuple[str, list[str]]] = {
 
 def measure_epoch(case: str, device: str = "cuda", limit: int = 0) -> dict[str, Any]:
     """One training epoch of ``case`` on ``device`` (the first ``limit`` batches when limit > 0)."""
-    from nlgkit.config import load_recipe
+    from nlgkit.core.config import load_recipe
     from nlgkit.data.batching import bucketed_batches
-    from nlgkit.train.rundata import copy_model_assets
+    from nlgkit.runs.data import copy_model_assets
     from nlgkit.train.trainer import Trainer
 
     recipe, overrides = GPU_CASES[case]

@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from nlgkit.evaluate.collect import RunResult, collect_runs
-from nlgkit.evaluate.other_data import Log, beside_paper, bleu_by_beam, f1_by_frequency, header, runs_table
-from nlgkit.evaluate.papers import load_table
+from nlgkit.experiments.other_data import Log, beside_paper, bleu_by_beam, f1_by_frequency, header, runs_table
+from nlgkit.experiments.papers import load_table
 from nlgkit.evaluate.report import build_report
 from nlgkit.evaluate.significance import paired_bootstrap
 

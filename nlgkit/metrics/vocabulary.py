@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from nlgkit.data.vocab import SPECIALS, Vocabulary
-from nlgkit.errors import ConfigError
+from nlgkit.core.errors import ConfigError
 
 DEFAULT_EDGES: tuple[int, ...] = (1, 2, 3, 4, 5, 10, 100, 1000)  # compare-mt's default bucket cutoffs
 

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import torch
 
-from nlgkit.builders import build_model, select_device
-from nlgkit.checkpoint import find_checkpoint, load_meta, load_weights
-from nlgkit.config import RunConfig, config_from_dict
+from nlgkit.runs.build import build_model, select_device
+from nlgkit.runs.checkpoint import find_checkpoint, load_meta, load_weights
+from nlgkit.core.config import RunConfig, config_from_dict
 from nlgkit.data.vocab import Vocabulary
-from nlgkit.errors import CheckpointError
+from nlgkit.core.errors import CheckpointError
 from nlgkit.models.base import Generator
 from nlgkit.tasks import Task, build_task
 

@@ -15,9 +15,9 @@ import shutil
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from nlgkit.config import RunConfig, config_from_dict
-from nlgkit.errors import CheckpointError, DataError, NlgkitError
-from nlgkit.io import atomic_directory, read_json, sha256_file, write_json
+from nlgkit.core.config import RunConfig, config_from_dict
+from nlgkit.core.errors import CheckpointError, DataError, NlgkitError
+from nlgkit.core.io import atomic_directory, read_json, sha256_file, write_json
 
 RECORD_FILE = "record.json"
 TOP_LEVEL = ("*.json", "*.jsonl", "*.hyp.*")  # config, provenance, summary, manifest, metrics, hypotheses
@@ -76,7 +76,7 @@ def _translation_references(run_dir: Path, config: RunConfig, best: Path) -> Pat
     hyps = run_dir / f"test.hyp.{tgt}"
     if not hyps.is_file() or hyps.stat().st_mtime_ns <= newest_mtime(best):
         raise DataError(f"{run_dir}: no test hypotheses newer than its best checkpoint ({hyps.name}); write its "
-                        "table first (python -m nlgkit.reproduce …), which translates the test split and keeps them")
+                        "table first (python -m nlgkit.experiments.reproduce …), which translates the test split and keeps them")
     return _prepared(Path(config.data.dir) / f"test.ref.{tgt}")
 
 
@@ -87,7 +87,7 @@ def _captioning_references(run_dir: Path, config: RunConfig, best: Path) -> Path
 
     if not cached_captions_current(run_dir, config, "test"):
         raise DataError(f"{run_dir}: no test captions of its best checkpoint (test.captions.jsonl); write its table "
-                        "first (python -m nlgkit.reproduce table1 …), which captions the test images and keeps them")
+                        "first (python -m nlgkit.experiments.reproduce table1 …), which captions the test images and keeps them")
     return _prepared(Path(config.data.dir) / "test.jsonl")
 
 

@@ -35,7 +35,7 @@ def run_status(run_dir: Path) -> str:
 
 
 def score(captions: SplitCaptions) -> dict[str, Any]:
-    from nlgkit.evaluate.vocabulary import vocabulary_usage
+    from nlgkit.metrics.vocabulary import vocabulary_usage
     from nlgkit.metrics.captions import caption_scores
 
     result = caption_scores(captions.texts, captions.refs)
@@ -52,7 +52,7 @@ def _data_dir(run_dir: Path) -> Path:
 def build_table1(run_dirs: list[Path], device: str = "cpu") -> dict[str, Any]:
     """Scores, statuses, significance, baseline and examples of ``run_dirs`` (data only; see :func:`render`)."""
     from nlgkit.data.vocab import Vocabulary
-    from nlgkit.evaluate.papers import load_table
+    from nlgkit.experiments.papers import load_table
     from nlgkit.evaluate.significance import paired_bootstrap_means
 
     paper = load_table("shalev2020_table1")
@@ -90,7 +90,7 @@ def render(table: dict[str, Any], dataset: str) -> str:
         return "–" if value is None else (f"{value:,}" if isinstance(value, int) else f"{value:.2f}")
 
     lines = [f"# Shalev et al., Table 1 on {dataset}: captioning with learned, tied and fixed output layers", "",
-             "Written by `make reproduce-table1` (`python -m nlgkit.reproduce table1 RUN_DIR…`). " + __doc__.split(
+             "Written by `make reproduce-table1` (`python -m nlgkit.experiments.reproduce table1 RUN_DIR…`). " + __doc__.split(
                  "\n\n", 1)[1].replace("\n", " "), "",
              "The paper's numbers are MSCOCO (Karpathy test split, ResNet-101); these runs use other data and another",
              "encoder, so compare the heads with each other, not the absolute values with the paper's.", ""]
