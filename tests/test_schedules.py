@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from nlgkit.runs.build import build_optimizer, build_scheduler
+from nlgkit.train.optim import build_optimizer, build_scheduler
 from nlgkit.core.config import load_recipe
 from nlgkit.core.errors import ConfigError
 

@@ -42,7 +42,8 @@ def extract_cmd(run_dir: Annotated[Path, typer.Argument(help="a trained run dire
                 side: Annotated[str, typer.Option(help="target (the head's vectors) or input (embedding)")] = "target",
                 checkpoint: Annotated[str, typer.Option(help="best, last or a checkpoint directory")] = "best") -> None:
     """The target (or input) vectors of a trained discrete model."""
-    from nlgkit.wordvectors.tables import extract_table, save_table
+    from nlgkit.runs.vectors import extract_table
+    from nlgkit.wordvectors.tables import save_table
 
     vectors, words = extract_table(run_dir, side, checkpoint)
     save_table(output, vectors, words, kind="pretrained" if side == "target" else "input")

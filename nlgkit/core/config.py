@@ -20,37 +20,36 @@ from pathlib import Path
 from typing import Any, Literal
 
 from nlgkit.core.errors import ConfigError
-from nlgkit.core.registry import PluginConfig, Registry
+from nlgkit.core.registry import HEADS, MODELS, TASKS, PluginConfig, Registry
 
 
 @dataclass(frozen=True)
 class PrepareConfig:
-    """How ``train`` creates ``data.dir`` when it does not exist (the options of ``nlgkit prepare``).
+    """How ``train`` creates ``data.dir`` when it does not exist: what every task's ``[data.prepare]`` has.
 
-    Translation prepares ``multi30k``; captioning prepares ``flickr8k``, ``coco``, ``flickr30k``,
-    ``captions`` (an ``image,caption`` CSV) or ``multi30k`` (task 2, five captions per image).
+    Each task extends it with its own corpora and options (``nlgkit.tasks.*``); ``corpus = "none"`` never
+    prepares (the directory must come from ``nlgkit prepare``).
     """
 
-    corpus: Literal["multi30k", "flickr8k", "coco", "flickr30k", "captions", "none"] = "multi30k"  # none: never
-    source: str = ""  # Multi30K: URL or directory ("" = ../shared/data/multi30k when present, else the repository)
-    images: str = ""  # captioning: the images directory ("" = the corpus's default location, if it has one)
-    captions: str = ""  # captioning: Flickr8k.token.txt, the CSV, or COCO annotation files (comma-separated)
-    karpathy: str = ""  # captioning: Karpathy's dataset_{coco,flickr30k}.json with the papers' splits
-    tokenizer: Literal["spacy", "moses", "none"] = "spacy"
-    lowercase: bool = True
+    corpus: str = "none"
+    source: str = ""  # where the corpus comes from: a URL or directory ("" = the task's default)
     min_freq: int = 2
     max_len: int = 0  # drop training pairs longer than this many tokens (0 = keep all)
-    subword: str = "none"  # none | bpe:N | spm:N
 
 
 @dataclass(frozen=True)
 class DataConfig:
-    dir: str = "data/multi30k_de-en"
-    src_lang: str = "de"
-    tgt_lang: str = "en"
-    train_limit: int = 0  # use only the first N training pairs (0 = all): for demos and tests
-    valid_limit: int = 0  # use only the first N validation pairs (0 = all)
+    """``[data]``: what every task's data section has; a task's config names its subclass (``data_config``)."""
+
+    dir: str = "data/default"
+    tgt_lang: str = "en"  # the language of the generated text
+    train_limit: int = 0  # use only the first N training items (0 = all): for demos and tests
+    valid_limit: int = 0  # use only the first N validation items (0 = all)
     prepare: PrepareConfig = field(default_factory=PrepareConfig)
+
+
+# What a task's config names as its ``data_config`` (an alias: inside a plug-in config ``type`` is a field).
+DataSection = type[DataConfig]
 
 
 @dataclass(frozen=True)
@@ -103,30 +102,8 @@ class RunSection:
     name: str = ""
 
 
-def _model_registry() -> Registry[Any]:
-    from nlgkit.models import MODELS
-
-    return MODELS
-
-
-def _head_registry() -> Registry[Any]:
-    from nlgkit.heads import HEADS
-
-    return HEADS
-
-
-def _task_registry() -> Registry[Any]:
-    from nlgkit.tasks import TASKS
-
-    return TASKS
-
-
-# Fields whose dataclass is chosen by a ``type`` key, and where to find the choices.
-PLUGIN_REGISTRIES: dict[str, typing.Callable[[], Registry[Any]]] = {
-    "task": _task_registry,
-    "model": _model_registry,
-    "head": _head_registry,
-}
+# Fields whose dataclass is chosen by a ``type`` key, and the leaf registry that holds the choices.
+PLUGIN_REGISTRIES: dict[str, Registry[Any]] = {"task": TASKS, "model": MODELS, "head": HEADS}
 
 
 @dataclass(frozen=True)
@@ -134,10 +111,11 @@ class RunConfig:
     """The whole resolved recipe: what a run directory and every checkpoint record."""
 
     run: RunSection = field(default_factory=RunSection)
-    task: PluginConfig = field(default_factory=lambda: PluginConfig(type="translation"))  # recipes before tasks
-    data: DataConfig = field(default_factory=DataConfig)
-    model: PluginConfig = field(default_factory=lambda: PluginConfig(type="rnn"))
-    head: PluginConfig = field(default_factory=lambda: PluginConfig(type="learned"))
+    # plug-in sections: a recipe without one gets its registry's default (recipes written before the section)
+    task: PluginConfig = field(default_factory=PluginConfig)
+    data: DataConfig = field(default_factory=DataConfig)  # the task's subclass of DataConfig
+    model: PluginConfig = field(default_factory=PluginConfig)
+    head: PluginConfig = field(default_factory=PluginConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     search: SearchConfig = field(default_factory=SearchConfig)
 
@@ -152,7 +130,7 @@ def _type_name(tp: Any) -> str:
     return getattr(tp, "__name__", str(tp))
 
 
-def _convert(value: Any, tp: Any, where: str, source: str) -> Any:
+def _convert(value: Any, tp: Any, where: str, source: str, saved: bool = False) -> Any:
     origin = typing.get_origin(tp)
     if origin is Literal:
         choices = typing.get_args(tp)
@@ -163,16 +141,16 @@ def _convert(value: Any, tp: Any, where: str, source: str) -> Any:
         args = [a for a in typing.get_args(tp) if a is not type(None)]
         if value is None and len(args) < len(typing.get_args(tp)):
             return None
-        return _convert(value, args[0], where, source)
+        return _convert(value, args[0], where, source, saved)
     if origin in (tuple, list):
         (item_tp, *_) = typing.get_args(tp) or (Any,)
         if not isinstance(value, (list, tuple)):
             raise ConfigError(f"{source}: {where} = {value!r}: expected a list")
-        return tuple(_convert(v, item_tp, f"{where}[{i}]", source) for i, v in enumerate(value))
+        return tuple(_convert(v, item_tp, f"{where}[{i}]", source, saved) for i, v in enumerate(value))
     if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         if not isinstance(value, dict):
             raise ConfigError(f"{source}: {where}: expected a table, got {value!r}")
-        return from_dict(tp, value, where, source)
+        return from_dict(tp, value, where, source, saved)
     if tp is Any:
         return value
     if tp is bool:
@@ -196,49 +174,71 @@ def _convert(value: Any, tp: Any, where: str, source: str) -> Any:
     raise TypeError(f"unsupported config type {tp!r} at {where}")
 
 
-def from_dict(cls: type, data: dict[str, Any], prefix: str = "", source: str = "recipe") -> Any:
-    """Build dataclass ``cls`` from ``data``, rejecting unknown keys and wrong types by dotted path."""
+def from_dict(cls: type, data: dict[str, Any], prefix: str = "", source: str = "recipe",
+              saved: bool = False) -> Any:
+    """Build dataclass ``cls`` from ``data``, rejecting unknown keys and wrong types by dotted path.
+
+    ``saved``: ``data`` is a config that nlgkit wrote itself (run directory, checkpoint, record). Its ``[data]``
+    may hold options of an older, task-blind schema (a captioning run's ``src_lang``); the task's data
+    section reads the keys it knows and drops the rest. Recipes get no such leniency.
+    """
     hints = typing.get_type_hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls)}
     dot = f"{prefix}." if prefix else ""
+    if saved and issubclass_safe(cls, (DataConfig, PrepareConfig)):
+        data = {key: value for key, value in data.items() if key in fields}
     for key in data:
         if key not in fields:
             hint = difflib.get_close_matches(key, list(fields), n=1)
             extra = f" (did you mean '{dot}{hint[0]}'?)" if hint else ""
             raise ConfigError(f"{source}: unknown key '{dot}{key}'{extra}")
+    if cls is RunConfig:
+        return _run_config(data, source, saved)
     kwargs: dict[str, Any] = {}
     for name in fields:
-        if name not in data:
-            continue
-        where = f"{dot}{name}"
-        if cls is RunConfig and name in PLUGIN_REGISTRIES:
-            kwargs[name] = _plugin_from_dict(PLUGIN_REGISTRIES[name](), data[name], where, source)
-        else:
-            kwargs[name] = _convert(data[name], hints[name], where, source)
+        if name in data:
+            kwargs[name] = _convert(data[name], hints[name], f"{dot}{name}", source, saved)
     try:
-        obj = cls(**kwargs)
+        return cls(**kwargs)
     except ConfigError:
         raise
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"{source}: [{prefix or 'recipe'}]: {exc}") from None
-    if cls is RunConfig:
-        # plug-in sections left out of the recipe still need their plug-in's full config class
-        for name, get_registry in PLUGIN_REGISTRIES.items():
-            if name not in data:
-                default = getattr(obj, name)
-                obj = dataclasses.replace(
-                    obj, **{name: _plugin_from_dict(get_registry(), {"type": default.type}, name, source)}
-                )
-    return obj
 
 
-def _plugin_from_dict(registry: Registry[Any], data: Any, where: str, source: str) -> PluginConfig:
+def issubclass_safe(cls: Any, bases: tuple[type, ...]) -> bool:
+    return isinstance(cls, type) and issubclass(cls, bases)
+
+
+def _run_config(data: dict[str, Any], source: str, saved: bool) -> RunConfig:
+    """The whole recipe: plug-in sections through their registries, ``[data]`` through the task's class."""
+    hints = typing.get_type_hints(RunConfig)
+    kwargs: dict[str, Any] = {}
+    for name, registry in PLUGIN_REGISTRIES.items():
+        kwargs[name] = _plugin_from_dict(registry, data.get(name, {"type": registry.default()}), name, source,
+                                         saved)
+    data_class = getattr(kwargs["task"], "data_config", DataConfig)
+    kwargs["data"] = from_dict(data_class, _table(data.get("data", {}), "data", source), "data", source, saved)
+    for name in ("run", "train", "search"):
+        if name in data:
+            kwargs[name] = _convert(data[name], hints[name], name, source, saved)
+    return RunConfig(**kwargs)
+
+
+def _table(value: Any, where: str, source: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise ConfigError(f"{source}: {where}: expected a table, got {value!r}")
+    return value
+
+
+def _plugin_from_dict(registry: Registry[Any], data: Any, where: str, source: str, saved: bool) -> PluginConfig:
     if not isinstance(data, dict):
         raise ConfigError(f"{source}: {where}: expected a table")
     if "type" not in data or not isinstance(data["type"], str):
         raise ConfigError(f"{source}: {where}.type is required (one of: {', '.join(registry.names())})")
     config_class = registry.config_class(data["type"], f"{source}: {where}.type")
-    return from_dict(config_class, data, where, source)
+    config: PluginConfig = from_dict(config_class, data, where, source, saved)
+    return config
 
 
 def to_dict(config: Any) -> dict[str, Any]:
@@ -312,7 +312,7 @@ def load_recipe(path: str | Path, overrides: list[str] | None = None) -> RunConf
 
 def config_from_dict(data: dict[str, Any], source: str = "config") -> RunConfig:
     """Rebuild a saved config (run directory or checkpoint); missing keys take today's defaults."""
-    config = from_dict(RunConfig, data, "", source)
+    config = from_dict(RunConfig, data, "", source, saved=True)
     validate(config, source)
     return config
 

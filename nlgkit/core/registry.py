@@ -1,7 +1,10 @@
-"""Small explicit registries: a name → (component class, config class) map per plug-in kind.
+"""The leaf registries of plug-ins: a name → (component class, config class) map per kind.
 
-Components register themselves with a decorator in their own module; the package ``__init__`` imports
-each module by name, so the set of plug-ins is visible in one place and nothing is discovered by magic.
+Heads, models and tasks register themselves here with a decorator in their own module, so nothing below them
+(the config parser above all) ever imports a concrete plug-in. Which modules hold the built-in plug-ins is
+declared once, as Python entry points in ``pyproject.toml`` (groups ``nlgkit.tasks``, ``nlgkit.models``,
+``nlgkit.heads``); a registry imports them the first time it is asked for a name. A plug-in outside the
+package (a test's task, a user's head) registers by being imported, or by an entry point of its own package.
 """
 
 from __future__ import annotations
@@ -9,6 +12,7 @@ from __future__ import annotations
 import difflib
 from collections.abc import Callable
 from dataclasses import dataclass
+from importlib.metadata import entry_points
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from nlgkit.core.errors import ConfigError
@@ -30,23 +34,47 @@ class PluginConfig:
 class Registry(Generic[C]):
     """Maps a plug-in name to its component class and its frozen config dataclass."""
 
-    def __init__(self, kind: str) -> None:
+    def __init__(self, kind: str, group: str = "") -> None:
         self.kind = kind
+        self.group = group  # entry-point group of the installed plug-ins ("" = registered by imports alone)
         self._entries: dict[str, tuple[type[C], type[PluginConfig]]] = {}
+        self._default = ""
+        self._installed_loaded = False
 
-    def register(self, name: str, config_class: type[PluginConfig]) -> Callable[[type[C]], type[C]]:
+    def register(self, name: str, config_class: type[PluginConfig],
+                 default: bool = False) -> Callable[[type[C]], type[C]]:
+        """Decorator: register ``component`` as ``name``; ``default`` marks the choice of a recipe that omits
+        the section (recipes written before the section existed)."""
+
         def decorator(component: type[C]) -> type[C]:
-            if name in self._entries:
+            if name in self._entries and self._entries[name][0] is not component:
                 raise ValueError(f"{self.kind} {name!r} registered twice")
             self._entries[name] = (component, config_class)
+            if default:
+                self._default = name
             return component
 
         return decorator
 
+    def _load_installed(self) -> None:
+        """Import every plug-in module declared under this registry's entry-point group (once)."""
+        if self._installed_loaded or not self.group:
+            return
+        self._installed_loaded = True
+        for point in entry_points(group=self.group):
+            point.load()
+
     def names(self) -> list[str]:
+        self._load_installed()
         return sorted(self._entries)
 
+    def default(self) -> str:
+        """The name a recipe without this section gets."""
+        self._load_installed()
+        return self._default
+
     def _entry(self, name: str, where: str) -> tuple[type[C], type[PluginConfig]]:
+        self._load_installed()
         if name not in self._entries:
             hint = difflib.get_close_matches(name, self.names(), n=1)
             extra = f" (did you mean {hint[0]!r}?)" if hint else ""
@@ -65,3 +93,10 @@ class Registry(Generic[C]):
         """Instantiate the component for ``config`` via its ``from_config(config, **context)``."""
         component = self.component(config.type)
         return component.from_config(config, **context)  # type: ignore[attr-defined]
+
+
+# One registry per plug-in kind. The component types are left open here (the protocols live above, in their
+# own packages: nlgkit.tasks.base.Task, nlgkit.models.base.Generator, nlgkit.heads.base.OutputHead).
+TASKS: Registry[Any] = Registry("task", "nlgkit.tasks")
+MODELS: Registry[Any] = Registry("model", "nlgkit.models")
+HEADS: Registry[Any] = Registry("head", "nlgkit.heads")

@@ -8,12 +8,16 @@ new file here and never a change to a model or to the search.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+
+from nlgkit.core.errors import ConfigError
+from nlgkit.core.registry import HEADS, PluginConfig
+from nlgkit.heads.sampling import sampled_loss
 
 
 @dataclass
@@ -33,6 +37,30 @@ class HeadContext:
     token_counts: tuple[int, ...] | None = None
     vocab_tokens: tuple[str, ...] | None = None  # the words by index (a head reading a table checks them)
     vocab_source: str = ""  # where they come from, for error messages
+
+
+@dataclass(frozen=True)
+class SamplingConfig:
+    share: float = 1.0  # |V′| / |V| in training; 1 = the full softmax (no sampling)
+
+    def validate(self, source: str) -> None:
+        if not 0.0 < self.share <= 1.0:
+            raise ConfigError(f"{source}: head.sampling.share = {self.share}: expected a share in (0, 1]")
+
+
+@dataclass(frozen=True)
+class HeadConfig(PluginConfig):
+    """What every head's config has: ``[head.sampling]`` (subclasses that validate more call ``super``)."""
+
+    sampling: SamplingConfig = field(default_factory=SamplingConfig)
+
+    def validate(self, source: str, run_config: Any) -> None:
+        self.sampling.validate(source)
+
+    def target_embeddings(self) -> str:
+        """The target vectors a report names this head by (Tokarchuk & Niculae's vocabulary): "none" for
+        heads without fixed target embeddings."""
+        return "none"
 
 
 class OutputHead(nn.Module):
@@ -83,8 +111,6 @@ class OutputHead(nn.Module):
         selected = features[mask]  # (n, d)
         gold = targets[mask]  # (n,)
         if self.training and self.sampling_share < 1.0:
-            from nlgkit.heads.sampling import sampled_loss
-
             loss, overflow = sampled_loss(self, selected, gold, self.sampling_share, label_smoothing)
             self.sampling_overflows += int(overflow)
             return loss
@@ -150,8 +176,8 @@ def linear_rows(features: Tensor, table: Tensor, bias: Tensor | None, rows: Tens
     return F.linear(features, table.index_select(0, rows), None if bias is None else bias.index_select(0, rows))
 
 
-def regenerable_generator(seed: int) -> torch.Generator:
-    """A CPU generator for fixed random matrices: the same seed gives the same matrix on any device."""
-    generator = torch.Generator(device="cpu")
-    generator.manual_seed(seed)
-    return generator
+def build_head(config: HeadConfig, context: HeadContext) -> OutputHead:
+    """Create the head selected by ``config.type`` (with its ``[head.sampling]`` share for training)."""
+    head: OutputHead = HEADS.build(config, context=context)
+    head.sampling_share = config.sampling.share
+    return head

@@ -32,10 +32,11 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from nlgkit.core.errors import ConfigError
-from nlgkit.heads import HEADS
+from nlgkit.core.registry import HEADS
 from nlgkit.heads.base import HeadContext, OutputHead
-from nlgkit.heads.sampling import HeadConfig
+from nlgkit.heads.base import HeadConfig
 from nlgkit.heads.vmf import log_vmf_normaliser
+from nlgkit.wordvectors.tables import load_table_for, random_table, table_kind
 
 
 @dataclass(frozen=True)
@@ -64,8 +65,6 @@ class ContinuousHeadConfig(HeadConfig):
         names them, from the table's recorded kind."""
         if not self.table:
             return "uniform"
-        from nlgkit.wordvectors.tables import table_kind
-
         kind = table_kind(Path(self.table).expanduser())
         return {"sphere": "uniform", "cube": "hypercube"}.get(kind, kind or "unknown")
 
@@ -78,12 +77,8 @@ class ContinuousHead(OutputHead):
     def __init__(self, context: HeadContext, config: ContinuousHeadConfig) -> None:
         super().__init__(context)
         if config.table:
-            from nlgkit.wordvectors.tables import load_table_for
-
             table = load_table_for(Path(config.table).expanduser(), context.vocab_tokens, context.vocab_source)
         else:
-            from nlgkit.wordvectors.tables import random_table
-
             table = random_table(context.vocab_size, config.dim, "sphere", context.seed)
         if table.size(0) != context.vocab_size:
             raise ConfigError(f"head.table: {table.size(0)} rows for a vocabulary of {context.vocab_size}")

@@ -15,9 +15,10 @@ import torch
 from torch import Tensor, nn
 
 from nlgkit.core.errors import ConfigError
-from nlgkit.heads import HEADS
-from nlgkit.heads.base import HeadContext, LinearHead, regenerable_generator
-from nlgkit.heads.sampling import HeadConfig
+from nlgkit.core.registry import HEADS
+from nlgkit.heads.base import HeadContext, LinearHead
+from nlgkit.core.seeding import regenerable_generator
+from nlgkit.heads.base import HeadConfig
 
 BiasKind = Literal["fixed", "learned", "none"]
 

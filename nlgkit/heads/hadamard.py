@@ -24,10 +24,11 @@ import torch
 from torch import Tensor
 
 from nlgkit.core.errors import ConfigError
-from nlgkit.heads import HEADS
-from nlgkit.heads.base import HeadContext, OutputHead, regenerable_generator
+from nlgkit.core.registry import HEADS
+from nlgkit.heads.base import HeadContext, OutputHead
+from nlgkit.core.seeding import regenerable_generator
 from nlgkit.heads.fixed import BiasKind, attach_bias
-from nlgkit.heads.sampling import HeadConfig
+from nlgkit.heads.base import HeadConfig
 
 
 @dataclass(frozen=True)

@@ -23,9 +23,9 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from nlgkit.core.errors import ConfigError
-from nlgkit.heads import HEADS
+from nlgkit.core.registry import HEADS
 from nlgkit.heads.base import HeadContext, OutputHead, SharesTargetEmbedding
-from nlgkit.heads.sampling import HeadConfig
+from nlgkit.heads.base import HeadConfig
 from nlgkit.core.weight_cache import WeightCache
 
 ACTIVATIONS = {"tanh": torch.tanh, "sigmoid": torch.sigmoid, "relu": torch.relu, "none": lambda x: x}

@@ -6,9 +6,9 @@ from dataclasses import dataclass
 
 from torch import nn
 
-from nlgkit.heads import HEADS
+from nlgkit.core.registry import HEADS
 from nlgkit.heads.base import HeadContext, LinearHead
-from nlgkit.heads.sampling import HeadConfig
+from nlgkit.heads.base import HeadConfig
 
 
 @dataclass(frozen=True)
@@ -17,7 +17,7 @@ class LearnedHeadConfig(HeadConfig):
     bias: bool = True
 
 
-@HEADS.register("learned", LearnedHeadConfig)
+@HEADS.register("learned", LearnedHeadConfig, default=True)
 class LearnedHead(LinearHead):
     """logits = W f + b with W (V, d) and b (V,) trained: (d + 1)·V parameters (d·V without bias)."""
 

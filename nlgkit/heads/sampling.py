@@ -11,42 +11,14 @@ so a seeded run and its resumption draw the same classes.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from nlgkit.core.errors import ConfigError
-from nlgkit.core.registry import PluginConfig
-
 if TYPE_CHECKING:
     from nlgkit.heads.base import OutputHead
-
-
-@dataclass(frozen=True)
-class SamplingConfig:
-    share: float = 1.0  # |V′| / |V| in training; 1 = the full softmax (no sampling)
-
-    def validate(self, source: str) -> None:
-        if not 0.0 < self.share <= 1.0:
-            raise ConfigError(f"{source}: head.sampling.share = {self.share}: expected a share in (0, 1]")
-
-
-@dataclass(frozen=True)
-class HeadConfig(PluginConfig):
-    """What every head's config has: ``[head.sampling]`` (subclasses that validate more call ``super``)."""
-
-    sampling: SamplingConfig = field(default_factory=SamplingConfig)
-
-    def validate(self, source: str, run_config: Any) -> None:
-        self.sampling.validate(source)
-
-    def target_embeddings(self) -> str:
-        """The target vectors a report names this head by (Tokarchuk & Niculae's vocabulary): "none" for
-        heads without fixed target embeddings."""
-        return "none"
 
 
 def candidate_classes(gold: Tensor, vocab_size: int, share: float) -> tuple[Tensor, bool]:

@@ -16,9 +16,9 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from nlgkit.core.errors import ConfigError
-from nlgkit.heads import HEADS
+from nlgkit.core.registry import HEADS
 from nlgkit.heads.base import HeadContext, OutputHead, SharesTargetEmbedding, linear_rows
-from nlgkit.heads.sampling import HeadConfig
+from nlgkit.heads.base import HeadConfig
 
 
 @dataclass(frozen=True)

@@ -16,9 +16,8 @@ from typing import TYPE_CHECKING, Any
 from torch import Tensor, nn
 
 from nlgkit.core.errors import ConfigError
-from nlgkit.heads.base import OutputHead
-
 if TYPE_CHECKING:
+    from nlgkit.heads.base import OutputHead
     from nlgkit.data.batching import Batch
 
 State = dict[str, Tensor]

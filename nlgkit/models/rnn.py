@@ -17,7 +17,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from nlgkit.data.batching import Batch
-from nlgkit.models import MODELS
+from nlgkit.core.registry import MODELS
 from nlgkit.models.attention import AdditiveAttention, padding_mask, run_packed
 from nlgkit.models.base import Generator, Inputs, ModelContext, State, check_model_options
 from nlgkit.core.registry import PluginConfig
@@ -148,7 +148,7 @@ class SearchTables:
         )
 
 
-@MODELS.register("rnn", RNNConfig)
+@MODELS.register("rnn", RNNConfig, default=True)
 class RNNModel(Generator):
     static_state = frozenset({"encoder_out", "keys", "pad_mask"})  # from encode, the same for all beams of a sentence
 

@@ -18,7 +18,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from nlgkit.core.errors import ConfigError
-from nlgkit.models import MODELS
+from nlgkit.core.registry import MODELS
 from nlgkit.models.base import Generator, Inputs, ModelContext, State, check_model_options
 from nlgkit.core.registry import PluginConfig
 

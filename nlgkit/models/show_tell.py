@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import Tensor, nn
 
-from nlgkit.models import MODELS
+from nlgkit.core.registry import MODELS
 from nlgkit.models.base import Generator, Inputs, ModelContext, State, check_model_options
 from nlgkit.core.registry import PluginConfig
 

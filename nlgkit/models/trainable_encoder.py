@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING, Any, cast
 
 from torch import Tensor, nn
 
-from nlgkit.heads.base import OutputHead
 from nlgkit.models.base import Generator, Inputs, State
 
 if TYPE_CHECKING:
+    from nlgkit.heads.base import OutputHead
     from nlgkit.data.batching import Batch
     from nlgkit.vision.encoders import TrainableTop
 

@@ -22,7 +22,7 @@ from torch import Tensor, nn
 
 from nlgkit.data.batching import Batch
 from nlgkit.core.errors import ConfigError
-from nlgkit.models import MODELS
+from nlgkit.core.registry import MODELS
 from nlgkit.models.attention import padding_mask
 from nlgkit.models.base import Generator, Inputs, ModelContext, State
 from nlgkit.core.registry import PluginConfig

@@ -12,11 +12,12 @@ import torch
 from torch import nn
 
 from nlgkit.core.config import RunConfig
-from nlgkit.data.vocab import Vocabulary
+from nlgkit.data.vocab import SPECIALS, Vocabulary
 from nlgkit.core.errors import ConfigError
 from nlgkit.heads import HeadContext, build_head
 from nlgkit.models import MODELS, Generator
 from nlgkit.models.base import ModelContext
+from nlgkit.runs.data import ensure_data_dir
 from nlgkit.tasks import Task, build_task
 
 
@@ -55,8 +56,6 @@ def build_untrained(config: RunConfig, log: Any = print,
     ``vocab_size > 0`` uses placeholder vocabularies of that many entries instead of the data's, so that
     parameter counts of a paper's setting can be printed without its data (Shalev et al.'s COCO: 9,490).
     """
-    from nlgkit.runs.data import ensure_data_dir
-
     task = build_task(config)
     if vocab_size > 0:
         vocabs = {lang: placeholder_vocabulary(vocab_size) for lang in task.languages}
@@ -67,8 +66,6 @@ def build_untrained(config: RunConfig, log: Any = print,
 
 def placeholder_vocabulary(size: int) -> Vocabulary:
     """A vocabulary of ``size`` entries (the specials included) with made-up words, for counting."""
-    from nlgkit.data.vocab import SPECIALS
-
     if size <= len(SPECIALS):
         raise ConfigError(f"--vocab-size {size}: must exceed the {len(SPECIALS)} special tokens")
     words = [f"w{i}" for i in range(size - len(SPECIALS))]
@@ -103,24 +100,3 @@ def count_parameters(model: nn.Module) -> dict[str, Any]:
         components.setdefault(_component(name), {"trainable": 0, "frozen": 0, "buffers": 0})["buffers"] += \
             buffer.numel()
     return {"trainable": trainable, "frozen": frozen, "buffers": buffers, "components": components}
-
-
-def build_optimizer(config: RunConfig, model: nn.Module,
-                    device: torch.device | None = None) -> torch.optim.Optimizer:
-    """Adam or AdamW over trainable parameters only: fixed heads get neither gradients nor optimizer state.
-
-    The fused implementation updates every parameter in one kernel on CPU and CUDA (same arithmetic, same
-    state; on this 2-core CPU 3.5× faster than the per-tensor loop for 28M parameters).
-    """
-    params = [p for p in model.parameters() if p.requires_grad]
-    t = config.train
-    optimizer_class = torch.optim.AdamW if t.optimizer == "adamw" else torch.optim.Adam
-    fused = device is not None and device.type in ("cpu", "cuda")
-    return optimizer_class(params, lr=t.lr, betas=(t.adam_betas[0], t.adam_betas[1]), weight_decay=t.weight_decay, fused=fused)
-
-
-def build_scheduler(config: RunConfig, optimizer: torch.optim.Optimizer) -> Any:
-    """The learning-rate schedule ``[train] schedule`` names (:mod:`nlgkit.train.schedules`)."""
-    from nlgkit.train.schedules import build_schedule
-
-    return build_schedule(config, optimizer)

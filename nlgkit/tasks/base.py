@@ -16,6 +16,7 @@ import torch
 from torch import Tensor
 
 from nlgkit.data.batching import Examples
+from nlgkit.core.registry import TASKS
 from nlgkit.data.vocab import Vocabulary
 
 if TYPE_CHECKING:
@@ -93,3 +94,9 @@ class Task:
     def score(self, texts: list[str], refs: list[list[str]]) -> dict[str, float]:
         """Validation scores; ``scores[self.metric]`` is the one that selects checkpoints."""
         raise NotImplementedError
+
+
+def build_task(config: RunConfig) -> Task:
+    """The task selected by ``config.task.type`` for the whole resolved recipe ``config``."""
+    task: Task = TASKS.build(config.task, run_config=config)
+    return task

@@ -13,7 +13,7 @@ import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import torch
 from torch import Tensor
@@ -23,8 +23,9 @@ from nlgkit.data.vocab import Vocabulary
 from nlgkit.core.errors import ConfigError, DataError
 from nlgkit.core.io import read_json
 from nlgkit.models.base import Inputs, ModelContext
+from nlgkit.core.config import DataConfig, DataSection, PrepareConfig
 from nlgkit.core.registry import PluginConfig
-from nlgkit.tasks import TASKS
+from nlgkit.core.registry import TASKS
 from nlgkit.tasks.base import Task, TaskData
 from nlgkit.vision.encoders import EncoderConfig, encoder_dims
 
@@ -33,9 +34,28 @@ ImageSource = tuple[Tensor, Tensor]  # one image's spatial (L, C) and pooled (P,
 
 
 @dataclass(frozen=True)
+class CaptioningPrepareConfig(PrepareConfig):
+    """``[data.prepare]`` of captioning: the options of ``nlgkit prepare flickr8k|coco|flickr30k|captions|multi30k``
+    (``multi30k``: task 2, five captions per image)."""
+
+    corpus: Literal["flickr8k", "coco", "flickr30k", "captions", "multi30k", "none"] = "none"
+    images: str = ""  # the images directory ("" = the corpus's default location, if it has one)
+    captions: str = ""  # Flickr8k.token.txt, the CSV, or COCO annotation files (comma-separated)
+    karpathy: str = ""  # Karpathy's dataset_{coco,flickr30k}.json with the papers' splits
+
+
+@dataclass(frozen=True)
+class CaptioningDataConfig(DataConfig):
+    """``[data]`` of captioning: captions in ``tgt_lang``, one record per image."""
+
+    prepare: CaptioningPrepareConfig = field(default_factory=CaptioningPrepareConfig)
+
+
+@dataclass(frozen=True)
 class CaptioningConfig(PluginConfig):
     """``[task] type = "captioning"`` with ``[task.encoder]`` naming the CNN whose features the model reads."""
 
+    data_config: ClassVar[DataSection] = CaptioningDataConfig
     type: str = "captioning"
     metric: Literal["cider", "bleu4"] = "cider"  # selects checkpoints, drives the schedule and early stopping
     encoder: EncoderConfig = field(default_factory=EncoderConfig)

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar, Literal
 
 import torch
 from torch import Tensor
@@ -16,15 +16,37 @@ from nlgkit.data.vocab import Vocabulary
 from nlgkit.core.errors import ConfigError, DataError
 from nlgkit.core.io import read_json, read_lines
 from nlgkit.models.base import Inputs, ModelContext
+from nlgkit.core.config import DataConfig, DataSection, PrepareConfig
 from nlgkit.core.registry import PluginConfig
-from nlgkit.tasks import TASKS
+from nlgkit.core.registry import TASKS
 from nlgkit.tasks.base import Task, TaskData
+
+
+@dataclass(frozen=True)
+class TranslationPrepareConfig(PrepareConfig):
+    """``[data.prepare]`` of translation: the options of ``nlgkit prepare multi30k``."""
+
+    corpus: Literal["multi30k", "none"] = "multi30k"  # Multi30K: source is a URL or directory ("" = ../shared)
+    tokenizer: Literal["spacy", "moses", "none"] = "spacy"
+    lowercase: bool = True
+    subword: str = "none"  # none | bpe:N | bpe-joint:N | spm:N
+
+
+@dataclass(frozen=True)
+class TranslationDataConfig(DataConfig):
+    """``[data]`` of translation: a source and a target language."""
+
+    dir: str = "data/multi30k_de-en"
+    src_lang: str = "de"
+    tgt_lang: str = "en"
+    prepare: TranslationPrepareConfig = field(default_factory=TranslationPrepareConfig)
 
 
 @dataclass(frozen=True)
 class TranslationConfig(PluginConfig):
     """Source sentences ``data.src_lang`` → target sentences ``data.tgt_lang``."""
 
+    data_config: ClassVar[DataSection] = TranslationDataConfig
     type: str = "translation"
 
     def validate(self, source: str, run_config: Any) -> None:
@@ -33,7 +55,7 @@ class TranslationConfig(PluginConfig):
             raise ConfigError(f"{source}: data.src_lang and data.tgt_lang are both {data.src_lang!r}")
 
 
-@TASKS.register("translation", TranslationConfig)
+@TASKS.register("translation", TranslationConfig, default=True)
 class TranslationTask(Task):
     metric = "bleu"
 

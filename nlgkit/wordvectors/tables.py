@@ -21,8 +21,9 @@ from safetensors.torch import load_file, save_file
 from torch import Tensor
 
 from nlgkit.core.errors import ConfigError, DataError
-from nlgkit.heads.base import regenerable_generator
+from nlgkit.core.seeding import regenerable_generator
 from nlgkit.core.io import atomic_write
+from nlgkit.data.vocab import Vocabulary
 
 TENSOR = "vectors"
 
@@ -203,28 +204,8 @@ def vectors_from_file(path: Path, words: Sequence[str], fmt: str, seed: int,
     return table, missing
 
 
-def extract_table(run_dir: Path, side: str = "target", checkpoint: str = "best") -> tuple[Tensor, list[str]]:
-    """A trained run's target vectors (its head's table) or input vectors (the decoder's embedding), with
-    the target vocabulary: the "pre-trained" targets of Tokarchuk & Niculae come from a discrete model."""
-    from nlgkit.runs.loading import load_trained
-
-    run = load_trained(run_dir, checkpoint, "cpu")
-    if side == "input":
-        vectors = run.model.target_embedding().weight
-    elif side == "target":
-        head_vectors = run.model.head.target_vectors()
-        if head_vectors is None:
-            raise DataError(f"{run_dir}: the {run.config.head.type!r} head has no table of target vectors")
-        vectors = head_vectors
-    else:
-        raise ConfigError(f"--side {side!r}: expected target or input")
-    return vectors.detach().float().clone(), list(run.tgt_vocab.tokens)
-
-
 def vocabulary_words(path: Path) -> list[str]:
     """The words of an nlgkit vocabulary file (``vocab.LANG.txt``) or of a table's word list."""
-    from nlgkit.data.vocab import Vocabulary
-
     if path.name.endswith(".vocab.txt"):
         if not path.is_file():
             raise DataError(f"{path}: word list not found")
