@@ -26,7 +26,7 @@ def with_head(model: Generator, head: str, vocab_size: int, seed: int = 1, **opt
 def rnn(config: RNNConfig, src_size: int, tgt_size: int, head: str = "learned") -> RNNModel:
     """An RNN translation model over ``src_size``/``tgt_size`` vocabularies with the ``head`` head."""
     model = RNNModel(config, ModelContext(task="translation", tgt_vocab_size=tgt_size, pad_index=1,
-                                          src_vocab_size=src_size))
+                                          inputs={"src_vocab_size": src_size}))
     return with_head(model, head, tgt_size)  # type: ignore[return-value]
 
 

@@ -7,7 +7,7 @@ import torch
 from helpers import check_one_search, with_head
 
 from nlgkit.data.batching import Batch
-from nlgkit.heads import HEADS
+from nlgkit.core.registry import HEADS
 from nlgkit.models import MODELS
 from nlgkit.models.base import Generator, ModelContext
 from nlgkit.search import beam_search, greedy_search, search
@@ -25,8 +25,8 @@ HEAD_OPTIONS = {"fixed": {"init": "uniform"}}
 
 def captioner(name: str, head: str = "learned", seed: int = 0) -> Generator:
     torch.manual_seed(seed)
-    context = ModelContext(task="captioning", tgt_vocab_size=V, pad_index=PAD, image_channels=C, image_regions=L,
-                           image_pooled_dim=P)
+    context = ModelContext(task="captioning", tgt_vocab_size=V, pad_index=PAD,
+                           inputs={"image_channels": C, "image_regions": L, "image_pooled_dim": P})
     config = MODELS.config_class(name)(type=name, **SMALL[name])
     return with_head(MODELS.build(config, context=context), head, V, **HEAD_OPTIONS.get(head, {}))
 
@@ -113,8 +113,8 @@ def test_captioners_decode_through_the_one_search(name: str, head: str) -> None:
 def test_a_translation_model_refuses_a_captioning_context() -> None:
     from nlgkit.core.errors import ConfigError
 
-    context = ModelContext(task="captioning", tgt_vocab_size=V, pad_index=PAD, image_channels=C,
-                           image_regions=L, image_pooled_dim=P)
+    context = ModelContext(task="captioning", tgt_vocab_size=V, pad_index=PAD,
+                           inputs={"image_channels": C, "image_regions": L, "image_pooled_dim": P})
     with pytest.raises(ConfigError, match="src vocab size"):
         MODELS.build(MODELS.config_class("rnn")(type="rnn"), context=context)
 

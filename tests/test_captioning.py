@@ -154,7 +154,8 @@ def test_caption_keeps_one_line_per_image_and_names_bad_files(trained: tuple[Pat
 def test_commands_refuse_a_model_of_the_other_task(trained: tuple[Path, Path]) -> None:
     _, run_dir = trained
     result = cli("translate", "--model", str(run_dir), input="ein hund\n")
-    assert result.exit_code == 2 and "captioning model" in result.stderr and "\n" not in result.stderr.strip()
+    assert result.exit_code == 2 and "'captioning' task does not read text" in result.stderr
+    assert "\n" not in result.stderr.strip()
 
 
 def test_a_captioner_trains_with_every_head_through_the_trainer(caption_data: Path, tmp_path: Path) -> None:
@@ -175,7 +176,7 @@ def test_table1_scores_a_run_whose_weights_stayed_elsewhere(trained: tuple[Path,
     import shutil
 
     from nlgkit.core.errors import CheckpointError
-    from nlgkit.evaluate.captioning import caption_split, nearest_neighbour_captions
+    from nlgkit.experiments.captioning import caption_split, nearest_neighbour_captions
     from nlgkit.experiments.table1 import build_table1, render
 
     _, run_dir = trained
@@ -210,11 +211,11 @@ def test_a_captioning_run_record_regenerates_its_table1_row(trained: tuple[Path,
 
     _, run_dir = trained
     untrained_record = tmp_path / "early"
-    shutil.copytree(run_dir, untrained_record, ignore=shutil.ignore_patterns("test.captions.*"))
+    shutil.copytree(run_dir, untrained_record, ignore=shutil.ignore_patterns("test.hyp.*"))
     with pytest.raises(SystemExit) as exit_info:
         reproduce(["archive", str(untrained_record), "--into", str(tmp_path / "records")])
     err = capsys.readouterr().err.strip()
-    assert exit_info.value.code == 2 and "\n" not in err and "test.captions.jsonl" in err
+    assert exit_info.value.code == 2 and "\n" not in err and "test.hyp.en" in err
 
     from_run = tmp_path / "from_run.md"
     reproduce(["table1", str(run_dir), "--output", str(from_run)])  # captions the test images, keeps them
@@ -238,13 +239,13 @@ def test_a_captioning_run_record_regenerates_its_table1_row(trained: tuple[Path,
     assert [line for line in text.splitlines() if "| attend | fixed |" in line] == \
         [line for line in from_run.read_text().splitlines() if "| attend | fixed |" in line]
 
-    captions = record / "test.captions.jsonl"
-    captions.write_text(captions.read_text().replace('"caption": "', '"caption": "a ', 1))
+    captions = record / "test.hyp.en"
+    captions.write_text("a " + captions.read_text())
     capsys.readouterr()
     with pytest.raises(SystemExit) as exit_info:
         reproduce(["table1", str(record), "--output", str(tmp_path / "edited.md")])
     err = capsys.readouterr().err.strip()
-    assert exit_info.value.code == 2 and "\n" not in err and "test.captions.jsonl" in err and "changed" in err
+    assert exit_info.value.code == 2 and "\n" not in err and "test.hyp.en" in err and "changed" in err
 
 
 def test_fine_tuning_the_encoders_top_block_trains_it_with_the_captioner(caption_data: Path,

@@ -44,11 +44,11 @@ def trained_and_untrained_bleu(recipe: Path, run_dir: Path, data_dir: Path) -> t
     detokenize = run.detokenizer()
 
     def score(model) -> float:  # type: ignore[no-untyped-def]
-        hyps = generate(model, run.task, [run.src_vocab.encode(s) for s in sources], run.tgt_vocab, beam=3)
+        hyps = generate(model, run.task, [run.source_vocab.encode(s) for s in sources], run.tgt_vocab, beam=3)
         return bleu([detokenize(run.tgt_vocab.decode(h[0].tokens)) for h in hyps], refs)
 
     torch.manual_seed(3)
-    untrained = model_for(load_recipe(recipe), run.src_vocab, run.tgt_vocab).eval()
+    untrained = model_for(load_recipe(recipe), run.source_vocab, run.tgt_vocab).eval()
     return score(run.model), score(untrained)
 
 

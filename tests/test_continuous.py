@@ -122,7 +122,7 @@ def test_bessel_terms_stay_finite_for_large_dimensions_and_small_kappa() -> None
 
 
 def test_continuous_config_refuses_sampling_and_missing_tables() -> None:
-    from nlgkit.heads.sampling import SamplingConfig
+    from nlgkit.heads.base import SamplingConfig
 
     config = HEADS.config_class("continuous")
     with pytest.raises(ConfigError, match="no softmax to sample"):

@@ -362,7 +362,8 @@ def test_sampled_softmax_over_the_whole_vocabulary_is_the_full_softmax(name: str
 
 
 def test_sampled_softmax_trains_on_the_batch_targets_and_a_share_of_negatives() -> None:
-    from nlgkit.heads.sampling import SamplingConfig, candidate_classes
+    from nlgkit.heads.base import SamplingConfig
+    from nlgkit.heads.sampling import candidate_classes
 
     vocab = 200
     gold = torch.tensor([3, 7, 7, 150, 3])
@@ -390,7 +391,7 @@ def test_sampled_softmax_trains_on_the_batch_targets_and_a_share_of_negatives() 
 
 
 def test_sampling_overflows_are_counted_for_the_training_log() -> None:
-    from nlgkit.heads.sampling import SamplingConfig
+    from nlgkit.heads.base import SamplingConfig
 
     head = make_head("learned", vocab=40, sampling=SamplingConfig(share=0.1)).train()  # budget: 4 classes
     assert make_head("learned").train_stats() == {}  # nothing to log without sampling

@@ -8,7 +8,7 @@ from helpers import check_one_search, with_head
 
 from nlgkit.data.batching import Batch
 from nlgkit.core.errors import ConfigError
-from nlgkit.heads import HEADS
+from nlgkit.core.registry import HEADS
 from nlgkit.models import MODELS
 from nlgkit.models.base import ModelContext
 from nlgkit.models.lstm_luong import LuongConfig
@@ -20,7 +20,7 @@ def luong(attention: str = "general", layers: int = 2, head: str = "learned", fe
     torch.manual_seed(0)
     config = LuongConfig(embedding_dim=8, hidden_dim=12, layers=layers, attention=attention,
                          input_feeding=feeding, dropout=0.1)
-    context = ModelContext(task="translation", tgt_vocab_size=TGT_V, pad_index=PAD, src_vocab_size=SRC_V)
+    context = ModelContext(task="translation", tgt_vocab_size=TGT_V, pad_index=PAD, inputs={"src_vocab_size": SRC_V})
     return with_head(MODELS.build(config, context=context), head, TGT_V)
 
 

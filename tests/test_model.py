@@ -7,7 +7,7 @@ import torch
 from helpers import check_one_search, rnn
 
 from nlgkit.data.batching import Batch
-from nlgkit.heads import HEADS
+from nlgkit.core.registry import HEADS
 from nlgkit.models.rnn import RNNConfig, RNNModel
 
 

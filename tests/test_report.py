@@ -164,7 +164,7 @@ def test_seed_repetitions_share_a_group_key_and_other_settings_do_not() -> None:
 
 def test_seed_groups_mean_and_sd() -> None:
     runs = [result("a", 30.0, 1), result("a", 34.0, 3), result("a", 32.0, 2), result("b", 20.0, 1, group="h")]
-    report = build_report(runs, "shalev2020_table2")
+    report = build_report(runs, load_table("shalev2020_table2"))
     summaries = [row for row in report.rows if row.summary]
     assert len(summaries) == 1 and summaries[0].group_size == 3
     mean, sd = summaries[0].spread  # 30, 32, 34: mean 32, sample sd sqrt((4 + 0 + 4) / 2) = 2
@@ -175,7 +175,7 @@ def test_seed_groups_mean_and_sd() -> None:
 
 def test_markdown_and_html_show_paper_value_and_signed_delta() -> None:
     report = build_report(
-        [result("up", 34.0, 1, "g1"), result("down", 31.5, 1, "g2", head="learned")], "shalev2020_table2"
+        [result("up", 34.0, 1, "g1"), result("down", 31.5, 1, "g2", head="learned")], load_table("shalev2020_table2")
     )
     markdown, page = render_markdown(report), render_html(report)
     for text in (markdown, page):
@@ -194,7 +194,7 @@ def test_html_escapes_text() -> None:
 def test_significance_against_a_baseline(tmp_path: Path, data_dir: Path) -> None:
     good = fake_run(tmp_path, data_dir, "good", hyps=REFS)
     base = fake_run(tmp_path, data_dir, "base", hyps=HALF, head="learned")
-    report = build_report(collect_runs([good, base]), "shalev2020_table2", baseline=base, samples=50)
+    report = build_report(collect_runs([good, base]), load_table("shalev2020_table2"), baseline=base, samples=50)
     (row,) = [row for row in report.rows if row.runs[0].name == "good"]
     assert row.significance.delta > 0 and row.significance.samples == 50
     markdown = render_markdown(report)

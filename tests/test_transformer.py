@@ -8,7 +8,7 @@ from helpers import check_one_search, with_head
 
 from nlgkit.data.batching import Batch
 from nlgkit.core.errors import ConfigError
-from nlgkit.heads import HEADS
+from nlgkit.core.registry import HEADS
 from nlgkit.models import MODELS
 from nlgkit.models.base import ModelContext
 from nlgkit.models.transformer import TransformerConfig
@@ -20,7 +20,7 @@ TINY = {"encoder_layers": 2, "decoder_layers": 2, "dim": 16, "ffn_dim": 24, "hea
 def transformer(head: str = "learned", src_vocab: int = SRC_V, **options: object):  # type: ignore[no-untyped-def]
     torch.manual_seed(0)
     config = TransformerConfig(**{**TINY, **options})  # type: ignore[arg-type]
-    context = ModelContext(task="translation", tgt_vocab_size=TGT_V, pad_index=PAD, src_vocab_size=src_vocab)
+    context = ModelContext(task="translation", tgt_vocab_size=TGT_V, pad_index=PAD, inputs={"src_vocab_size": src_vocab})
     return with_head(MODELS.build(config, context=context), head, TGT_V)
 
 
@@ -91,7 +91,7 @@ def test_presets_and_their_parameter_counts() -> None:
     attention, ffn, norm = 4 * (d * d + d), d * f + f + f * d + d, 2 * d
     layers = 6 * (attention + ffn + 2 * norm) + 6 * (2 * attention + ffn + 3 * norm) + 2 * norm  # + final norms
     config = TransformerConfig(preset="base")
-    context = ModelContext(task="translation", tgt_vocab_size=100, pad_index=PAD, src_vocab_size=120)
+    context = ModelContext(task="translation", tgt_vocab_size=100, pad_index=PAD, inputs={"src_vocab_size": 120})
     model = MODELS.build(config, context=context)
     assert sum(p.numel() for p in model.parameters()) == layers + (100 + 120) * d
     small = TransformerConfig(preset="small")

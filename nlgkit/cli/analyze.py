@@ -41,7 +41,7 @@ def _load_sets(run_dir: Path, checkpoint: str, device: str, names: list[str] | N
     from nlgkit.evaluate.analysis.vectors import select_sets, vector_sets
 
     run = runs.load_trained(run_dir, checkpoint, device)
-    available = vector_sets(run.model, run.src_vocab, run.tgt_vocab)
+    available = vector_sets(run.model, run.source_vocab, run.tgt_vocab)
     if not names:
         names = [name for name in (default or available) if name in available]
     if not names:

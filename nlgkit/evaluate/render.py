@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from nlgkit.evaluate.markdown import md_table
 
 if TYPE_CHECKING:
-    from nlgkit.experiments.papers import Metric
+    from nlgkit.evaluate.published import Metric
     from nlgkit.evaluate.report import Report, ReportRow
 
 COUNTS = {"params"}  # quantities printed as integers with thousands separators

@@ -15,7 +15,7 @@ from typing import Any
 
 from nlgkit.core.errors import DataError
 from nlgkit.evaluate.collect import RunResult, collect_runs, group_runs
-from nlgkit.experiments.papers import Metric, PaperRow, PaperTable, load_table
+from nlgkit.evaluate.published import Metric, PaperRow, PaperTable
 from nlgkit.evaluate.render import delta, render_html, render_markdown
 from nlgkit.evaluate.significance import BootstrapResult, mean_sd, paired_bootstrap
 from nlgkit.metrics.corpus import METRICS
@@ -77,7 +77,7 @@ class Report:
 
 def build_report(
     results: Sequence[RunResult],
-    paper_table: PaperTable | str | None = None,
+    table: PaperTable | None = None,
     baseline: RunResult | str | Path | None = None,
     samples: int = 1000,
     metrics: Sequence[str] | None = None,
@@ -85,7 +85,6 @@ def build_report(
     """Group, match and compare ``results``; ``metrics`` defaults to the scores the first run carries."""
     if not results:
         raise DataError("no runs to report")
-    table = load_table(paper_table) if isinstance(paper_table, str) else paper_table
     shown = list(metrics or [name for name in results[0].values if name != "params"])
     compared = [
         m for m in (table.metrics.values() if table else []) if m.nlgkit and _available(m.nlgkit, results)
@@ -106,10 +105,10 @@ def build_report(
                 paper=table.match(run.keys) if table else None,
                 is_baseline=run is base,
             )
-            if base is not None and run is not base and run.refs == base.refs and shown[0] in METRICS:
+            if base is not None and run is not base and run.ref_streams == base.ref_streams and shown[0] in METRICS:
                 # A = baseline, B = this run: delta = run − baseline, p = P(run not better)
                 row.significance = paired_bootstrap(
-                    base.hyps, run.hyps, [run.refs], metric=shown[0], samples=samples
+                    base.hyps, run.hyps, run.ref_streams, metric=shown[0], samples=samples
                 )
             rows.append(row)
         if summary:

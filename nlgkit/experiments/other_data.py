@@ -18,7 +18,7 @@ from typing import Any
 
 from nlgkit.evaluate.collect import RunResult, collect_run
 from nlgkit.evaluate.markdown import md_table
-from nlgkit.experiments.papers import PaperTable
+from nlgkit.evaluate.published import PaperTable
 from nlgkit.evaluate.report import Report, ReportRow
 from nlgkit.metrics.vocabulary import DEFAULT_EDGES, bin_labels, word_f1_by_bin
 from nlgkit.core.io import read_lines

@@ -34,9 +34,10 @@ class CaptionResult:
 
 
 def check_captioning_run(run: TrainedRun) -> None:
-    if run.config.task.type != "captioning":
+    """``caption`` serves any task whose model reads image features of the encoder its ``[task.encoder]`` names."""
+    if getattr(run.config.task, "encoder", None) is None:
         raise DataError(f"{run.checkpoint}: a {run.config.task.type} model; `nlgkit caption` needs a "
-                        f"captioning model")
+                        f"model that reads images ([task.encoder])")
 
 
 def caption_images(run: TrainedRun, paths: Sequence[str], options: SearchOptions, *,

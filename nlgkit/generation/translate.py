@@ -7,6 +7,7 @@ a line longer than ``max_input_tokens`` tokens is cut to that length with a warn
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from nlgkit.core.errors import DataError
 from nlgkit.generation.output import SearchOptions, output_lines
@@ -21,30 +22,28 @@ class Translator:
     def __init__(self, run: TrainedRun, options: SearchOptions, *, pretokenized: bool = False,
                  detokenize: bool = True, max_input_tokens: int = 400,
                  warn: Callable[[str], None] = print) -> None:
-        if run.config.task.type != "translation":
-            raise DataError(f"{run.checkpoint}: a {run.config.task.type} model; `nlgkit translate` needs a "
-                            f"translation model")
         if max_input_tokens <= 0:
             raise DataError(f"--max-input-tokens = {max_input_tokens}: must be positive")
-        from nlgkit.data.tokenize import load_pipeline
-
+        try:
+            self.text_input = run.task.text_input(run.assets, run.vocabs)
+        except DataError as exc:
+            raise DataError(f"{run.checkpoint}: `nlgkit translate` needs a model that reads text ({exc})") from None
         self.run, self.options, self.warn = run, options, warn
         self.pretokenized, self.detokenize, self.max_input_tokens = pretokenized, detokenize, max_input_tokens
-        self.src_pipeline = load_pipeline(run.assets, run.config.data.src_lang)
         self.detokenizer = run.detokenizer()
 
     def lines(self, lines: list[str], name: str = "<stdin>", first_number: int = 1) -> list[str]:
         """The output lines for ``lines`` (numbered from ``first_number`` in warnings): one per input line,
         ``nbest`` per line with n-best output."""
         run = self.run
-        sources: list[list[int]] = []
+        sources: list[Any] = []
         for number, line in enumerate(lines, start=first_number):
-            tokens = line.split() if self.pretokenized else self.src_pipeline.encode(line)
+            tokens = line.split() if self.pretokenized else self.text_input.tokenize(line)
             if len(tokens) > self.max_input_tokens:
                 self.warn(f"{name}: line {number}: {len(tokens)} tokens, cut to {self.max_input_tokens}")
                 tokens = tokens[: self.max_input_tokens]
-            sources.append(run.src_vocab.encode(tokens))
-        todo = [i for i, source in enumerate(sources) if source]
+            sources.append(self.text_input.encode(tokens) if tokens else None)
+        todo = [i for i, source in enumerate(sources) if source is not None]
         found = generate(run.model, run.task, [sources[i] for i in todo], run.tgt_vocab, device=run.device,
                          **self.options.search_kwargs())
         results: list[list] = [[] for _ in sources]

@@ -55,6 +55,18 @@ def check_streams(hyps: Sequence[str], refs: Sequence[Sequence[str]]) -> None:
             )
 
 
+def reference_streams(refs: Sequence[Sequence[str]]) -> list[list[str]]:
+    """Per-item references (one or more each) as the equally long streams sacrebleu scores against.
+
+    An item with fewer references than the most repeats its first one: for BLEU, chrF and TER a duplicate
+    reference changes nothing (clipped counts, the closest length and the best match are the same).
+    """
+    if not refs or any(not item for item in refs):
+        raise DataError("every item needs at least one reference")
+    width = max(len(item) for item in refs)
+    return [[item[k] if k < len(item) else item[0] for item in refs] for k in range(width)]
+
+
 def corpus_scores(
     hyps: Sequence[str],
     refs: Sequence[Sequence[str]],

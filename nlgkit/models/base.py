@@ -10,7 +10,7 @@ from the model's ``feature_dim`` and ``target_embedding`` and attaches it, so no
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from torch import Tensor, nn
@@ -28,26 +28,24 @@ Inputs = Mapping[str, Tensor]
 class ModelContext:
     """What the task tells a model builder about its inputs and outputs.
 
-    A field is None when the task has no such input (captioning has no source vocabulary, translation no
-    image features); a model that needs it says so with :meth:`require`.
+    ``inputs`` names the sizes of what the task's batches carry (``src_vocab_size`` for source tokens;
+    ``image_channels``, ``image_regions``, ``image_pooled_dim`` for image features; a new task may add its
+    own names). A model asks for the ones it needs with :meth:`require`, which says clearly when the task
+    does not provide one, so no field here is task-specific.
     """
 
     task: str
     tgt_vocab_size: int
     pad_index: int
-    src_vocab_size: int | None = None  # source-token models
-    image_channels: int | None = None  # C of the spatial feature map (regions × C)
-    image_regions: int | None = None  # number of regions L of the spatial map
-    image_pooled_dim: int | None = None  # size of the pooled image vector
+    inputs: Mapping[str, int] = field(default_factory=dict)
     # the task's last word on a built model (captioning wraps it to fine-tune the encoder's top block)
     finish: Callable[[Generator], Generator] | None = None
 
     def require(self, name: str, model: str) -> int:
-        value = getattr(self, name)
-        if value is None:
+        if name not in self.inputs:
             raise ConfigError(f"model.type = {model!r} needs {name.replace('_', ' ')}, which the "
                               f"{self.task!r} task does not provide; choose a model made for this task")
-        return int(value)
+        return int(self.inputs[name])
 
 
 def check_model_options(config: Any, source: str, positive: tuple[str, ...]) -> None:

@@ -32,9 +32,9 @@ class TrainedRun:
         return self.vocabs[self.task.target_lang]
 
     @property
-    def src_vocab(self) -> Vocabulary:
-        """The source vocabulary of a translation run."""
-        return self.vocabs[self.config.data.src_lang]
+    def source_vocab(self) -> Vocabulary | None:
+        """The vocabulary of the source tokens the model embeds (None for a task without source text)."""
+        return self.task.source_vocabulary(self.vocabs)
 
     def detokenizer(self) -> Callable[[list[str]], str]:
         return self.task.detokenizer(self.assets)

@@ -14,88 +14,91 @@ from __future__ import annotations
 import shutil
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
-from nlgkit.core.config import RunConfig, config_from_dict
-from nlgkit.core.errors import CheckpointError, DataError, NlgkitError
+from nlgkit.core.errors import DataError, NlgkitError
 from nlgkit.core.io import atomic_directory, read_json, sha256_file, write_json
+from nlgkit.runs.outputs import RECORD_FILE, best_meta, is_record, kept_outputs, run_config
+from nlgkit.tasks import Task, build_task
+from nlgkit.wordvectors.tables import vocab_path
 
-RECORD_FILE = "record.json"
-TOP_LEVEL = ("*.json", "*.jsonl", "*.hyp.*")  # config, provenance, summary, manifest, metrics, hypotheses
+TOP_LEVEL = ("*.json", "*.jsonl", "*.hyp.*")  # config, provenance, summary, manifest, metrics, outputs, stamps
 CHECKPOINTS = ("best", "best.old", "last")  # only their meta.json: progress, best epoch, stop reason
 DATA = ("manifest.json", "vocab.*.txt")
-
-
-def best_meta(run_dir: Path) -> Path:
-    """``checkpoints/best/meta.json`` (or its ``.old`` twin after a crash mid-swap); one-line errors."""
-    run_dir = Path(run_dir)
-    if not run_dir.is_dir():
-        raise DataError(f"{run_dir}: run directory not found")
-    best = run_dir / "checkpoints" / "best"
-    for candidate in (best, best.with_name("best.old")):
-        if (candidate / "meta.json").is_file():
-            return candidate / "meta.json"
-    raise CheckpointError(f"{run_dir}: no best checkpoint (checkpoints/best/meta.json); train it first")
-
-
-def newest_mtime(directory: Path) -> int:
-    """When the newest file of a checkpoint directory was written (hypotheses older than it are stale)."""
-    return max(path.stat().st_mtime_ns for path in directory.iterdir())
-
-
-def is_record(run_dir: Path) -> bool:
-    return (Path(run_dir) / RECORD_FILE).is_file()
+# Settings naming a file the run read from outside its directory. A record keeps a copy of each under INPUTS_DIR
+# (with its checksum in record.json) and its config.json names the copy relative to the record, so that a record
+# never depends on a file outside the repository (nlgkit.runs.outputs.run_config resolves those paths).
+INPUTS = ("head.table",)
+INPUTS_DIR = "inputs"
 
 
 def archive_run(run_dir: Path, records_dir: Path) -> Path:
     """Write ``records_dir/<run name>`` from ``run_dir`` (replacing an older record of it, atomically)."""
     run_dir = Path(run_dir)
-    best = best_meta(run_dir).parent
-    config_path = run_dir / "config.json"
-    config = config_from_dict(read_json(config_path), str(config_path))
-    refs = (_captioning_references if config.task.type == "captioning" else _translation_references)(
-        run_dir, config, best)
+    config = run_config(run_dir)
+    task = build_task(config)
+    data_dir = Path(config.data.dir)
+    if kept_outputs(run_dir, config, "test", len(task.split_references(_prepared(task, data_dir), "test"))) is None:
+        raise DataError(f"{run_dir}: no test outputs of its best checkpoint ({task.outputs_name('test')}); write "
+                        "its table first (nlgkit reproduce …), which generates the test split and keeps them")
     copies = [(path, Path(path.name)) for pattern in TOP_LEVEL for path in sorted(run_dir.glob(pattern))]
     copies += [(run_dir / "checkpoints" / name / "meta.json", Path("checkpoints", name, "meta.json"))
                for name in CHECKPOINTS if (run_dir / "checkpoints" / name / "meta.json").is_file()]
     copies += [(path, Path("data", path.name)) for pattern in DATA for path in sorted((run_dir / "data").glob(pattern))]
-    copies.append((refs, Path("data", refs.name)))
+    copies += [(path, Path("data", path.name)) for path in task.reference_files(data_dir, "test")]
+    raw = read_json(run_dir / "config.json") if (run_dir / "config.json").is_file() else \
+        read_json(best_meta(run_dir))["config"]
+    inputs = _inputs(raw, run_dir)
+    copies = [(source, relative) for source, relative in copies if relative != Path("config.json")]
+    copies += [(path, Path(INPUTS_DIR, path.name)) for source in inputs.values() for path in _with_companions(source)]
 
     record = Path(records_dir) / run_dir.name
     with atomic_directory(record) as tmp:
         for source, relative in copies:
             (tmp / relative).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(source, tmp / relative)
-        write_json(tmp / RECORD_FILE, {"archived_from": str(run_dir.resolve()),
-                                       "files": {str(rel): sha256_file(tmp / rel) for _, rel in copies}})
+        for key, source in inputs.items():  # the record's config names its own copy, relative to the record
+            section, name = key.split(".")
+            raw[section][name] = str(Path(INPUTS_DIR, source.name))
+        write_json(tmp / "config.json", raw)
+        files = [Path("config.json"), *(relative for _, relative in copies)]
+        write_json(tmp / RECORD_FILE, {
+            "archived_from": str(run_dir.resolve()),
+            "files": {str(rel): sha256_file(tmp / rel) for rel in files},
+            "inputs": {key: {"archived_from": str(source.resolve()), "sha256": sha256_file(source),
+                             "kept": str(Path(INPUTS_DIR, source.name))} for key, source in inputs.items()}})
     return record
 
 
-def _translation_references(run_dir: Path, config: RunConfig, best: Path) -> Path:
-    """The references of the test hypotheses, which must be newer than the best checkpoint."""
-    tgt = config.data.tgt_lang
-    hyps = run_dir / f"test.hyp.{tgt}"
-    if not hyps.is_file() or hyps.stat().st_mtime_ns <= newest_mtime(best):
-        raise DataError(f"{run_dir}: no test hypotheses newer than its best checkpoint ({hyps.name}); write its "
-                        "table first (python -m nlgkit.experiments.reproduce …), which translates the test split and keeps them")
-    return _prepared(Path(config.data.dir) / f"test.ref.{tgt}")
+def _inputs(raw: dict[str, Any], run_dir: Path) -> dict[str, Path]:
+    """The files outside the run that its config names (:data:`INPUTS`), which must still exist: a record
+    that named a vanished file could not be read on another machine."""
+    found = {}
+    for key in INPUTS:
+        section, name = key.split(".")
+        value = raw.get(section, {}).get(name)
+        if value:
+            path = Path(value).expanduser()
+            if not path.is_file():
+                raise DataError(f"{run_dir}: {key} = {value!r}: not found; a record keeps a copy of every file its "
+                                "run read, so it must exist when the run is archived")
+            found[key] = path
+    return found
 
 
-def _captioning_references(run_dir: Path, config: RunConfig, best: Path) -> Path:
-    """The test images' records (every reference caption), once the cached test captions are the best
-    checkpoint's (their stamp names it; see :func:`nlgkit.evaluate.captioning.caption_split`)."""
-    from nlgkit.evaluate.captioning import cached_captions_current
-
-    if not cached_captions_current(run_dir, config, "test"):
-        raise DataError(f"{run_dir}: no test captions of its best checkpoint (test.captions.jsonl); write its table "
-                        "first (python -m nlgkit.experiments.reproduce table1 …), which captions the test images and keeps them")
-    return _prepared(Path(config.data.dir) / "test.jsonl")
+def _with_companions(path: Path) -> list[Path]:
+    """A file and the files that belong to it (a word-vector table's word list)."""
+    words = vocab_path(path)
+    return [path, words] if words.is_file() else [path]
 
 
-def _prepared(refs: Path) -> Path:
-    if not refs.is_file():
-        raise DataError(f"{refs}: not found; a record keeps the references its outputs were scored against, so "
-                        "the run's data directory must be prepared")
-    return refs
+def _prepared(task: Task, data_dir: Path) -> Path:
+    """The data directory whose references the run's outputs were scored against, which must be prepared."""
+    for path in task.reference_files(data_dir, "test"):
+        if not path.is_file():
+            raise DataError(f"{path}: not found; a record keeps the references its outputs were scored against, "
+                            "so the run's data directory must be prepared")
+    return data_dir
 
 
 def check_record(record: Path) -> None:

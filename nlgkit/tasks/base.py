@@ -16,6 +16,7 @@ import torch
 from torch import Tensor
 
 from nlgkit.data.batching import Examples
+from nlgkit.core.errors import DataError
 from nlgkit.core.registry import TASKS
 from nlgkit.data.vocab import Vocabulary
 
@@ -23,6 +24,14 @@ if TYPE_CHECKING:
     from nlgkit.core.config import RunConfig
     from nlgkit.data.batching import Batch
     from nlgkit.models.base import Inputs, ModelContext
+
+
+@dataclass(frozen=True)
+class TextInput:
+    """Raw text → a task's sources: ``tokenize`` a line as ``prepare`` did, ``encode`` tokens as a source."""
+
+    tokenize: Callable[[str], list[str]]
+    encode: Callable[[list[str]], Any]
 
 
 @dataclass
@@ -85,6 +94,42 @@ class Task:
     def source_inputs(self, sources: Sequence[Any], vocab: Vocabulary) -> tuple[Inputs, Tensor]:
         """A batch of sources → the inputs of ``model.encode`` and each source's length (B,)."""
         raise NotImplementedError
+
+    # -- splits for generation and evaluation -----------------------------------------------------------------
+    def split_sources(self, data_dir: Path, split: str, vocabs: dict[str, Vocabulary],
+                      device: torch.device | str = "cpu") -> list[Any]:
+        """Every item of a prepared split (``test``…) as a source of ``generate``, in the split's order."""
+        raise NotImplementedError
+
+    def reference_files(self, data_dir: Path, split: str) -> list[Path]:
+        """The files :meth:`split_references` reads (a run record keeps copies of them)."""
+        raise NotImplementedError
+
+    def split_references(self, data_dir: Path, split: str) -> list[list[str]]:
+        """The references of each item of a split (one or more), as outputs are scored against them."""
+        raise NotImplementedError
+
+    def outputs_name(self, split: str, beam: int | None = None) -> str:
+        """The file a run keeps its outputs of ``split`` in, one line per item (``beam``: a search other than
+        the recipe's)."""
+        return f"{split}{f'.beam{beam}' if beam is not None else ''}.hyp.{self.target_lang}"
+
+    def text_input(self, assets_dir: Path, vocabs: dict[str, Vocabulary]) -> TextInput:
+        """How raw text lines become sources (``nlgkit translate``); tasks that do not read text say so."""
+        raise DataError(f"the {self.run_config.task.type!r} task does not read text input")
+
+    def source_vocabulary(self, vocabs: dict[str, Vocabulary]) -> Vocabulary | None:
+        """The vocabulary of the source tokens a model embeds (None: the task has no source text)."""
+        return None
+
+    def report_keys(self, manifest: dict[str, Any]) -> dict[str, Any]:
+        """What a paper row may be matched on besides model and head: the dataset, language pair and subword
+        scheme, read from the recipe and the prepared data's manifest."""
+        data = self.run_config.data
+        prepare = data.prepare
+        return {"dataset": manifest.get("corpus") or (prepare.corpus if prepare.corpus != "none"
+                                                       else Path(data.dir).name),
+                "tgt": data.tgt_lang}
 
     # -- text and scores ----------------------------------------------------------------------------------
     def detokenizer(self, assets_dir: Path) -> Callable[[list[str]], str]:

@@ -179,7 +179,8 @@ class CaptioningTask(Task):
         vocab = vocabs[self.target_lang]
         channels, regions, pooled = encoder_dims(self.task_config.encoder)
         return ModelContext(task="captioning", tgt_vocab_size=len(vocab), pad_index=vocab.pad_index,
-                            image_channels=channels, image_regions=regions, image_pooled_dim=pooled,
+                            inputs={"image_channels": channels, "image_regions": regions,
+                                    "image_pooled_dim": pooled},
                             finish=self._with_trainable_top if self.task_config.encoder.fine_tune_top else None)
 
     def _with_trainable_top(self, model: Any) -> Any:
@@ -205,6 +206,22 @@ class CaptioningTask(Task):
         spatial = torch.stack([s[0] for s in sources]).float()  # (B, L, C)
         pooled = torch.stack([s[1] for s in sources]).float()  # (B, P)
         return {"image_spatial": spatial, "image_pooled": pooled}, torch.zeros(len(sources), dtype=torch.long)
+
+    # -- splits for generation and evaluation ---------------------------------------------------------------
+    def split_sources(self, data_dir: Path, split: str, vocabs: dict[str, Vocabulary],
+                      device: torch.device | str = "cpu") -> list[Any]:
+        """Each image of the split as its cached (spatial, pooled) features."""
+        data_dir = Path(data_dir)
+        names = [r["image"] for r in read_records(data_dir / f"{split}.jsonl")]
+        spatial, pooled = self.features(data_dir, read_json(data_dir / "manifest.json"), names, device)
+        return [(spatial[i], pooled[i]) for i in range(len(names))]
+
+    def reference_files(self, data_dir: Path, split: str) -> list[Path]:
+        return [Path(data_dir) / f"{split}.jsonl"]
+
+    def split_references(self, data_dir: Path, split: str) -> list[list[str]]:
+        """Every reference caption of each image."""
+        return [list(r["refs"]) for r in read_records(self.reference_files(data_dir, split)[0])]
 
     # -- text and scores ----------------------------------------------------------------------------------
     def detokenizer(self, assets_dir: Path) -> Callable[[list[str]], str]:

@@ -19,7 +19,7 @@ from nlgkit.models.base import Inputs, ModelContext
 from nlgkit.core.config import DataConfig, DataSection, PrepareConfig
 from nlgkit.core.registry import PluginConfig
 from nlgkit.core.registry import TASKS
-from nlgkit.tasks.base import Task, TaskData
+from nlgkit.tasks.base import Task, TaskData, TextInput
 
 
 @dataclass(frozen=True)
@@ -94,7 +94,7 @@ class TranslationTask(Task):
     def model_context(self, vocabs: dict[str, Vocabulary]) -> ModelContext:
         tgt = vocabs[self.target_lang]
         return ModelContext(task="translation", tgt_vocab_size=len(tgt), pad_index=tgt.pad_index,
-                            src_vocab_size=len(vocabs[self.run_config.data.src_lang]))
+                            inputs={"src_vocab_size": len(vocabs[self.run_config.data.src_lang])})
 
     def collate(self, examples: Any, indices: list[int], vocab: Vocabulary) -> Batch:
         assert isinstance(examples, ParallelData)
@@ -106,6 +106,31 @@ class TranslationTask(Task):
     def source_inputs(self, sources: Sequence[list[int]], vocab: Vocabulary) -> tuple[Inputs, Tensor]:
         src, lengths = pad_sources(list(sources), vocab.pad_index, vocab.eos_index)
         return {"src": src, "src_lengths": lengths}, lengths
+
+    def split_sources(self, data_dir: Path, split: str, vocabs: dict[str, Vocabulary],
+                      device: torch.device | str = "cpu") -> list[Any]:
+        src = self.run_config.data.src_lang
+        vocab = vocabs[src]
+        return [vocab.encode(line.split()) for line in read_lines(Path(data_dir) / f"{split}.{src}")]
+
+    def reference_files(self, data_dir: Path, split: str) -> list[Path]:
+        return [Path(data_dir) / f"{split}.ref.{self.target_lang}"]
+
+    def split_references(self, data_dir: Path, split: str) -> list[list[str]]:
+        """The raw (detokenised, as prepared) reference of each sentence."""
+        return [[line] for line in read_lines(self.reference_files(data_dir, split)[0])]
+
+    def text_input(self, assets_dir: Path, vocabs: dict[str, Vocabulary]) -> TextInput:
+        src = self.run_config.data.src_lang
+        return TextInput(load_pipeline(assets_dir, src).encode, vocabs[src].encode)
+
+    def source_vocabulary(self, vocabs: dict[str, Vocabulary]) -> Vocabulary | None:
+        return vocabs[self.run_config.data.src_lang]
+
+    def report_keys(self, manifest: dict[str, Any]) -> dict[str, Any]:
+        data = self.run_config.data
+        return {**super().report_keys(manifest), "pair": f"{data.src_lang}-{data.tgt_lang}", "src": data.src_lang,
+                "subword": manifest.get("subword", data.prepare.subword)}
 
     def detokenizer(self, assets_dir: Path) -> Callable[[list[str]], str]:
         return load_pipeline(assets_dir, self.target_lang).decode

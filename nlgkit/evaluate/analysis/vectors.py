@@ -33,7 +33,7 @@ def vector_sets(model: nn.Module, src_vocab: Vocabulary | None,
     found: dict[str, VectorSet] = {}
     candidates = {
         "src_input": (getattr(model, "src_embed", None), src_vocab),
-        "tgt_input": (getattr(model, "tgt_embed", None), tgt_vocab),
+        "tgt_input": (model.target_embedding() if hasattr(model, "target_embedding") else None, tgt_vocab),
     }
     for name, (embedding, vocab) in candidates.items():
         if isinstance(embedding, nn.Embedding) and vocab is not None:
