@@ -37,6 +37,7 @@ Vectors = Annotated[list[str] | None, typer.Option(
 def _load_sets(run_dir: Path, checkpoint: str, device: str, names: list[str] | None,
                default: list[str] | None) -> tuple[runs.TrainedRun, list[VectorSet]]:
     """Load the run and pick vector sets: ``names``, else ``default`` where available, else all."""
+    # lazy: CLI start-up (the library and torch load only when the command runs)
     from nlgkit.runs import loading as runs
     from nlgkit.evaluate.analysis.vectors import select_sets, vector_sets
 
@@ -80,6 +81,7 @@ def _header(run: runs.TrainedRun) -> dict[str, Any]:
 def norms_command(run_dir: RunDir, checkpoint: Checkpoint = "best", device: Device = "auto",
                   vectors: Vectors = None, png: Png = None, json_output: JsonFlag = False) -> None:
     """Spearman ρ between vector L2 norm and training frequency (Shalev et al. Fig. 2); default: all sets."""
+    # lazy: CLI start-up (the library and torch load only when the command runs)
     from nlgkit.evaluate.analysis import norms
     from nlgkit.core.figures import check_output_path, save_png
 
@@ -107,6 +109,7 @@ def wordsim_command(run_dir: RunDir, checkpoint: Checkpoint = "best", device: De
                         help=f"Repeatable: {', '.join(wordsim_files.BENCHMARKS)} (default: all)")] = None,
                     json_output: JsonFlag = False) -> None:
     """Spearman ρ between cosines and human similarity, with pairs covered (Shalev et al. Table 4)."""
+    # lazy: CLI start-up (the library and torch load only when the command runs)
     from nlgkit.evaluate.analysis import wordsim
 
     benchmarks = {name: wordsim.read_benchmark(path)
@@ -139,6 +142,7 @@ def neighbours_command(run_dir: RunDir, checkpoint: Checkpoint = "best", device:
                            metavar="A,B", help="Word pair whose cosine to print, repeatable")] = None,
                        vectors: Vectors = None, json_output: JsonFlag = False) -> None:
     """Nearest neighbours by cosine (Pappas et al. Table 1) and pair cosines; default: tgt_input/output."""
+    # lazy: CLI start-up (the library and torch load only when the command runs)
     from nlgkit.evaluate.analysis import neighbours
 
     pairs = [_parse_pair(text) for text in pair or []]
@@ -175,6 +179,7 @@ def geometry_command(run_dir: RunDir, checkpoint: Checkpoint = "best", device: D
                      = None,
                      vectors: Vectors = None, png: Png = None, json_output: JsonFlag = False) -> None:
     """Cosine to, and rank of, the 1st/5th nearest neighbour per frequency-rank bin (Tokarchuk & Niculae)."""
+    # lazy: CLI start-up (the library and torch load only when the command runs)
     from nlgkit.evaluate.analysis import geometry
     from nlgkit.core.figures import check_output_path, save_png
 
@@ -212,6 +217,7 @@ def params_command(run_dir: RunDir, checkpoint: Checkpoint = "best", device: Dev
                    )] = False,
                    json_output: JsonFlag = False) -> None:
     """Trainable/frozen/buffer elements and bytes per component, plus Adam state (Shalev et al. Table 3)."""
+    # lazy: CLI start-up (the library and torch load only when the command runs)
     from nlgkit.runs import loading as runs
     from nlgkit.runs.checkpoint import load_train_state
     from nlgkit.evaluate.analysis import params

@@ -32,6 +32,7 @@ def learn_cmd(
     kind: Annotated[str, typer.Option("--type", help="bpe (subword-nmt) or spm (SentencePiece)")] = "bpe",
 ) -> None:
     """Learn a subword model from the given files."""
+    # lazy: CLI start-up (the library and torch load only when the command runs)
     from nlgkit.data.subword import SUBWORD_KINDS, learn
 
     if kind not in SUBWORD_KINDS:
@@ -55,6 +56,7 @@ def apply_cmd(
     output: Annotated[str, typer.Option("--output", help="where to write the pieces (- = stdout)")] = "-",
 ) -> None:
     """Segment tokenised text, one sentence per line, pieces separated by spaces."""
+    # lazy: CLI start-up (the library and torch load only when the command runs)
     from nlgkit.data.subword import sniff_segmenter
 
     segmenter = sniff_segmenter(codes)

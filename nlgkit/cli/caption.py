@@ -40,6 +40,7 @@ def caption(
     device: Annotated[str, typer.Option(help="auto, cpu, cuda or cuda:N")] = "auto",
 ) -> None:
     """Caption images with a trained run."""
+    # lazy: CLI start-up (the library and torch load only when the command runs)
     from nlgkit.core.errors import DataError
     from nlgkit.generation.caption import caption_images, check_captioning_run, result_lines
     from nlgkit.generation.output import SearchOptions, read_text_input, write_lines

@@ -26,6 +26,7 @@ def random_cmd(vocab: VocabOption, output: OutputOption,
                dim: Annotated[int, typer.Option(help="vector size e")] = 128,
                seed: Annotated[int, typer.Option(help="random seed")] = 1) -> None:
     """Random target vectors for every word of a vocabulary."""
+    # lazy: CLI start-up (the library and torch load only when the command runs)
     from nlgkit.wordvectors.tables import random_table, save_table, vocabulary_words
     from nlgkit.core.errors import ConfigError
 
@@ -42,6 +43,7 @@ def extract_cmd(run_dir: Annotated[Path, typer.Argument(help="a trained run dire
                 side: Annotated[str, typer.Option(help="target (the head's vectors) or input (embedding)")] = "target",
                 checkpoint: Annotated[str, typer.Option(help="best, last or a checkpoint directory")] = "best") -> None:
     """The target (or input) vectors of a trained discrete model."""
+    # lazy: CLI start-up (the library and torch load only when the command runs)
     from nlgkit.runs.vectors import extract_table
     from nlgkit.wordvectors.tables import save_table
 
@@ -56,6 +58,7 @@ def combine_cmd(first: Annotated[Path, typer.Argument(help="table A (e.g. extrac
                 second: Annotated[Path, typer.Argument(help="table B (e.g. random sphere)")], output: OutputOption,
                 alpha: Annotated[float, typer.Option(help="weight of A")] = 0.9) -> None:
     """normalise(α·A + (1 − α)·B), row by row (Tokarchuk & Niculae's combined targets)."""
+    # lazy: CLI start-up (the library and torch load only when the command runs)
     from nlgkit.wordvectors.tables import combine_tables, load_table, load_table_for, save_table, vocab_path
 
     a, words = load_table(first)
@@ -76,6 +79,7 @@ def load_cmd(vectors_file: Annotated[Path, typer.Argument(help="word2vec / GloVe
              limit: Annotated[int, typer.Option(help="read only the file's first N vectors (the most frequent "
                                                      "words in word2vec / fastText files); 0 = all")] = 0) -> None:
     """Pre-trained vectors for a vocabulary; words the file lacks get random sphere rows."""
+    # lazy: CLI start-up (the library and torch load only when the command runs)
     from nlgkit.wordvectors.tables import save_table, vectors_from_file, vocabulary_words
 
     words = vocabulary_words(vocab)

@@ -22,7 +22,6 @@ from rich.table import Table
 
 from nlgkit.cli.common import handle_errors
 from nlgkit.core.errors import DataError
-from nlgkit.evaluate.scoring import score_files
 from nlgkit.metrics.corpus import ALL_METRICS, METRICS
 
 app = typer.Typer(
@@ -83,6 +82,8 @@ def evaluate(
         raise DataError("no hypothesis file given (--hyp)")
     if not ref:
         raise DataError("no reference file given (--ref, repeatable)")
+    from nlgkit.evaluate.scoring import score_files  # lazy: CLI start-up (numpy, significance tests)
+
     scores = score_files(hyp, ref, metrics, lowercase=lowercase, lang=lang, train_vocab=train_vocab, bins=bins,
                          compare=compare, samples=samples, seed=seed)
     if json_output:

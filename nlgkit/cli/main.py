@@ -6,7 +6,8 @@ import sys
 
 import typer
 
-from nlgkit.cli import analyze, bpe, embed, evaluate, prepare, report
+from nlgkit.cli import analyze, bpe, embed, evaluate, prepare, report, reproduce
+from nlgkit.cli.bench import bench
 from nlgkit.cli.caption import caption
 from nlgkit.cli.train import train
 from nlgkit.cli.translate import translate
@@ -28,6 +29,9 @@ analyze.register(evaluate.app)  # nlgkit evaluate norms | wordsim | neighbours |
 report.register(evaluate.app)  # nlgkit evaluate report RUN_DIR… [--paper TABLE]
 app.add_typer(evaluate.app, name="evaluate",
               help="Score outputs (BLEU, chrF, TER, METEOR, captioning metrics) and analyse trained models.")
+app.add_typer(reproduce.app, name="reproduce",
+              help="Reproduce the papers' tables (Shalev, Tokarchuk, Pappas) from runs or their committed records.")
+app.command()(bench)
 
 
 def main(argv: list[str] | None = None) -> None:

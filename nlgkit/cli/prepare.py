@@ -102,9 +102,11 @@ def multi30k(
     lang: Annotated[str, typer.Option("--lang", help="caption language, en or de (--task captions)")] = "en",
 ) -> None:
     """Download (or locate) Multi30K task 1 and prepare it (or task 2's captions with --task captions)."""
+    # lazy: CLI start-up (the library and torch load only when the command runs)
     from nlgkit.data.prepare import prepare_multi30k
 
     if task == "captions":
+        # lazy: CLI start-up (the library and torch load only when the command runs)
         from nlgkit.data.caption_sources import prepare_multi30k_captions
 
         if images is None:
@@ -143,6 +145,7 @@ def parallel(
     subword: SubwordOption = "none",
 ) -> None:
     """Prepare your own sentence-aligned corpus."""
+    # lazy: CLI start-up (the library and torch load only when the command runs)
     from nlgkit.data.prepare import prepare_parallel
 
     manifest = prepare_parallel(out, train, valid, test, src, tgt, tokenizer=tokenizer, lowercase=lowercase,
@@ -167,6 +170,7 @@ def flickr8k(
     max_len: CaptionMaxLenOption = 0,
 ) -> None:
     """Flickr8k with its official 6,000 / 1,000 / 1,000 image splits."""
+    # lazy: CLI start-up (the library and torch load only when the command runs)
     from nlgkit.data.caption_sources import prepare_flickr8k
 
     out = out or Path("data") / "flickr8k"
@@ -189,6 +193,7 @@ def coco(
     max_len: CaptionMaxLenOption = 0,
 ) -> None:
     """MSCOCO captions: Karpathy's splits, or the official annotation files."""
+    # lazy: CLI start-up (the library and torch load only when the command runs)
     from nlgkit.data.caption_sources import prepare_coco
 
     out = out or Path("data") / "coco"
@@ -206,6 +211,7 @@ def flickr30k(
     max_len: CaptionMaxLenOption = 0,
 ) -> None:
     """Flickr30K captions with Karpathy's splits (dataset_flickr30k.json)."""
+    # lazy: CLI start-up (the library and torch load only when the command runs)
     from nlgkit.data.caption_sources import prepare_karpathy
 
     out = out or Path("data") / "flickr30k"
@@ -226,6 +232,7 @@ def captions_csv(
     max_len: CaptionMaxLenOption = 0,
 ) -> None:
     """Your own captions: one 'image,caption' row per caption."""
+    # lazy: CLI start-up (the library and torch load only when the command runs)
     from nlgkit.data.caption_sources import prepare_caption_csv
 
     out = out or Path("data") / "captions"

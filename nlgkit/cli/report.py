@@ -37,6 +37,7 @@ def report(
     device: Annotated[str, typer.Option(help="Device for runs that must translate first")] = "auto",
 ) -> None:
     """Score each run's test hypotheses (translating with its best checkpoint only when needed) and report."""
+    # lazy: CLI start-up (the library and torch load only when the command runs)
     from nlgkit.experiments.papers import load_table
     from nlgkit.runs.records import best_meta
     from nlgkit.evaluate.report import (

@@ -34,6 +34,7 @@ def train(
     console = Console(stderr=True)
     if dry_run:
         _print_parameters(config, console, vocab_size)
+        # lazy: CLI start-up (the library and torch load only when the command runs)
         return
     from nlgkit.train.distributed import Ranks
     from nlgkit.train.trainer import Trainer
@@ -43,6 +44,7 @@ def train(
 
 
 def _print_parameters(config, console: Console, vocab_size: int) -> None:  # type: ignore[no-untyped-def]
+    # lazy: CLI start-up (the library and torch load only when the command runs)
     from nlgkit.runs.build import build_untrained, count_parameters
 
     _, vocabs, model = build_untrained(config, log=console.print, vocab_size=vocab_size)

@@ -47,6 +47,7 @@ def translate(
                                                   "written and flushed when done (0 = read all input first)")] = 0,
 ) -> None:
     """Translate text with a trained run (stdin → stdout by default)."""
+    # lazy: CLI start-up (the library and torch load only when the command runs)
     from nlgkit.core.errors import ConfigError
     from nlgkit.generation.output import SearchOptions, line_groups, read_text_input, write_lines
     from nlgkit.generation.translate import Translator

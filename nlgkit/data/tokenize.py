@@ -12,8 +12,9 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from nlgkit.data.subword import Segmenter, load_segmenter, parse_subword, subword_filename
 from nlgkit.core.errors import ConfigError, DataError
+from nlgkit.core.io import read_json
+from nlgkit.data.subword import Segmenter, load_segmenter, parse_subword, subword_filename
 
 TOKENIZERS = ("spacy", "moses", "none")
 
@@ -131,7 +132,6 @@ class TextPipeline:
 
 def load_pipeline(data_dir: Path, lang: str) -> TextPipeline:
     """Rebuild the pipeline ``prepare`` used for ``lang`` from ``data_dir/manifest.json``."""
-    from nlgkit.core.io import read_json
 
     data_dir = Path(data_dir)
     manifest = read_json(data_dir / "manifest.json")

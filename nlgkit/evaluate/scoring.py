@@ -8,7 +8,10 @@ from typing import Any
 
 from nlgkit.core.errors import ConfigError, DataError
 from nlgkit.core.io import read_lines
+from nlgkit.data.vocab import Vocabulary
+from nlgkit.evaluate.significance import paired_bootstrap
 from nlgkit.metrics.corpus import METRICS, score_all
+from nlgkit.metrics.vocabulary import parse_edges
 
 
 def read_nonempty(path: Path, role: str) -> list[str]:
@@ -45,12 +48,10 @@ def score_files(hyp: Path, ref: list[Path], metrics: str, *, lowercase: bool = F
     hyps_b = read_aligned(compare, "hypothesis", hyp, len(hyps)) if compare is not None else None
     vocab = None
     if train_vocab is not None:
-        from nlgkit.data.vocab import Vocabulary
 
         vocab = Vocabulary.load(train_vocab)
     scores: dict[str, Any] = score_all(hyps, refs, names, lowercase, lang, vocab, edges)
     if hyps_b is not None:
-        from nlgkit.evaluate.significance import paired_bootstrap
 
         scores["paired_bootstrap"] = {
             name: asdict(paired_bootstrap(hyps, hyps_b, refs, name, samples, seed, lowercase))
@@ -64,6 +65,5 @@ def _edges(bins: str | None, train_vocab: Path | None) -> tuple[int, ...] | None
         return None
     if train_vocab is None:
         raise ConfigError("--bins needs --train-vocab (bins are training frequencies)")
-    from nlgkit.metrics.vocabulary import parse_edges
 
     return parse_edges(bins)

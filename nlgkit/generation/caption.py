@@ -16,12 +16,14 @@ from typing import Any, cast
 
 import torch
 
-from nlgkit.data.batching import Batch
 from nlgkit.core.errors import DataError
-from nlgkit.generation.output import SearchOptions
+from nlgkit.core.figures import save_png
+from nlgkit.data.batching import Batch
 from nlgkit.generation.decode import generate
+from nlgkit.generation.output import SearchOptions, output_lines
 from nlgkit.runs.loading import TrainedRun
 from nlgkit.search import Hypothesis
+from nlgkit.vision.encoders import build_encoder
 from nlgkit.vision.images import ImageError, load_image
 
 
@@ -43,7 +45,6 @@ def check_captioning_run(run: TrainedRun) -> None:
 def caption_images(run: TrainedRun, paths: Sequence[str], options: SearchOptions, *,
                    attention_dir: Path | None = None, warn: Callable[[str], None] = print) -> list[CaptionResult]:
     """One result per path, in order; unreadable images are error results (and a warning), not failures."""
-    from nlgkit.vision.encoders import build_encoder
 
     check_captioning_run(run)
     if attention_dir is not None and not hasattr(run.model, "attention"):
@@ -86,7 +87,6 @@ def draw_attention(run: TrainedRun, source: tuple[torch.Tensor, torch.Tensor], t
     from matplotlib.figure import Figure
     from PIL import Image
 
-    from nlgkit.core.figures import save_png
 
     vocab = run.tgt_vocab
     prev = torch.tensor([[vocab.bos_index] + tokens], device=run.device)  # (1, T): EOS step included
@@ -134,6 +134,5 @@ def result_lines(results: Sequence[CaptionResult], nbest: int, as_json: bool,
                 record["attention"] = r.attention_png
             lines.append(json.dumps(record, ensure_ascii=False))
         return lines
-    from nlgkit.generation.output import output_lines
 
     return output_lines([r.hypotheses for r in results], nbest, render)

@@ -15,6 +15,9 @@ from sacrebleu.metrics import BLEU, CHRF, TER
 from sacrebleu.metrics.base import Metric
 
 from nlgkit.core.errors import ConfigError, DataError
+from nlgkit.metrics.captions import caption_scores, segment_refs
+from nlgkit.metrics.meteor import meteor_score
+from nlgkit.metrics.vocabulary import DEFAULT_EDGES, vocab_report
 
 if TYPE_CHECKING:
     from nlgkit.data.vocab import Vocabulary
@@ -130,15 +133,12 @@ def score_all(
     sacre = [name for name in names if name in METRICS]
     results = corpus_scores(hyps, refs, metrics=sacre, lowercase=lowercase) if sacre else {}
     if "meteor" in names:
-        from nlgkit.metrics.meteor import meteor_score
 
         results["meteor"] = meteor_score(hyps, refs, lang)
     if "caption" in names:
-        from nlgkit.metrics.captions import caption_scores, segment_refs
 
         results["caption"] = caption_scores(hyps, segment_refs(refs))
     if "vu" in names:
-        from nlgkit.metrics.vocabulary import DEFAULT_EDGES, vocab_report
 
         results["vu"] = vocab_report(hyps, refs, train_vocab, edges or DEFAULT_EDGES, lowercase)
     return {name: results[name] for name in names}

@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import Tensor
 
-from nlgkit.data.batching import Examples
 from nlgkit.core.errors import DataError
 from nlgkit.core.registry import TASKS
+from nlgkit.data.batching import Examples
 from nlgkit.data.vocab import Vocabulary
 
 if TYPE_CHECKING:

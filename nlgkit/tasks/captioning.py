@@ -18,16 +18,19 @@ from typing import Any, ClassVar, Literal
 import torch
 from torch import Tensor
 
-from nlgkit.data.batching import Batch, Examples, target_tensors
-from nlgkit.data.vocab import Vocabulary
+from nlgkit.core.config import DataConfig, DataSection, PrepareConfig
 from nlgkit.core.errors import ConfigError, DataError
 from nlgkit.core.io import read_json
+from nlgkit.core.registry import TASKS, PluginConfig
+from nlgkit.data.batching import Batch, Examples, target_tensors
+from nlgkit.data.caption_sources import prepare_captions
+from nlgkit.data.vocab import Vocabulary
+from nlgkit.metrics.captions import caption_scores
 from nlgkit.models.base import Inputs, ModelContext
-from nlgkit.core.config import DataConfig, DataSection, PrepareConfig
-from nlgkit.core.registry import PluginConfig
-from nlgkit.core.registry import TASKS
+from nlgkit.models.trainable_encoder import WithTrainableEncoderTop
 from nlgkit.tasks.base import Task, TaskData
-from nlgkit.vision.encoders import EncoderConfig, encoder_dims
+from nlgkit.vision.cache import extract_features
+from nlgkit.vision.encoders import EncoderConfig, build_encoder, encoder_dims
 
 SPLITS = ("train", "valid", "test")
 ImageSource = tuple[Tensor, Tensor]  # one image's spatial (L, C) and pooled (P,) features
@@ -121,7 +124,6 @@ class CaptioningTask(Task):
         return (self.run_config.data.tgt_lang,)
 
     def prepare(self, data_dir: Path, log: Callable[[str], None]) -> None:
-        from nlgkit.data.caption_sources import prepare_captions
 
         data = self.run_config.data
         prep = data.prepare
@@ -155,7 +157,6 @@ class CaptioningTask(Task):
 
         The cache holds every image of the data directory, so test images are extracted with the rest.
         """
-        from nlgkit.vision.cache import extract_features
 
         images_dir = Path(manifest.get("images_dir", ""))
         if not images_dir.is_dir():
@@ -185,8 +186,6 @@ class CaptioningTask(Task):
 
     def _with_trainable_top(self, model: Any) -> Any:
         """``fine_tune_top``: the model reads the cached map below the encoder's last block, which it trains."""
-        from nlgkit.models.trainable_encoder import WithTrainableEncoderTop
-        from nlgkit.vision.encoders import build_encoder
 
         return WithTrainableEncoderTop(model, build_encoder(self.task_config.encoder).trainable_top())
 
@@ -228,7 +227,6 @@ class CaptioningTask(Task):
         return " ".join
 
     def score(self, texts: list[str], refs: list[list[str]]) -> dict[str, float]:
-        from nlgkit.metrics.captions import caption_scores
 
         scores = caption_scores(texts, refs, meteor=False)["scores"]
         return {"bleu4": scores["BLEU-4"]["score"], "cider": scores["CIDEr"]["score"],

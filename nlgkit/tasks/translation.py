@@ -10,15 +10,16 @@ from typing import Any, ClassVar, Literal
 import torch
 from torch import Tensor
 
-from nlgkit.data.batching import Batch, ParallelData, collate, load_split, pad_sources
-from nlgkit.data.tokenize import load_pipeline
-from nlgkit.data.vocab import Vocabulary
+from nlgkit.core.config import DataConfig, DataSection, PrepareConfig
 from nlgkit.core.errors import ConfigError, DataError
 from nlgkit.core.io import read_json, read_lines
+from nlgkit.core.registry import TASKS, PluginConfig
+from nlgkit.data.batching import Batch, ParallelData, collate, load_split, pad_sources
+from nlgkit.data.prepare import prepare_multi30k
+from nlgkit.data.tokenize import load_pipeline
+from nlgkit.data.vocab import Vocabulary
+from nlgkit.metrics.corpus import bleu
 from nlgkit.models.base import Inputs, ModelContext
-from nlgkit.core.config import DataConfig, DataSection, PrepareConfig
-from nlgkit.core.registry import PluginConfig
-from nlgkit.core.registry import TASKS
 from nlgkit.tasks.base import Task, TaskData, TextInput
 
 
@@ -64,7 +65,6 @@ class TranslationTask(Task):
         return (self.run_config.data.src_lang, self.run_config.data.tgt_lang)
 
     def prepare(self, data_dir: Path, log: Callable[[str], None]) -> None:
-        from nlgkit.data.prepare import prepare_multi30k
 
         cfg = self.run_config.data
         prep = cfg.prepare
@@ -136,6 +136,5 @@ class TranslationTask(Task):
         return load_pipeline(assets_dir, self.target_lang).decode
 
     def score(self, texts: list[str], refs: list[list[str]]) -> dict[str, float]:
-        from nlgkit.metrics.corpus import bleu
 
         return {"bleu": bleu(texts, [r[0] for r in refs])}

@@ -1,0 +1,54 @@
+"""``nlgkit bench``: training throughput, beam-search speed and peak memory, kept in BENCHMARKS.json and .md.
+
+Only parsing and printing live here; the measuring is :mod:`nlgkit.experiments.bench.run` (imported inside the
+command, so that ``nlgkit --help`` starts without torch). Each measurement runs in its own process, which is
+this same command with the hidden ``--worker`` option, printing its figures as one JSON line.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated
+
+import typer
+
+from nlgkit.cli.common import handle_errors
+
+
+@handle_errors
+def bench(
+    output: Annotated[str, typer.Option(metavar="FILE.md", help="Markdown to write (the JSON goes beside it)")]
+    = "BENCHMARKS.md",
+    updates: Annotated[int, typer.Option(help="Timed training updates per recipe")] = 30,
+    warmup: Annotated[int, typer.Option(help="Warm-up updates before timing")] = 3,
+    translate_run: Annotated[str, typer.Option(help="Trained run used for the beam-search benchmark")]
+    = "runs/multi30k_fixed",
+    beam: Annotated[int, typer.Option(help="Beam size of the translation benchmark")] = 5,
+    limit: Annotated[int, typer.Option(help="Translate only the first N test sentences (0: all)")] = 0,
+    caption_run: Annotated[str, typer.Option(help="Trained captioning run used for the beam-10 captioning benchmark")]
+    = "runs/flickr8k_attend_fixed",
+    images: Annotated[str, typer.Option(help="Images for the feature-extraction benchmark")]
+    = "../shared/data/flickr8k/images",
+    caption_updates: Annotated[int, typer.Option(help="Timed training updates per captioning recipe")] = 20,
+    render: Annotated[bool, typer.Option("--render", help="Measure nothing: rewrite the Markdown from the JSON beside it")]
+    = False,
+    worker: Annotated[str | None, typer.Option(hidden=True)] = None,
+    recipe: Annotated[str | None, typer.Option(hidden=True)] = None,
+    efficiency: Annotated[bool, typer.Option("--efficiency", hidden=True)] = False,
+    device: Annotated[str, typer.Option(hidden=True)] = "cpu",
+    run: Annotated[str | None, typer.Option(hidden=True)] = None,
+    case: Annotated[str | None, typer.Option(hidden=True)] = None,
+) -> None:
+    """Measure training, decoding, feature extraction and start-up speed on this machine (`make bench`)."""
+    from nlgkit.experiments.bench import run as measuring  # lazy: CLI start-up
+
+    if worker:  # one measurement, in a process of its own spawned by the parent run
+        typer.echo(json.dumps(measuring.worker(worker, recipe=recipe, run=run, updates=updates, warmup=warmup,
+                                               efficiency=efficiency, images=images, limit=limit, beam=beam,
+                                               device=device, case=case)))
+    elif render:
+        typer.echo(measuring.render_only(output))
+    else:
+        typer.echo(measuring.run_benchmarks(measuring.BenchSettings(
+            output=output, updates=updates, warmup=warmup, translate_run=translate_run, beam=beam, limit=limit,
+            caption_run=caption_run, images=images, caption_updates=caption_updates)))
