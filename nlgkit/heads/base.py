@@ -176,8 +176,10 @@ def linear_rows(features: Tensor, table: Tensor, bias: Tensor | None, rows: Tens
     return F.linear(features, table.index_select(0, rows), None if bias is None else bias.index_select(0, rows))
 
 
-def build_head(config: HeadConfig, context: HeadContext) -> OutputHead:
+def build_head(config: PluginConfig, context: HeadContext) -> OutputHead:
     """Create the head selected by ``config.type`` (with its ``[head.sampling]`` share for training)."""
+    if not isinstance(config, HeadConfig):
+        raise TypeError(f"head {config.type!r}: its config class must derive from HeadConfig")
     head: OutputHead = HEADS.build(config, context=context)
     head.sampling_share = config.sampling.share
     return head

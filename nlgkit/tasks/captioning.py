@@ -114,6 +114,14 @@ def read_records(path: Path, limit: int = 0) -> list[dict[str, Any]]:
 
 @TASKS.register("captioning", CaptioningConfig)
 class CaptioningTask(Task):
+    @property
+    def data(self) -> CaptioningDataConfig:
+        """The recipe's ``[data]``, which the config parser built as this task's own section."""
+        data = self.run_config.data
+        if not isinstance(data, CaptioningDataConfig):
+            raise TypeError(f"[data] is a {type(data).__name__}, not the task's CaptioningDataConfig")
+        return data
+
     def __init__(self, config: Any) -> None:
         super().__init__(config)
         self.task_config: CaptioningConfig = config.task
@@ -121,11 +129,11 @@ class CaptioningTask(Task):
 
     @property
     def languages(self) -> tuple[str, ...]:
-        return (self.run_config.data.tgt_lang,)
+        return (self.data.tgt_lang,)
 
     def prepare(self, data_dir: Path, log: Callable[[str], None]) -> None:
 
-        data = self.run_config.data
+        data = self.data
         prep = data.prepare
         log(f"preparing {data_dir} ({prep.corpus} captions)")
         prepare_captions(data_dir, prep.corpus, images=prep.images, captions=prep.captions, karpathy=prep.karpathy,
@@ -134,7 +142,7 @@ class CaptioningTask(Task):
 
     # -- data ---------------------------------------------------------------------------------------------
     def load_data(self, data_dir: Path, vocabs: dict[str, Vocabulary], device: torch.device) -> TaskData:
-        cfg = self.run_config.data
+        cfg = self.data
         vocab = vocabs[self.target_lang]
         manifest = read_json(data_dir / "manifest.json")
         train = read_records(data_dir / "train.jsonl", cfg.train_limit)

@@ -58,15 +58,23 @@ class TranslationConfig(PluginConfig):
 
 @TASKS.register("translation", TranslationConfig, default=True)
 class TranslationTask(Task):
+    @property
+    def data(self) -> TranslationDataConfig:
+        """The recipe's ``[data]``, which the config parser built as this task's own section."""
+        data = self.run_config.data
+        if not isinstance(data, TranslationDataConfig):
+            raise TypeError(f"[data] is a {type(data).__name__}, not the task's TranslationDataConfig")
+        return data
+
     metric = "bleu"
 
     @property
     def languages(self) -> tuple[str, ...]:
-        return (self.run_config.data.src_lang, self.run_config.data.tgt_lang)
+        return (self.data.src_lang, self.data.tgt_lang)
 
     def prepare(self, data_dir: Path, log: Callable[[str], None]) -> None:
 
-        cfg = self.run_config.data
+        cfg = self.data
         prep = cfg.prepare
         if prep.corpus != "multi30k":
             raise ConfigError(f"data.prepare.corpus = {prep.corpus!r}: the translation task prepares "
@@ -77,7 +85,7 @@ class TranslationTask(Task):
                          subword=prep.subword)
 
     def load_data(self, data_dir: Path, vocabs: dict[str, Vocabulary], device: torch.device) -> TaskData:
-        cfg = self.run_config.data
+        cfg = self.data
         src_vocab, tgt_vocab = vocabs[cfg.src_lang], vocabs[cfg.tgt_lang]
         manifest = read_json(data_dir / "manifest.json")
         train = load_split(data_dir, "train", cfg.src_lang, cfg.tgt_lang, src_vocab, tgt_vocab, cfg.train_limit)
@@ -94,7 +102,7 @@ class TranslationTask(Task):
     def model_context(self, vocabs: dict[str, Vocabulary]) -> ModelContext:
         tgt = vocabs[self.target_lang]
         return ModelContext(task="translation", tgt_vocab_size=len(tgt), pad_index=tgt.pad_index,
-                            inputs={"src_vocab_size": len(vocabs[self.run_config.data.src_lang])})
+                            inputs={"src_vocab_size": len(vocabs[self.data.src_lang])})
 
     def collate(self, examples: Any, indices: list[int], vocab: Vocabulary) -> Batch:
         assert isinstance(examples, ParallelData)
@@ -109,7 +117,7 @@ class TranslationTask(Task):
 
     def split_sources(self, data_dir: Path, split: str, vocabs: dict[str, Vocabulary],
                       device: torch.device | str = "cpu") -> list[Any]:
-        src = self.run_config.data.src_lang
+        src = self.data.src_lang
         vocab = vocabs[src]
         return [vocab.encode(line.split()) for line in read_lines(Path(data_dir) / f"{split}.{src}")]
 
@@ -121,14 +129,14 @@ class TranslationTask(Task):
         return [[line] for line in read_lines(self.reference_files(data_dir, split)[0])]
 
     def text_input(self, assets_dir: Path, vocabs: dict[str, Vocabulary]) -> TextInput:
-        src = self.run_config.data.src_lang
+        src = self.data.src_lang
         return TextInput(load_pipeline(assets_dir, src).encode, vocabs[src].encode)
 
     def source_vocabulary(self, vocabs: dict[str, Vocabulary]) -> Vocabulary | None:
-        return vocabs[self.run_config.data.src_lang]
+        return vocabs[self.data.src_lang]
 
     def report_keys(self, manifest: dict[str, Any]) -> dict[str, Any]:
-        data = self.run_config.data
+        data = self.data
         return {**super().report_keys(manifest), "pair": f"{data.src_lang}-{data.tgt_lang}", "src": data.src_lang,
                 "subword": manifest.get("subword", data.prepare.subword)}
 

@@ -147,3 +147,8 @@ def data_parallel(module: torch.nn.Module, ranks: Ranks, device: torch.device) -
 
     device_ids = [device.index] if device.type == "cuda" else None
     return DistributedDataParallel(module, device_ids=device_ids, broadcast_buffers=False)
+
+
+def rank_seed(seed: int, rank: int) -> int:
+    """The random stream of a rank after the shared initialisation (rank 0 keeps the one-process stream)."""
+    return seed + 1_000_003 * rank

@@ -6,7 +6,7 @@ its auxiliary losses; the head turns features into the main loss.
 
 Resuming restores weights, optimizer, scheduler, RNG state and the position inside the epoch, and the
 epoch's batch order is a function of (seed, epoch): on CPU an interrupted-and-resumed run ends with the
-same weights as an uninterrupted one.
+same weights as an uninterrupted one (:mod:`nlgkit.train.checkpointing` saves and restores that state).
 
 Under ``torchrun`` every rank runs this loop on its share of each global batch
 (:mod:`nlgkit.train.distributed`); rank 0 alone validates and writes, and every decision that depends
@@ -20,7 +20,6 @@ import json
 import math
 import time
 from contextlib import nullcontext
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
@@ -28,82 +27,28 @@ import torch
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
+from nlgkit.core.config import RunConfig, to_dict
+from nlgkit.core.errors import ConfigError
+from nlgkit.core.io import atomic_write, write_json
+from nlgkit.data.batching import Batch, bucketed_batches
+from nlgkit.generation.decode import best_texts, generate
 from nlgkit.runs.build import (
     build_model,
-    build_optimizer,
-    build_scheduler,
     count_parameters,
     select_device,
 )
-from nlgkit.runs.checkpoint import (
-    find_checkpoint,
-    load_meta,
-    load_train_state,
-    load_weights,
-    save_checkpoint,
-)
-from nlgkit.core.config import RunConfig, config_from_dict, to_dict
-from nlgkit.data.batching import Batch, bucketed_batches
-from nlgkit.core.errors import CheckpointError, ConfigError, NlgkitError
-from nlgkit.generation.decode import best_texts, generate
-from nlgkit.core.io import atomic_write, write_json
-from nlgkit.models.base import Generator
-from nlgkit.tasks import Task, TaskData, build_task
-from nlgkit.train.distributed import Ranks, data_parallel
-from nlgkit.runs.metrics_log import MetricsLog
-from nlgkit.train.objective import TrainingObjective
-from nlgkit.runs.provenance import environment, git_revision
+from nlgkit.runs.checkpoint import find_checkpoint
 from nlgkit.runs.data import copy_model_assets, ensure_data_dir
+from nlgkit.runs.metrics_log import MetricsLog
+from nlgkit.runs.provenance import environment, git_revision
+from nlgkit.tasks import build_task
+from nlgkit.train.checkpointing import check_run_dir, restore_training_checkpoint, save_training_checkpoint
+from nlgkit.train.distributed import Ranks, data_parallel, rank_seed
+from nlgkit.train.objective import TrainingObjective
+from nlgkit.train.optim import build_optimizer, build_scheduler
+from nlgkit.train.session import LoopState, Session
 from nlgkit.train.signals import MetricWindow, StopOnSignal
 from nlgkit.train.update import optimizer_update
-
-# Sections that define the model: a resumed run must not change them.
-FROZEN_SECTIONS = ("task", "data", "model", "head")
-
-
-@dataclass
-class LoopState:
-    """Where the loop is: everything besides weights/optimizer that a resumed run needs."""
-
-    epoch: int = 1
-    batch_in_epoch: int = 0  # batches of ``epoch`` already trained on
-    update: int = 0
-    best_score: float = -1.0  # best validation value of the task's metric (BLEU, CIDEr, …)
-    best_epoch: int = 0
-    bad_epochs: int = 0
-    wall_seconds: float = 0.0
-    train_tokens: int = 0
-    finished: bool = False
-    stop_reason: str = ""
-
-    @classmethod
-    def from_saved(cls, saved: dict[str, Any]) -> LoopState:
-        """A saved loop position; states written before tasks existed call the best score ``best_bleu``."""
-        saved = dict(saved)
-        if "best_bleu" in saved:
-            saved["best_score"] = saved.pop("best_bleu")
-        return cls(**saved)
-
-
-@dataclass
-class Session:
-    """Everything a training session builds once: the objects the loop's steps share."""
-
-    task: Task
-    data: TaskData
-    model: Generator
-    optimizer: torch.optim.Optimizer
-    scheduler: Any
-    device: torch.device
-    autocast: Any
-    log: MetricsLog
-    params: dict[str, Any]
-    objective: torch.nn.Module  # model + head loss in one forward (wrapped for data parallelism if distributed)
-    ranks: Ranks
-
-    @property
-    def tgt_vocab(self) -> Any:
-        return self.data.vocabs[self.task.target_lang]
 
 
 class Trainer:
@@ -120,7 +65,7 @@ class Trainer:
     # -- the loop -----------------------------------------------------------------------------------------
     def run(self) -> dict[str, Any]:
         """Train until the task's metric stops improving (or a limit or a signal), checkpointing as it goes."""
-        self._check_run_dir()
+        check_run_dir(self.run_dir, self.last_dir, self.resume)
         session = self.set_up()
         try:
             return self._run(session)
@@ -154,14 +99,6 @@ class Trainer:
         return self._summary(loop, session)
 
     # -- set-up -------------------------------------------------------------------------------------------
-    def _check_run_dir(self) -> None:
-        has_checkpoint = find_checkpoint(self.last_dir) is not None
-        if self.resume and not has_checkpoint:
-            raise CheckpointError(f"{self.last_dir}: nothing to resume (no checkpoint); train without --resume")
-        if not self.resume and has_checkpoint:
-            raise NlgkitError(f"{self.run_dir}: already holds a trained run; pass --resume to continue it "
-                              f"or set run.dir to a new directory")
-
     def set_up(self) -> Session:
         """Threads, seed, device, process group, task, data, model, optimizer and schedule (nothing written)."""
         cfg, t = self.config, self.config.train
@@ -212,34 +149,9 @@ class Trainer:
         return LoopState()
 
     def _restore(self, session: Session) -> LoopState:
-        """Weights, optimizer, scheduler, RNG and loop position of the last checkpoint, all checked first."""
-        meta = load_meta(self.last_dir)
-        changed = self._check_resume_config(meta["config"])
-        if meta.get("vocab_checksums") != self._vocab_checksums(session):
-            raise CheckpointError(f"{session.data.data_dir}: vocabularies differ from those of checkpoint "
-                                  f"{self.last_dir}")
-        load_weights(self.last_dir, session.model)
-        state = load_train_state(self.last_dir)
-        session.optimizer.load_state_dict(state["optimizer"])
-        session.scheduler.load_state_dict(state["scheduler"])
-        loop = LoopState.from_saved(state["loop"])
-        saved_world = int(state.get("world_size", 1))
-        ranks = session.ranks
-        if saved_world == ranks.world_size:
-            torch.set_rng_state(state["rng_by_rank"][ranks.rank] if ranks.distributed else state["rng"])
-            if session.device.type == "cuda" and "cuda_rng" in state and ranks.is_main:
-                torch.cuda.set_rng_state(state["cuda_rng"], session.device)
-        else:
-            # the data order is the same for any world size; only the random streams cannot continue
-            torch.manual_seed(rank_seed(self.config.train.seed, ranks.rank) + loop.update)
-            self.console.print(f"{self.last_dir}: saved by {saved_world} rank(s), resumed by {ranks.world_size}: "
-                               f"same batches from update {loop.update} on, new dropout/sampling draws "
-                               f"(the run will not match an uninterrupted one bit for bit)")
-        session.log.write("resume", update=loop.update, epoch=loop.epoch, git=git_revision(),
-                          env=environment(session.device), world_size=ranks.world_size,
-                          saved_world_size=saved_world, changed=changed)
-        if changed and ranks.is_main:  # config.json says what the run goes on with; the event keeps the old values
-            write_json(self.run_dir / "config.json", to_dict(self.config))
+        """The last checkpoint's state (:func:`~nlgkit.train.checkpointing.restore_training_checkpoint`),
+        extended when the recipe now allows more epochs."""
+        loop = restore_training_checkpoint(self.config, session, self.last_dir, self.console)
         self._extend_if_limits_grew(session, loop)
         return loop
 
@@ -255,26 +167,6 @@ class Trainer:
         session.log.write("extend", epoch=loop.epoch + 1, update=loop.update, previous_stop=loop.stop_reason)
         loop.finished, loop.stop_reason = False, ""
         loop.epoch, loop.batch_in_epoch = loop.epoch + 1, 0
-
-    def _check_resume_config(self, saved: dict[str, Any]) -> dict[str, list[Any]]:
-        """Refuse a change to what the weights depend on; return the other changed keys as {key: [old, new]}."""
-        current = to_dict(self.config)
-        previous = to_dict(config_from_dict(saved, str(self.last_dir / "meta.json")))
-        changed: dict[str, list[Any]] = {}
-        for section, values in previous.items():
-            for key, value in values.items():
-                now = current[section].get(key)
-                if now == value:
-                    continue
-                if section in FROZEN_SECTIONS:
-                    raise CheckpointError(
-                        f"{self.last_dir}: {section}.{key} was {value!r} when this run started, "
-                        f"now {now!r}; resume with the original value")
-                changed[f"{section}.{key}"] = [value, now]
-        return changed
-
-    def _vocab_checksums(self, session: Session) -> dict[str, str]:
-        return {lang: vocab.checksum() for lang, vocab in session.data.vocabs.items()}
 
     def _progress(self) -> Progress:
         return Progress(
@@ -442,22 +334,8 @@ class Trainer:
     # -- checkpoints and summary --------------------------------------------------------------------------
     def _save(self, session: Session, loop: LoopState, directory: Path, metrics: dict[str, Any],
               with_state: bool = True) -> None:
-        """Rank 0 writes the checkpoint; with the training state, every rank's RNG state goes into it."""
-        ranks = session.ranks
-        rng_by_rank = ranks.gather(torch.get_rng_state()) if with_state and ranks.distributed else []
-        if not ranks.is_main:
-            return
-        state = None
-        if with_state:
-            state = {"optimizer": session.optimizer.state_dict(), "scheduler": session.scheduler.state_dict(),
-                     "rng": torch.get_rng_state(), "loop": dataclasses.asdict(loop)}
-            if ranks.distributed:
-                state["rng_by_rank"], state["world_size"] = rng_by_rank, ranks.world_size
-            if session.device.type == "cuda":
-                state["cuda_rng"] = torch.cuda.get_rng_state(session.device)
-        meta = {"config": to_dict(self.config), "vocab_checksums": self._vocab_checksums(session),
-                "git": git_revision(), "loop": dataclasses.asdict(loop), "metrics": metrics}
-        save_checkpoint(directory, session.model, meta, state)
+        """Checkpoint into ``directory`` (``with_state``: optimizer, schedule, RNG and loop for --resume)."""
+        save_training_checkpoint(self.config, session, loop, directory, metrics, with_state)
 
     def _summary(self, loop: LoopState, session: Session) -> dict[str, Any]:
         summary = {"run_dir": str(self.run_dir), "trainable_parameters": session.params["trainable"],
@@ -467,8 +345,3 @@ class Trainer:
         with atomic_write(self.run_dir / "summary.json") as handle:
             json.dump(summary, handle, indent=2)
         return summary
-
-
-def rank_seed(seed: int, rank: int) -> int:
-    """The random stream of a rank after the shared initialisation (rank 0 keeps the one-process stream)."""
-    return seed + 1_000_003 * rank

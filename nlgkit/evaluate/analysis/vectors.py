@@ -12,8 +12,9 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from nlgkit.data.vocab import SPECIALS, Vocabulary
 from nlgkit.core.errors import NlgkitError
+from nlgkit.data.vocab import SPECIALS, Vocabulary
+from nlgkit.models.base import Generator
 
 SET_NAMES: tuple[str, ...] = ("src_input", "tgt_input", "tgt_output")
 
@@ -33,7 +34,7 @@ def vector_sets(model: nn.Module, src_vocab: Vocabulary | None,
     found: dict[str, VectorSet] = {}
     candidates = {
         "src_input": (getattr(model, "src_embed", None), src_vocab),
-        "tgt_input": (model.target_embedding() if hasattr(model, "target_embedding") else None, tgt_vocab),
+        "tgt_input": (model.target_embedding() if isinstance(model, Generator) else None, tgt_vocab),
     }
     for name, (embedding, vocab) in candidates.items():
         if isinstance(embedding, nn.Embedding) and vocab is not None:

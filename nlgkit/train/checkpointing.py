@@ -1,0 +1,119 @@
+"""The training checkpoints of a run directory: what goes into ``checkpoints/{best,last}`` and how a
+resumed run takes it back.
+
+``last`` carries the training state (optimizer, schedule, every rank's RNG state, the loop position) so
+that an interrupted-and-resumed run ends with the same weights as an uninterrupted one; ``best`` holds
+weights and metadata only. The files themselves are written atomically by
+:func:`nlgkit.runs.checkpoint.save_checkpoint`; this module decides what they hold and checks, before
+anything is loaded, that a resumed run is the same run (frozen config sections, vocabularies).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import torch
+from rich.console import Console
+
+from nlgkit.core.config import RunConfig, config_from_dict, to_dict
+from nlgkit.core.errors import CheckpointError, NlgkitError
+from nlgkit.core.io import write_json
+from nlgkit.runs.checkpoint import find_checkpoint, load_meta, load_train_state, load_weights, save_checkpoint
+from nlgkit.runs.provenance import environment, git_revision
+from nlgkit.train.distributed import rank_seed
+from nlgkit.train.session import LoopState, Session
+
+# Sections that define the model: a resumed run must not change them.
+FROZEN_SECTIONS = ("task", "data", "model", "head")
+
+
+def check_run_dir(run_dir: Path, last_dir: Path, resume: bool) -> None:
+    """Refuse to resume a run with no checkpoint, and to start a new run over a trained one."""
+    has_checkpoint = find_checkpoint(last_dir) is not None
+    if resume and not has_checkpoint:
+        raise CheckpointError(f"{last_dir}: nothing to resume (no checkpoint); train without --resume")
+    if not resume and has_checkpoint:
+        raise NlgkitError(f"{run_dir}: already holds a trained run; pass --resume to continue it "
+                          f"or set run.dir to a new directory")
+
+
+def vocab_checksums(session: Session) -> dict[str, str]:
+    """The checksum of every vocabulary, saved with each checkpoint so a resume can refuse other data."""
+    return {lang: vocab.checksum() for lang, vocab in session.data.vocabs.items()}
+
+
+def save_training_checkpoint(config: RunConfig, session: Session, loop: LoopState, directory: Path,
+                             metrics: dict[str, Any], with_state: bool = True) -> None:
+    """Rank 0 writes the checkpoint; with the training state, every rank's RNG state goes into it."""
+    ranks = session.ranks
+    rng_by_rank = ranks.gather(torch.get_rng_state()) if with_state and ranks.distributed else []
+    if not ranks.is_main:
+        return
+    state = None
+    if with_state:
+        state = {"optimizer": session.optimizer.state_dict(), "scheduler": session.scheduler.state_dict(),
+                 "rng": torch.get_rng_state(), "loop": dataclasses.asdict(loop)}
+        if ranks.distributed:
+            state["rng_by_rank"], state["world_size"] = rng_by_rank, ranks.world_size
+        if session.device.type == "cuda":
+            state["cuda_rng"] = torch.cuda.get_rng_state(session.device)
+    meta = {"config": to_dict(config), "vocab_checksums": vocab_checksums(session),
+            "git": git_revision(), "loop": dataclasses.asdict(loop), "metrics": metrics}
+    save_checkpoint(directory, session.model, meta, state)
+
+
+def restore_training_checkpoint(config: RunConfig, session: Session, last_dir: Path,
+                                console: Console) -> LoopState:
+    """Weights, optimizer, scheduler, RNG and loop position of the last checkpoint, all checked first.
+
+    Logs a ``resume`` event and, when the recipe changed a setting the weights do not depend on, rewrites
+    the run's ``config.json`` (the event keeps the old values).
+    """
+    meta = load_meta(last_dir)
+    changed = check_resume_config(config, meta["config"], last_dir)
+    if meta.get("vocab_checksums") != vocab_checksums(session):
+        raise CheckpointError(f"{session.data.data_dir}: vocabularies differ from those of checkpoint "
+                              f"{last_dir}")
+    load_weights(last_dir, session.model)
+    state = load_train_state(last_dir)
+    session.optimizer.load_state_dict(state["optimizer"])
+    session.scheduler.load_state_dict(state["scheduler"])
+    loop = LoopState.from_saved(state["loop"])
+    saved_world = int(state.get("world_size", 1))
+    ranks = session.ranks
+    if saved_world == ranks.world_size:
+        torch.set_rng_state(state["rng_by_rank"][ranks.rank] if ranks.distributed else state["rng"])
+        if session.device.type == "cuda" and "cuda_rng" in state and ranks.is_main:
+            torch.cuda.set_rng_state(state["cuda_rng"], session.device)
+    else:
+        # the data order is the same for any world size; only the random streams cannot continue
+        torch.manual_seed(rank_seed(config.train.seed, ranks.rank) + loop.update)
+        console.print(f"{last_dir}: saved by {saved_world} rank(s), resumed by {ranks.world_size}: "
+                      f"same batches from update {loop.update} on, new dropout/sampling draws "
+                      f"(the run will not match an uninterrupted one bit for bit)")
+    session.log.write("resume", update=loop.update, epoch=loop.epoch, git=git_revision(),
+                      env=environment(session.device), world_size=ranks.world_size,
+                      saved_world_size=saved_world, changed=changed)
+    if changed and ranks.is_main:  # config.json says what the run goes on with; the event keeps the old values
+        write_json(Path(config.run.dir) / "config.json", to_dict(config))
+    return loop
+
+
+def check_resume_config(config: RunConfig, saved: dict[str, Any], last_dir: Path) -> dict[str, list[Any]]:
+    """Refuse a change to what the weights depend on; return the other changed keys as {key: [old, new]}."""
+    current = to_dict(config)
+    previous = to_dict(config_from_dict(saved, str(last_dir / "meta.json")))
+    changed: dict[str, list[Any]] = {}
+    for section, values in previous.items():
+        for key, value in values.items():
+            now = current[section].get(key)
+            if now == value:
+                continue
+            if section in FROZEN_SECTIONS:
+                raise CheckpointError(
+                    f"{last_dir}: {section}.{key} was {value!r} when this run started, "
+                    f"now {now!r}; resume with the original value")
+            changed[f"{section}.{key}"] = [value, now]
+    return changed

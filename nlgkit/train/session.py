@@ -1,0 +1,60 @@
+"""What a training session holds: the objects built once (:class:`Session`) and the loop's position
+(:class:`LoopState`), shared by the loop (:mod:`nlgkit.train.trainer`) and its checkpoints
+(:mod:`nlgkit.train.checkpointing`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from nlgkit.models.base import Generator
+from nlgkit.runs.metrics_log import MetricsLog
+from nlgkit.tasks import Task, TaskData
+from nlgkit.train.distributed import Ranks
+
+
+@dataclass
+class LoopState:
+    """Where the loop is: everything besides weights/optimizer that a resumed run needs."""
+
+    epoch: int = 1
+    batch_in_epoch: int = 0  # batches of ``epoch`` already trained on
+    update: int = 0
+    best_score: float = -1.0  # best validation value of the task's metric (BLEU, CIDEr, …)
+    best_epoch: int = 0
+    bad_epochs: int = 0
+    wall_seconds: float = 0.0
+    train_tokens: int = 0
+    finished: bool = False
+    stop_reason: str = ""
+
+    @classmethod
+    def from_saved(cls, saved: dict[str, Any]) -> LoopState:
+        """A saved loop position; states written before tasks existed call the best score ``best_bleu``."""
+        saved = dict(saved)
+        if "best_bleu" in saved:
+            saved["best_score"] = saved.pop("best_bleu")
+        return cls(**saved)
+
+
+@dataclass
+class Session:
+    """Everything a training session builds once: the objects the loop's steps share."""
+
+    task: Task
+    data: TaskData
+    model: Generator
+    optimizer: torch.optim.Optimizer
+    scheduler: Any
+    device: torch.device
+    autocast: Any
+    log: MetricsLog
+    params: dict[str, Any]
+    objective: torch.nn.Module  # model + head loss in one forward (wrapped for data parallelism if distributed)
+    ranks: Ranks
+
+    @property
+    def tgt_vocab(self) -> Any:
+        return self.data.vocabs[self.task.target_lang]
