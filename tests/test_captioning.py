@@ -207,7 +207,7 @@ def test_a_captioning_run_record_regenerates_its_table1_row(trained: tuple[Path,
     which needs the prepared features, is left out where they are missing too."""
     import shutil
 
-    from nlgkit.experiments.reproduce import main as reproduce
+    from helpers import reproduce
 
     _, run_dir = trained
     untrained_record = tmp_path / "early"
@@ -273,3 +273,20 @@ def test_fine_tuning_the_encoders_top_block_trains_it_with_the_captioner(caption
                     "--beam", "2", "--attention", str(tmp_path / "att"))
     assert captioned.exit_code == 0, captioned.output
     assert len(captioned.stdout.splitlines()) == 2 and len(list((tmp_path / "att").iterdir())) == 2
+
+
+def test_the_word_vector_analyses_read_a_captioning_run(trained: tuple[Path, Path]) -> None:
+    """A captioner has no source embedding: every analysis works on the vector sets it has (target input
+    embedding, and the head's fixed target vectors) and says which sets those are."""
+    _, run_dir = trained
+    outputs = {}
+    for command in ("norms", "wordsim", "geometry", "params"):
+        result = cli("evaluate", command, str(run_dir), "--device", "cpu", "--json")
+        assert result.exit_code == 0, result.output
+        outputs[command] = json.loads(result.stdout)
+    assert set(outputs["norms"]["sets"]) == {"tgt_input", "tgt_output"}  # no src_input in a captioner
+    assert set(outputs["wordsim"]["sets"]) == {"tgt_input", "tgt_output"}
+    result = cli("evaluate", "neighbours", str(run_dir), "--query", "dog", "-k", "3", "--device", "cpu", "--json")
+    assert result.exit_code == 0, result.output
+    asked = cli("evaluate", "norms", str(run_dir), "--vectors", "src_input", "--device", "cpu")
+    assert asked.exit_code != 0 and "src_input" in asked.stderr and "\n" not in asked.stderr.strip()
