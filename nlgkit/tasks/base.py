@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import torch
 from torch import Tensor
@@ -19,6 +19,8 @@ from nlgkit.core.errors import DataError
 from nlgkit.core.registry import TASKS
 from nlgkit.data.batching import Examples
 from nlgkit.data.vocab import Vocabulary
+
+D = TypeVar("D")
 
 if TYPE_CHECKING:
     from nlgkit.core.config import RunConfig
@@ -55,6 +57,13 @@ class Task:
 
     def __init__(self, config: RunConfig) -> None:
         self.run_config = config
+
+    def data_section(self, section: type[D]) -> D:
+        """The recipe's ``[data]`` as the task's own section class (which the config parser built it as)."""
+        data = self.run_config.data
+        if not isinstance(data, section):
+            raise TypeError(f"[data] is a {type(data).__name__}, not the task's {section.__name__}")
+        return data
 
     @classmethod
     def from_config(cls, task_config: Any, run_config: RunConfig) -> Task:

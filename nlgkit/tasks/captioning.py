@@ -116,11 +116,7 @@ def read_records(path: Path, limit: int = 0) -> list[dict[str, Any]]:
 class CaptioningTask(Task):
     @property
     def data(self) -> CaptioningDataConfig:
-        """The recipe's ``[data]``, which the config parser built as this task's own section."""
-        data = self.run_config.data
-        if not isinstance(data, CaptioningDataConfig):
-            raise TypeError(f"[data] is a {type(data).__name__}, not the task's CaptioningDataConfig")
-        return data
+        return self.data_section(CaptioningDataConfig)
 
     def __init__(self, config: Any) -> None:
         super().__init__(config)

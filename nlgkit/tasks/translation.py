@@ -2,25 +2,25 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 import torch
-from torch import Tensor
 
 from nlgkit.core.config import DataConfig, DataSection, PrepareConfig
 from nlgkit.core.errors import ConfigError, DataError
 from nlgkit.core.io import read_json, read_lines
 from nlgkit.core.registry import TASKS, PluginConfig
-from nlgkit.data.batching import Batch, ParallelData, collate, load_split, pad_sources
+from nlgkit.data.batching import load_split
 from nlgkit.data.prepare import prepare_multi30k
 from nlgkit.data.tokenize import load_pipeline
 from nlgkit.data.vocab import Vocabulary
 from nlgkit.metrics.corpus import bleu
-from nlgkit.models.base import Inputs, ModelContext
-from nlgkit.tasks.base import Task, TaskData, TextInput
+from nlgkit.models.base import ModelContext
+from nlgkit.tasks.base import TaskData, TextInput
+from nlgkit.tasks.tokens import TokenSourceTask
 
 
 @dataclass(frozen=True)
@@ -57,14 +57,10 @@ class TranslationConfig(PluginConfig):
 
 
 @TASKS.register("translation", TranslationConfig, default=True)
-class TranslationTask(Task):
+class TranslationTask(TokenSourceTask):
     @property
     def data(self) -> TranslationDataConfig:
-        """The recipe's ``[data]``, which the config parser built as this task's own section."""
-        data = self.run_config.data
-        if not isinstance(data, TranslationDataConfig):
-            raise TypeError(f"[data] is a {type(data).__name__}, not the task's TranslationDataConfig")
-        return data
+        return self.data_section(TranslationDataConfig)
 
     metric = "bleu"
 
@@ -103,17 +99,6 @@ class TranslationTask(Task):
         tgt = vocabs[self.target_lang]
         return ModelContext(task="translation", tgt_vocab_size=len(tgt), pad_index=tgt.pad_index,
                             inputs={"src_vocab_size": len(vocabs[self.data.src_lang])})
-
-    def collate(self, examples: Any, indices: list[int], vocab: Vocabulary) -> Batch:
-        assert isinstance(examples, ParallelData)
-        return collate(examples, indices, vocab)
-
-    def source_length(self, source: list[int]) -> int:
-        return len(source)
-
-    def source_inputs(self, sources: Sequence[list[int]], vocab: Vocabulary) -> tuple[Inputs, Tensor]:
-        src, lengths = pad_sources(list(sources), vocab.pad_index, vocab.eos_index)
-        return {"src": src, "src_lengths": lengths}, lengths
 
     def split_sources(self, data_dir: Path, split: str, vocabs: dict[str, Vocabulary],
                       device: torch.device | str = "cpu") -> list[Any]:

@@ -10,23 +10,23 @@ any text file of sentences.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 import torch
-from torch import Tensor
 
 from nlgkit.core.config import DataConfig, DataSection, PrepareConfig
 from nlgkit.core.errors import DataError
 from nlgkit.core.io import read_json, read_lines, write_json
 from nlgkit.core.registry import TASKS, PluginConfig
-from nlgkit.data.batching import Batch, ParallelData, collate, pad_sources
+from nlgkit.data.batching import ParallelData
 from nlgkit.data.vocab import Vocabulary
 from nlgkit.metrics.corpus import bleu
-from nlgkit.models.base import Inputs, ModelContext
-from nlgkit.tasks.base import Task, TaskData, TextInput
+from nlgkit.models.base import ModelContext
+from nlgkit.tasks.base import TaskData, TextInput
+from nlgkit.tasks.tokens import TokenSourceTask
 
 SPLITS = ("train", "valid", "test")
 
@@ -55,7 +55,7 @@ def reverse(tokens: list[str]) -> list[str]:
 
 
 @TASKS.register("reverse", ReverseConfig)
-class ReverseTask(Task):
+class ReverseTask(TokenSourceTask):
     metric = "bleu"
 
     @property
@@ -95,16 +95,6 @@ class ReverseTask(Task):
         vocab = vocabs[self.target_lang]
         return ModelContext(task="reverse", tgt_vocab_size=len(vocab), pad_index=vocab.pad_index,
                             inputs={"src_vocab_size": len(vocab)})
-
-    def collate(self, examples: Any, indices: list[int], vocab: Vocabulary) -> Batch:
-        return collate(examples, indices, vocab)
-
-    def source_length(self, source: list[int]) -> int:
-        return len(source)
-
-    def source_inputs(self, sources: Sequence[list[int]], vocab: Vocabulary) -> tuple[Inputs, Tensor]:
-        src, lengths = pad_sources(list(sources), vocab.pad_index, vocab.eos_index)
-        return {"src": src, "src_lengths": lengths}, lengths
 
     def split_sources(self, data_dir: Path, split: str, vocabs: dict[str, Vocabulary],
                       device: torch.device | str = "cpu") -> list[Any]:
