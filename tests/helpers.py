@@ -102,3 +102,20 @@ dropout = {dropout}
 beam = {beam}
 """)
     return path
+
+
+def nlgkit_command(argv: list[str]) -> None:
+    """Run ``nlgkit argv…`` in this process as the console entry does: returns on success; a failure raises
+    SystemExit with its code after printing its one ``error:`` line."""
+    from nlgkit.cli.main import main
+
+    try:
+        main(argv)
+    except SystemExit as exc:
+        if exc.code:
+            raise
+
+
+def reproduce(argv: list[str]) -> None:
+    """``nlgkit reproduce argv…`` (see :func:`nlgkit_command`)."""
+    nlgkit_command(["reproduce", *argv])

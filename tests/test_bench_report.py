@@ -7,8 +7,8 @@ import json
 from pathlib import Path
 
 import pytest
+from helpers import nlgkit_command
 
-from nlgkit.experiments.bench.run import main as bench_main
 from nlgkit.experiments.bench.report import render_benchmarks
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -53,11 +53,13 @@ def test_gpu_rows_render_as_a_table() -> None:
 
 def test_render_command_rewrites_the_markdown_from_the_json(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     output = tmp_path / "BENCH.md"
-    with pytest.raises(SystemExit, match="BENCH.json: no benchmark figures to render"):
-        bench_main(["--render", "--output", str(output)])
+    with pytest.raises(SystemExit) as exit_info:
+        nlgkit_command(["bench", "--render", "--output", str(output)])
+    err = capsys.readouterr().err.strip()
+    assert exit_info.value.code == 2 and "\n" not in err and "BENCH.json: no benchmark figures to render" in err
     assert not output.exists()
     (tmp_path / "BENCH.json").write_text(json.dumps(committed()))
-    bench_main(["--render", "--output", str(output)])
+    nlgkit_command(["bench", "--render", "--output", str(output)])
     assert output.read_text() == (ROOT / "BENCHMARKS.md").read_text()
     assert "wrote" in capsys.readouterr().out
 
@@ -84,7 +86,7 @@ def test_bench_keeps_its_figures_and_carries_what_it_could_not_measure(tmp_path:
     monkeypatch.setattr(bench, "measure_startup", lambda run_dir: startup if run_dir is None else {})
     (tmp_path / "BENCH.json").write_text(json.dumps(old))
     output = tmp_path / "BENCH.md"
-    bench_main(["--output", str(output), "--translate-run", str(tmp_path / "none"), "--caption-run",
+    nlgkit_command(["bench", "--output", str(output), "--translate-run", str(tmp_path / "none"), "--caption-run",
                 str(tmp_path / "none"), "--images", str(tmp_path / "none")])
     new = json.loads((tmp_path / "BENCH.json").read_text())
     assert new["translation"] is None and new["previous_translation"] == old["translation"]

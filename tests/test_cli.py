@@ -303,7 +303,7 @@ def test_a_signal_stops_cleanly_between_updates_and_resume_continues(paper, tmp_
 
 
 def test_table4_reports_word_similarity_for_each_benchmark(trained: tuple[Path, Path], tmp_path: Path) -> None:
-    from nlgkit.experiments.reproduce import table4
+    from nlgkit.experiments.shalev import table4
 
     _, run_dir = trained
     out = tmp_path / "table4.md"

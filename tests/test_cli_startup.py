@@ -11,7 +11,7 @@ import pytest
 HEAVY = ("torch", "scipy", "matplotlib", "spacy")
 COMMANDS = [[], ["prepare"], ["prepare", "multi30k"], ["prepare", "flickr8k"], ["bpe"], ["embed"],
             ["embed", "random"], ["train"], ["translate"], ["caption"], ["evaluate"], ["evaluate", "norms"],
-            ["evaluate", "report"]]
+            ["evaluate", "report"], ["reproduce"], ["bench"]]
 
 
 def imported_after_help(argv: list[str]) -> list[str]:

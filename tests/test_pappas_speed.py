@@ -8,11 +8,15 @@ from pathlib import Path
 
 import pytest
 import torch
+from helpers import reproduce
 
-from nlgkit.experiments.bench.research import measure_model_training, spawn_model_training, synthetic_parallel_data
 from nlgkit.data.vocab import SPECIALS
-from nlgkit.experiments.pappas import SPEED_HEADS, SPEED_SHARES, speed_report
-from nlgkit.experiments.reproduce import main as reproduce
+from nlgkit.experiments.bench.research import (
+    measure_model_training,
+    spawn_model_training,
+    synthetic_parallel_data,
+)
+from nlgkit.experiments.pappas_speed import SPEED_HEADS, SPEED_SHARES, speed_report
 
 RECIPE = str(Path(__file__).resolve().parents[1] / "recipes" / "pappas_multi30k.toml")
 TINY = ["model.embedding_dim=16", "model.hidden_dim=16", "train.num_threads=1"]

@@ -306,11 +306,11 @@ def test_cli_bad_input_is_one_line(case: str, tmp_path: Path, data_dir: Path) ->
 
 
 def test_reproduce_table2_uses_the_paper_file(tmp_path: Path, data_dir: Path, capsys) -> None:  # type: ignore[no-untyped-def]
-    from nlgkit.experiments.reproduce import main
+    from helpers import reproduce
 
     run, missing = fake_run(tmp_path, data_dir, "fixed"), tmp_path / "runs" / "not_trained"
     out = tmp_path / "results" / "table2.md"
-    main(["table2", str(run), str(missing), "--output", str(out)])
+    reproduce(["table2", str(run), str(missing), "--output", str(out)])
     text = out.read_text(encoding="utf-8")
     assert "| fixed | 100.00 | 33.17 | +66.83 |" in text and f"Not run yet: `{Path(missing).name}`" in text
     assert json.loads(out.with_suffix(".json").read_text())["rows"][0]["paper"] == {"bleu": 33.17}
@@ -319,7 +319,7 @@ def test_reproduce_table2_uses_the_paper_file(tmp_path: Path, data_dir: Path, ca
 
 def test_log_summary_drops_what_a_resume_rolled_back(tmp_path: Path) -> None:
     """A run killed after its last checkpoint logs updates twice; only the resumed copy is summarised."""
-    from nlgkit.experiments.reproduce import log_summary
+    from nlgkit.experiments.logs import log_summary
 
     def valid(epoch: int, update: int, bleu: float) -> dict[str, object]:
         return {"event": "valid", "epoch": epoch, "update": update, "loss": 2.0, "ppl": 7.4, "bleu": bleu,
@@ -344,7 +344,7 @@ def test_log_summary_drops_what_a_resume_rolled_back(tmp_path: Path) -> None:
 
 def test_log_summary_states_raised_limits_and_the_settings_the_run_last_trained_with(tmp_path: Path) -> None:
     """A run extended after early stopping says so, and its training line shows the raised patience."""
-    from nlgkit.experiments.reproduce import log_summary
+    from nlgkit.experiments.logs import log_summary
 
     run = tmp_path / "run"
     (run / "checkpoints" / "last").mkdir(parents=True)
@@ -412,7 +412,7 @@ def test_collect_names_the_hardware_of_every_resumed_session(tmp_path: Path, dat
 
 def test_log_summary_names_the_revision_a_resume_went_on_with(tmp_path: Path) -> None:
     """A fix landing between two resumes shows in the log: the resume that switched code names its revision."""
-    from nlgkit.experiments.reproduce import log_summary
+    from nlgkit.experiments.logs import log_summary
 
     def git(commit: str) -> dict[str, object]:
         return {"commit": commit * 40, "dirty": False}

@@ -8,12 +8,11 @@ import shutil
 from pathlib import Path
 
 import pytest
-from helpers import tiny_recipe
+from helpers import reproduce, tiny_recipe
 from typer.testing import CliRunner
 
 from nlgkit.cli.main import app
 from nlgkit.experiments.papers import load_table
-from nlgkit.experiments.reproduce import main as reproduce
 
 TEST_LINES = 60
 
@@ -221,6 +220,41 @@ def test_pappas_report_summarises_seed_repetitions(pappas_runs: list[Path], tmp_
     assert f"Over seeds: learned {mean[4]}; tied {tied_bleu} (n = 1); joint" in claim and "nan" not in claim
 
 
+def test_a_record_keeps_a_copy_of_the_target_table_its_run_read(tokarchuk_runs: list[Path], tmp_path: Path) -> None:
+    """A record never depends on a file outside it: the continuous run's target table (and its word list) is
+    copied under inputs/ with its checksum, the record's config names the copy relative to the record, and the
+    report read from the records equals the one read from the runs after the runs and the table are gone."""
+    import hashlib
+
+    from_runs, from_records = tmp_path / "from_runs.md", tmp_path / "from_records.md"
+    reproduce(["tokarchuk", *map(str, tokarchuk_runs), "--output", str(from_runs), "--beams", "1"])
+    records = tmp_path / "records"
+    reproduce(["archive", *map(str, tokarchuk_runs), "--into", str(records)])
+    table = tokarchuk_runs[2].parent / "pretrained.safetensors"
+    words = table.with_suffix(".vocab.txt")
+    record = records / tokarchuk_runs[2].name
+    digest = hashlib.sha256(table.read_bytes()).hexdigest()
+    assert json.loads((record / "config.json").read_text())["head"]["table"] == "inputs/pretrained.safetensors"
+    listed = json.loads((record / "record.json").read_text())
+    assert listed["inputs"] == {"head.table": {"archived_from": str(table.resolve()), "sha256": digest,
+                                               "kept": "inputs/pretrained.safetensors"}}
+    assert listed["files"]["inputs/pretrained.safetensors"] == digest
+    assert (record / "inputs" / "pretrained.vocab.txt").read_bytes() == words.read_bytes()
+    assert json.loads((records / tokarchuk_runs[1].name / "record.json").read_text())["inputs"] == {}  # no table
+
+    away = tmp_path / "away"
+    away.mkdir()
+    try:  # the table is gone with the machine that made it, and so are the run directories
+        table.rename(away / table.name)
+        words.rename(away / words.name)
+        gone = [str(tmp_path / "gone" / run.name) for run in tokarchuk_runs]
+        reproduce(["tokarchuk", *gone, "--records", str(records), "--output", str(from_records), "--beams", "1"])
+    finally:
+        (away / table.name).rename(table)
+        (away / words.name).rename(words)
+    assert from_records.read_text() == from_runs.read_text()
+
+
 def test_run_records_regenerate_the_report_after_the_run_directories_are_gone(pappas_runs: list[Path],
                                                                                tmp_path: Path) -> None:
     """A record keeps no weights, yet the table and the run logs read from records equal those read from the runs:
@@ -276,7 +310,7 @@ def test_a_run_record_needs_the_hypotheses_it_cannot_remake(pappas_runs: list[Pa
     with pytest.raises(SystemExit) as exit_info:
         reproduce(["pappas", str(record), "--output", str(tmp_path / "pappas.md")])
     err = capsys.readouterr().err.strip()
-    assert exit_info.value.code == 2 and "\n" not in err and "no weights to translate with" in err
+    assert exit_info.value.code == 2 and "\n" not in err and "no weights to generate with" in err
     assert not (tmp_path / "pappas.md").exists()
 
 

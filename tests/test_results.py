@@ -1,8 +1,11 @@
-"""The committed Pappas tables are what `make pappas-report` writes from the committed records alone.
+"""The committed tables are what their report targets write from committed files alone.
 
-A change to the report code that would change `results/pappas.md` or `results/pappas_runs.md` must regenerate them
-(`make pappas-report RUNS_DIR=/nonexistent` with the settings of ``COMMITTED``), or this fails: a committed table
-never silently stops being what its command produces.
+`make pappas-report`, `make tokarchuk-report`, `make table1-report` and `make table2-report` train nothing: they
+read the weightless run records in results/runs (and, for runs that have none, the figures kept beside their
+table), so a change to the report code that would change a committed table must regenerate it, or this fails: a
+committed table never silently stops being what its command produces. Each target runs as `make -n` lists it, in
+an empty directory that sees the repository's results/ (so no run directory of this machine is read), with
+``RUNS_DIR`` pointing nowhere, as on a clean clone with ../shared beside it.
 """
 
 from __future__ import annotations
@@ -10,34 +13,93 @@ from __future__ import annotations
 import shlex
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from nlgkit.experiments.reproduce import main as reproduce
-
 ROOT = Path(__file__).resolve().parents[1]
-# The Makefile settings of the committed runs: 2k and 8k vocabularies, a second seed at 8k.
-COMMITTED = ["PAPPAS_SIZES=2000 8000", "PAPPAS_SEEDS=1 2", "PAPPAS_SEED_SIZES=8000"]
+needs_make = pytest.mark.skipif(shutil.which("make") is None, reason="needs make")
 
 
-def pappas_report_commands(runs_dir: Path) -> list[list[str]]:
-    """The ``nlgkit.experiments.reproduce`` commands of ``make pappas-report`` (as ``make -n`` prints them), arguments only."""
-    listing = subprocess.run(["make", "-s", "-n", "-C", str(ROOT), "pappas-report", f"RUNS_DIR={runs_dir}",
-                              *COMMITTED], capture_output=True, text=True, check=True).stdout
+def make_commands(target: str, *settings: str) -> list[list[str]]:
+    """The nlgkit commands of ``make TARGET`` (as ``make -n`` prints them), each to run with this Python."""
+    listing = subprocess.run(["make", "-s", "-n", "-C", str(ROOT), target, *settings], capture_output=True,
+                             text=True, check=True).stdout
     lines = listing.replace("\\\n", " ").splitlines()
-    return [shlex.split(line)[3:] for line in lines if "-m nlgkit.experiments.reproduce" in line]
+    return [[sys.executable, *shlex.split(line)[1:]] for line in lines if " -m nlgkit" in line]
 
 
-@pytest.mark.skipif(shutil.which("make") is None, reason="needs make")
-def test_committed_pappas_tables_regenerate_from_their_records(tmp_path: Path,
-                                                              monkeypatch: pytest.MonkeyPatch) -> None:
-    commands = pappas_report_commands(tmp_path / "no-runs")
-    assert [command[0] for command in commands] == ["pappas", "log-summary"]
-    monkeypatch.chdir(ROOT)  # the records are named relative to the repository, as the Makefile names them
+def check_regenerates(target: str, tmp_path: Path, *settings: str) -> list[str]:
+    """Run ``make TARGET``'s commands with their outputs in ``tmp_path`` and compare each with the committed
+    file; the subcommands run, in order."""
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "results").symlink_to(ROOT / "results")  # the committed records, named as the Makefile names them
+    commands = make_commands(target, f"RUNS_DIR={tmp_path / 'no-runs'}", *settings)
     for command in commands:
-        output = command.index("--output") + 1
-        committed, command[output] = ROOT / command[output], str(tmp_path / Path(command[output]).name)
-        reproduce(command)
-        assert Path(command[output]).read_text(encoding="utf-8") == committed.read_text(encoding="utf-8"), (
-            f"{committed.relative_to(ROOT)} is not what `make pappas-report` writes from results/runs")
+        written: list[tuple[Path, Path]] = []  # (committed file, the file the command wrote)
+        if "--output" in command:
+            output = command.index("--output") + 1
+            committed, command[output] = ROOT / command[output], str(tmp_path / Path(command[output]).name)
+            written.append((committed, Path(command[output])))
+            kept = committed.with_suffix(".json")  # the figures a table keeps beside it, read and written back
+            if kept.is_file():
+                shutil.copyfile(kept, Path(command[output]).with_suffix(".json"))
+                written.append((kept, Path(command[output]).with_suffix(".json")))
+        done = subprocess.run(command, check=False, cwd=work, capture_output=True, text=True)
+        assert done.returncode == 0, f"{shlex.join(command[1:])} failed:\n{done.stderr[-2000:]}"
+        for committed, path in written:
+            assert path.read_text(encoding="utf-8") == committed.read_text(encoding="utf-8"), (
+                f"{committed.relative_to(ROOT)} is not what `make {target}` writes from the committed files")
+    return [name_of(command) for command in commands]
+
+
+def name_of(command: list[str]) -> str:
+    """The subcommand: ``pappas`` of ``python -m nlgkit reproduce pappas …``, ``prepare`` of ``… prepare …``."""
+    words = command[command.index("-m") + 1:]
+    if words[0] == "nlgkit" and words[1] == "reproduce":
+        return words[2]
+    return words[1]
+
+
+@needs_make
+def test_plain_pappas_report_writes_the_committed_tables(tmp_path: Path) -> None:
+    """Plain `make pappas-report` (the Makefile's defaults are the committed table's settings)."""
+    assert check_regenerates("pappas-report", tmp_path) == ["pappas", "log-summary"]
+
+
+@needs_make
+def test_pappas_sizes_given_keep_their_meaning() -> None:
+    """Sizes passed on the command line run seed 1 only, unless seeds are passed too, then at every size."""
+    runs = " ".join(" ".join(command) for command in make_commands("pappas-report", "PAPPAS_SIZES=2000 8000 32000"))
+    assert "pappas_bpe32000_joint " in runs and "_seed2" not in runs
+    runs = " ".join(" ".join(command) for command in make_commands("pappas-report", "PAPPAS_SIZES=2000",
+                                                                    "PAPPAS_SEEDS=1 2"))
+    assert "pappas_bpe2000_tied_seed2" in runs and "pappas_bpe8000_learned " not in runs
+
+
+@needs_make
+def test_tokarchuk_report_regenerates_from_the_records(tmp_path: Path, multi30k_source: Path) -> None:
+    """`make tokarchuk-report` on a clean clone: it prepares the SentencePiece data (the training word counts of
+    Fig. 3) and reads the five records, whose configs name no file outside the repository."""
+    assert check_regenerates("tokarchuk-report", tmp_path) == ["prepare", "tokarchuk", "log-summary"]
+
+
+@needs_make
+def test_table1_report_regenerates_from_the_kept_figures(tmp_path: Path) -> None:
+    """Table 1's runs were never archived: `make table1-report` re-emits results/table1.json's figures, each row
+    marked unrecorded in the table itself, and writes the JSON back unchanged."""
+    assert check_regenerates("table1-report", tmp_path) == ["table1"]
+    table = (ROOT / "results" / "table1.md").read_text(encoding="utf-8")
+    rows = [line for line in table.splitlines() if line.startswith(("| tell |", "| attend |"))]
+    assert len(rows) == 6 and all("| unrecorded; " in row for row in rows)
+
+
+@needs_make
+def test_table2_report_regenerates_tables_2_and_4_from_the_kept_figures(tmp_path: Path) -> None:
+    """`make table2-report`: Table 2 from results/table2.json and Table 4 from results/table4.json, unrecorded."""
+    assert check_regenerates("table2-report", tmp_path) == ["table2", "table4"]
+    for name, rows in (("table2.md", 2), ("table4.md", 6)):
+        table = (ROOT / "results" / name).read_text(encoding="utf-8")
+        assert sum("unrecorded" in line for line in table.splitlines() if line.startswith("| ")) == rows

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from nlgkit.core.config import RunConfig, to_dict
-from nlgkit.core.io import read_json
+from nlgkit.core.io import read_json, sha256_file
 from nlgkit.evaluate.outputs import split_outputs
 from nlgkit.metrics.corpus import corpus_scores, reference_streams
 from nlgkit.runs.metrics_log import MetricsLog
@@ -159,12 +159,19 @@ def _manifest(run_dir: Path, data_dir: Path) -> dict[str, Any]:
 
 
 def group_key(config: RunConfig) -> str:
-    """The resolved config minus the run's name/directory, seed and execution settings, as canonical JSON."""
+    """The resolved config minus the run's name/directory, seed and execution settings, as canonical JSON.
+
+    A file the config names (a continuous head's target table) counts by its content, not its path: two seeds
+    archived as records each keep their own copy of the same table.
+    """
     data = to_dict(config)
     data.pop("run", None)
     for section, names in EXECUTION_ONLY.items():
         for name in names:
             data.get(section, {}).pop(name, None)
+    table = data.get("head", {}).get("table")
+    if table and Path(table).expanduser().is_file():
+        data["head"]["table"] = "sha256:" + sha256_file(Path(table).expanduser())
     return json.dumps(data, sort_keys=True)
 
 

@@ -16,24 +16,49 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from nlgkit.evaluate.collect import RunResult, collect_run
+from nlgkit.core.io import read_json, read_lines
+from nlgkit.evaluate.collect import RunResult, collect_run, group_runs
 from nlgkit.evaluate.markdown import md_table
 from nlgkit.evaluate.published import PaperTable
 from nlgkit.evaluate.report import Report, ReportRow
 from nlgkit.metrics.vocabulary import DEFAULT_EDGES, bin_labels, word_f1_by_bin
-from nlgkit.core.io import read_lines
 
 Log = Callable[[str], None]
 
 
-def header(paper: str, command: str, data: str) -> list[str]:
-    """The opening of a report: its title, the command that writes it, and which data each side used."""
+def header(paper: str, command: str, data: str, runs: Sequence[RunResult] = ()) -> list[str]:
+    """The opening of a report: its title, the command that writes it, which data each side used, what BLEU
+    was computed against (lowercased references when ``runs`` were prepared lowercased) and how many seeds
+    a row stands for."""
+    references = ("the test split's raw references, lowercased as the data was prepared (`lowercase = true`, "
+                  "so outputs are lowercase too)" if runs and all(references_lowercased(run) for run in runs)
+                  else "the raw references of the test split")
     return [f"# {paper} on the data present", "",
-            (f"Written by `make reproduce-{command}` (`python -m nlgkit.experiments.reproduce {command} RUN_DIR…`). "
+            (f"Written by `make reproduce-{command}` (`nlgkit reproduce {command} RUN_DIR…`). "
              f"**Other data:** {data}"),
-            ("BLEU: sacreBLEU on detokenised output against the raw references of the test split. Each run's "
+            (f"BLEU: sacreBLEU on detokenised output against {references}. {seed_note(runs)}Each run's "
              f"training settings and per-epoch validation: `results/{command}_runs.md` (written beside this file "
              "by the same target)."), ""]
+
+
+def references_lowercased(run: RunResult) -> bool:
+    """Whether the run's data was prepared lowercased (its manifest), so its references are lowercase."""
+    for path in (run.run_dir / "manifest.json", run.run_dir / "data" / "manifest.json"):
+        if path.is_file():
+            return bool(read_json(path).get("lowercase", False))
+    return False
+
+
+def seed_note(runs: Sequence[RunResult]) -> str:
+    """How many seeds the rows stand for: one each, unless a configuration was repeated with other seeds."""
+    if not runs:
+        return ""
+    repeated = [group for group in group_runs(runs) if len(group) > 1]
+    if not repeated:
+        return "Every row is one training run (one seed): no seed-to-seed spread is measured. "
+    return ("Every row is one training run (one seed) except the rows that name a seed or give a mean over seeds; "
+            f"{len(repeated)} {'configuration' if len(repeated) == 1 else 'configurations'} ran with more than one "
+            "seed. ")
 
 
 def runs_table(runs: Sequence[RunResult], describe: Callable[[RunResult], str]) -> list[str]:

@@ -6,8 +6,8 @@
   baseline (their WMT pairs), and the claim joint ≥ tied ≥ learned.
 - Ablations: the joint head's structures (full, output only, context only, bilinear).
 - Sampling: trained runs with sampled softmax shares against the full softmax, BLEU and training target tokens/s.
-- Their Table 4 (``speed_report``): training target tokens/s of each output layer at each sampling share at the
-  paper's vocabulary size, measured on synthetic batches by ``python -m nlgkit.experiments.reproduce pappas-speed``.
+- Their Table 4 (training speed by sampling share) is measured apart, on synthetic batches:
+  :mod:`nlgkit.experiments.pappas_speed`.
 """
 
 from __future__ import annotations
@@ -22,9 +22,10 @@ from nlgkit.core.config import RunConfig
 from nlgkit.data.vocab import Vocabulary
 from nlgkit.evaluate.collect import RunResult, collect_runs, group_runs
 from nlgkit.evaluate.markdown import md_table
+from nlgkit.evaluate.significance import mean_sd, paired_bootstrap
+from nlgkit.experiments.common import log, research_report
 from nlgkit.experiments.other_data import Log, header, runs_table
 from nlgkit.experiments.papers import load_table
-from nlgkit.evaluate.significance import mean_sd, paired_bootstrap
 from nlgkit.runs.metrics_log import MetricsLog
 
 PAPER = "pappas2018_table2"
@@ -101,7 +102,7 @@ def pappas_report(run_dirs: Sequence[Path], device: str = "auto", log: Log | Non
                 "32K-128K BPE merges. Compare directions of differences, not numbers across datasets. Δ is a paired "
                 "bootstrap (1,000 resamples) against the learned head of the same vocabulary: Δ BLEU [95 % percentile "
                 "interval], p = share of resamples in which the head is not better (one-sided: p < 0.025 goes with "
-                "an interval that excludes 0)."),
+                "an interval that excludes 0).", runs),
         "## Table 2: output layers by vocabulary size",
         "",
     ]
@@ -132,7 +133,7 @@ def pappas_report(run_dirs: Sequence[Path], device: str = "auto", log: Log | Non
     lines += ["", "## Training speed by sampling share (their Table 4)", "",
               ("Measured apart from these runs, at the paper's |V| ≈ 128K on synthetic batches (Multi30K's "
                "vocabularies are far smaller): `results/pappas_speed.md`, written by "
-               "`python -m nlgkit.experiments.reproduce pappas-speed`.")]
+               "`nlgkit reproduce pappas-speed`.")]
     lines += ["", "## Runs", "", *runs_table(runs, lambda run: f"`{run.run_dir.name}`"), ""]
     return "\n".join(lines)
 
@@ -278,67 +279,6 @@ def _sampling_lines(runs: list[RunResult]) -> list[str]:
                            "updates over budget"], body, [False, False, True, True, True, True, True])]
 
 
-SPEED_PAPER = "pappas2018_table4"
-SPEED_HEADS = (("learned", 0), ("tied", 0), ("joint", 512), ("joint", 2048), ("joint", 4096))  # (type, d_j)
-SPEED_SHARES = (1.0, 0.5, 0.25, 0.05)
-
-
-def speed_overrides(kind: str, joint_dim: int, share: float) -> list[str]:
-    """The ``--set`` options of one cell of the speed table."""
-    options = [f"head.type='{kind}'", f"head.sampling.share={share}"]
-    return options + ([f"head.joint_dim={joint_dim}"] if kind == "joint" else [])
-
-
-def _speed_label(kind: str, joint_dim: int) -> str:
-    return f"joint (d_j {joint_dim})" if kind == "joint" else kind
-
-
-def speed_report(results: Sequence[dict[str, Any]], setting: str) -> str:
-    """The Markdown of ``results/pappas_speed.md``: whole-update training speed of each output layer at each
-    sampling share beside the paper's Table 4, each as a ratio to the learned head at the same share (absolute
-    speeds differ by machine; the ratios are what the paper's claims are about)."""
-    ours = {(r["head"], r["joint_dim"], r["share"]): r for r in results}
-    paper = load_table(SPEED_PAPER)
-
-    def theirs(kind: str, joint_dim: int, share: float) -> float | None:
-        row = paper.match({"head": kind, "joint_dim": joint_dim, "share": share})
-        return row.values.get("tokens_per_s") if row else None
-
-    def cell(speed: float | None, base: float | None) -> str:
-        if speed is None:
-            return "–"
-        return f"{speed:,.0f}" + (f" ({speed / base:.2f}×)" if base else "")
-
-    def speed(kind: str, joint_dim: int, share: float) -> float | None:
-        found = ours.get((kind, joint_dim, share))
-        return found["tokens_per_s"] if found else None
-
-    columns = ["full softmax" if share == 1.0 else f"sampled {share:.0%}" for share in SPEED_SHARES]
-    nlgkit_rows = [[_speed_label(kind, dj), *(cell(speed(kind, dj, s), speed("learned", 0, s)) for s in SPEED_SHARES)]
-                   for kind, dj in SPEED_HEADS]
-    paper_rows = [[_speed_label(kind, dj), *(cell(theirs(kind, dj, s), theirs("learned", 0, s))
-                                             for s in SPEED_SHARES[1:])] for kind, dj in SPEED_HEADS]
-    on_gpu = any(r.get("peak_gpu_mib") is not None for r in results)
-    memory, memory_title = (("peak_gpu_mib", "Peak GPU memory (MiB, torch's max allocated)") if on_gpu
-                            else ("peak_rss_mib", "Peak memory (MiB, the process's max RSS)"))
-    memory_rows = [[_speed_label(kind, dj), *(f"{ours[kind, dj, s][memory]:,.0f}" if (kind, dj, s) in ours
-                                              else "–" for s in SPEED_SHARES)] for kind, dj in SPEED_HEADS]
-    gains = []
-    for kind, dj in SPEED_HEADS:
-        mine, low, high = speed(kind, dj, 0.05), theirs(kind, dj, 0.05), theirs(kind, dj, 0.5)
-        base = speed(kind, dj, 0.5)
-        if mine and base and low and high:
-            gains.append(f"{_speed_label(kind, dj)} {mine / base:.2f}× (paper {low / high:.2f}×)")
-    return "\n".join([
-        "# Pappas et al. (2018), Table 4: training speed with sampled softmax", "",
-        "Written by `make reproduce-pappas` (`python -m nlgkit.experiments.reproduce pappas-speed`). " + setting, "",
-        ("Each cell: training target tokens/s of whole updates (forward, backward, gradient clipping and the Adam "
-         "step over every parameter), and in brackets the ratio to the learned head at the same share. Each cell "
-         "ran in its own process."), "",
-        "## nlgkit", "", *md_table(["head", *columns], nlgkit_rows), "",
-        "## The paper's Table 4 (their GPUs, En→De, |V| ≈ 128K; no full-softmax column: it ran out of memory)", "",
-        *md_table(["head", *columns[1:]], paper_rows), "",
-        "## Speed-up of 5 % over 50 % sampling", "",
-        ("; ".join(gains) + ".") if gains else "Not measured.", "",
-        f"## {memory_title}", "", *md_table(["head", *columns], memory_rows), "",
-    ])
+def pappas(run_dirs: list[str], output: str | None) -> str:
+    """``nlgkit reproduce pappas``: the report of the runs trained so far; the runs not trained yet are listed."""
+    return research_report("Pappas et al. (2018)", lambda ready: pappas_report(ready, log=log), run_dirs, output)

@@ -13,10 +13,11 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from nlgkit.evaluate.collect import RunResult, collect_runs
-from nlgkit.experiments.other_data import Log, beside_paper, bleu_by_beam, f1_by_frequency, header, runs_table
-from nlgkit.experiments.papers import load_table
 from nlgkit.evaluate.report import build_report
 from nlgkit.evaluate.significance import paired_bootstrap
+from nlgkit.experiments.common import log, research_report
+from nlgkit.experiments.other_data import Log, beside_paper, bleu_by_beam, f1_by_frequency, header, runs_table
+from nlgkit.experiments.papers import load_table
 
 PAPER = "tokarchuk2024_table1"
 MATCH = ("head", "target_embeddings", "beam")
@@ -53,7 +54,8 @@ def tokarchuk_report(run_dirs: Sequence[Path], beams: Sequence[int] = tuple(rang
     lines = [
         *header("Tokarchuk & Niculae (2024)", "tokarchuk",
                 f"nlgkit's runs use {', '.join(data)}; the paper's columns are its WMT pairs (newstest, mBART "
-                "SentencePiece, base Transformers). Compare differences between rows, not numbers across columns."),
+                "SentencePiece, base Transformers). Compare differences between rows, not numbers across columns.",
+                at_recipe_beam),
         "## Table 1: BLEU by output layer and target embeddings",
         "",
         *beside_paper(report, table, MATCH, describe, "nlgkit BLEU"),
@@ -76,3 +78,10 @@ def tokarchuk_report(run_dirs: Sequence[Path], beams: Sequence[int] = tuple(rang
         "",
     ]
     return "\n".join(lines)
+
+
+def tokarchuk(run_dirs: list[str], output: str | None, beams: tuple[int, ...] = tuple(range(1, 11))) -> str:
+    """``nlgkit reproduce tokarchuk``: the report of the runs trained so far, softmax baseline first; the runs not
+    trained yet are listed."""
+    return research_report("Tokarchuk & Niculae (2024)", lambda ready: tokarchuk_report(ready, beams, log=log),
+                           run_dirs, output)

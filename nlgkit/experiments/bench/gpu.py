@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from nlgkit.experiments.bench.run import ROOT
+from nlgkit.experiments.bench.process import ROOT
 
 # name → (recipe, overrides): the paper's RNN recipes and the Transformer base on the same data
 GPU_CASES: dict[str, tuple[str, list[str]]] = {

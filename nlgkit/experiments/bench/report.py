@@ -1,7 +1,7 @@
 """BENCHMARKS.md written from the figures ``make bench`` keeps in BENCHMARKS.json.
 
 Measuring and writing are apart so that the Markdown can be rewritten from the measured figures alone
-(``python -m nlgkit.experiments.bench.run --render``) and checked against them in a test, without rerunning an hour of benchmarks.
+(``nlgkit bench --render``) and checked against them in a test, without rerunning an hour of benchmarks.
 Nothing here imports torch: every figure, the machine and the commit come from the JSON.
 """
 
@@ -18,7 +18,7 @@ def render_benchmarks(results: dict[str, Any]) -> str:
     lines = [
         "# Benchmarks",
         "",
-        (f"Measured by `make bench` (`python -m nlgkit.experiments.bench.run`) on {meta['cpu']}, {meta['threads']} threads, "
+        (f"Measured by `make bench` (`nlgkit bench`) on {meta['cpu']}, {meta['threads']} threads, "
          f"torch {meta['torch']}, commit {str(meta['commit'])[:10]}{' (dirty)' if meta['dirty'] else ''}, "
          f"{meta['date']}. Each row runs in its own process; peak memory is that process's max RSS."),
     ]

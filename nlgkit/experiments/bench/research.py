@@ -1,4 +1,4 @@
-"""Benchmarks of the research heads and models (run by ``make bench`` through :mod:`nlgkit.experiments.bench.run`).
+"""Benchmarks of the research heads and models (run by ``make bench``, ``nlgkit bench``, through :mod:`nlgkit.experiments.bench.run`).
 
 - Heads as the vocabulary grows: forward + backward of one head's training loss over 1,024 target tokens of
   512-dim features, for the full softmax, sampled softmax at 50 / 25 / 5 % and the continuous head (e = 128),
@@ -8,19 +8,22 @@
   synthetic sentences of 12–20 tokens), untrained: hypotheses run to the length limit (1.5·|x| + 10), so every
   model decodes the same number of steps. The Transformer is measured with and without its key/value cache.
 - Whole-model training speed of a recipe's model with each output layer at a synthetic vocabulary size
-  (``python -m nlgkit.experiments.reproduce pappas-speed``, Pappas et al.'s Table 4): embeddings, encoder, decoder, head,
+  (``nlgkit reproduce pappas-speed``, Pappas et al.'s Table 4): embeddings, encoder, decoder, head,
   gradient clipping and the optimizer step, so a sampled softmax is credited only with what it saves of a whole
   update.
 """
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 from typing import Any
 
 import torch
 from torch import nn
+
+from nlgkit.experiments.bench.process import peak_rss_mib, spawn_json
 
 HEAD_CASES: dict[str, dict[str, Any]] = {
     "softmax": {"type": "learned"}, "sampled 50%": {"type": "learned", "share": 0.5},
@@ -36,9 +39,8 @@ DECODERS = {
 
 
 def measure_head(case: str, vocab_size: int, tokens: int = 1024, dim: int = 512, repeats: int = 5) -> dict[str, Any]:
-    from nlgkit.experiments.bench.run import _peak_rss_mib
     from nlgkit.heads import HEADS, HeadContext, build_head
-    from nlgkit.heads.sampling import SamplingConfig
+    from nlgkit.heads.base import SamplingConfig
 
     torch.manual_seed(0)
     options: dict[str, Any] = dict(HEAD_CASES[case])
@@ -57,7 +59,7 @@ def measure_head(case: str, vocab_size: int, tokens: int = 1024, dim: int = 512,
         if i >= 2:  # two warm-ups
             seconds += time.perf_counter() - start
     return {"head": case, "vocab": vocab_size, "tokens_per_s": tokens * repeats / seconds,
-            "threads": torch.get_num_threads(), "peak_rss_mib": _peak_rss_mib()}
+            "threads": torch.get_num_threads(), "peak_rss_mib": peak_rss_mib()}
 
 
 def synthetic_parallel_data(vocab_size: int, sentences: int, seed: int = 1) -> Any:
@@ -83,10 +85,10 @@ def measure_model_training(recipe: str, overrides: list[str], vocab_size: int, s
     ``overrides`` applied, on synthetic batches of ``sentences`` pairs over a ``vocab_size`` vocabulary on each
     side (Pappas et al. share one BPE vocabulary between the languages). On a GPU the update runs in float32, as
     the paper's did, and the clock stops only once the device has finished it."""
-    from nlgkit.experiments.bench.run import _peak_rss_mib
-    from nlgkit.runs.build import build_optimizer, build_scheduler, build_untrained, count_parameters
     from nlgkit.core.config import load_recipe
+    from nlgkit.runs.build import build_untrained, count_parameters
     from nlgkit.train.objective import TrainingObjective
+    from nlgkit.train.optim import build_optimizer, build_scheduler
     from nlgkit.train.update import optimizer_update
 
     config = load_recipe(recipe, overrides)
@@ -114,15 +116,14 @@ def measure_model_training(recipe: str, overrides: list[str], vocab_size: int, s
     return {"recipe": recipe, "overrides": overrides, "vocab": vocab_size, "sentences": sentences,
             "updates": updates, "target_tokens": tokens, "tokens_per_s": tokens / seconds,
             "trainable_parameters": count_parameters(model)["trainable"], "threads": torch.get_num_threads(),
-            "peak_rss_mib": _peak_rss_mib(), "device": device,
+            "peak_rss_mib": peak_rss_mib(), "device": device,
             "peak_gpu_mib": torch.cuda.max_memory_allocated(where) / 2**20 if where.type == "cuda" else None}
 
 
 def measure_decoding(name: str, beam: int = 5, sentences: int = 100) -> dict[str, Any]:
-    from nlgkit.experiments.bench.run import _peak_rss_mib
-    from nlgkit.runs.build import build_model, placeholder_vocabulary
     from nlgkit.core.config import config_from_dict
     from nlgkit.generation.decode import generate
+    from nlgkit.runs.build import build_model, placeholder_vocabulary
     from nlgkit.tasks import build_task
 
     torch.manual_seed(0)
@@ -139,24 +140,13 @@ def measure_decoding(name: str, beam: int = 5, sentences: int = 100) -> dict[str
     seconds = time.perf_counter() - start
     steps = sum(len(h[0].tokens) for h in found)
     return {"model": name, "beam": beam, "sentences": sentences, "sentences_per_s": sentences / seconds,
-            "output_tokens": steps, "threads": torch.get_num_threads(), "peak_rss_mib": _peak_rss_mib()}
+            "output_tokens": steps, "threads": torch.get_num_threads(), "peak_rss_mib": peak_rss_mib()}
 
 
 def spawn_model_training(recipe: str, overrides: list[str], vocab_size: int, sentences: int, updates: int,
                          warmup: int, device: str = "cpu") -> dict[str, Any]:
     """:func:`measure_model_training` in a fresh process, so that each row's peak memory is its own."""
-    import json
-
-    from nlgkit.experiments.bench.run import spawn_json
-
     # the child runs in the repository root: the recipe path must not depend on this process's directory
     case = {"recipe": str(Path(recipe).resolve()), "overrides": overrides, "vocab_size": vocab_size,
             "sentences": sentences, "updates": updates, "warmup": warmup, "device": device}
-    return spawn_json("nlgkit.experiments.bench.research", json.dumps(case))
-
-
-if __name__ == "__main__":
-    import json
-    import sys
-
-    print(json.dumps(measure_model_training(**json.loads(sys.argv[1]))))
+    return spawn_json("--worker", "model-training", "--case", json.dumps(case))

@@ -1,28 +1,66 @@
 """``make bench``: training throughput, beam-search speed and peak memory, kept in BENCHMARKS.json.
 
-Each measurement runs in its own process, so peak memory (max RSS) belongs to that measurement alone.
-Figures are measured on this machine when the command runs; no test asserts a figure. BENCHMARKS.md is
-written from the JSON (:mod:`nlgkit.experiments.bench.report`; ``--render`` rewrites it without measuring).
+Reached as ``nlgkit bench`` (:mod:`nlgkit.cli.bench`). Each measurement runs in its own process
+(``nlgkit bench --worker …``, :mod:`nlgkit.experiments.bench.process`), so peak memory (max RSS) belongs to that
+measurement alone. Figures are measured on this machine when the command runs; no test asserts a figure.
+BENCHMARKS.md is written from the JSON (:mod:`nlgkit.experiments.bench.report`; ``--render`` rewrites it without
+measuring).
 """
 
 from __future__ import annotations
 
-import argparse
 import json
-import resource
+import statistics
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 
-ROOT = Path(__file__).resolve().parents[1]
+from nlgkit.core.config import load_recipe
+from nlgkit.core.errors import NlgkitError
+from nlgkit.core.io import atomic_write, read_json, read_lines
+from nlgkit.data.batching import bucketed_batches
+from nlgkit.experiments.bench.efficiency import MatmulRecorder
+from nlgkit.experiments.bench.efficiency import efficiency as matmul_efficiency
+from nlgkit.experiments.bench.gpu import GPU_CASES, measure_epoch
+from nlgkit.experiments.bench.process import ROOT, peak_rss_mib, spawn_json
+from nlgkit.experiments.bench.report import render_benchmarks
+from nlgkit.experiments.bench.research import (
+    DECODERS,
+    HEAD_CASES,
+    VOCABS,
+    measure_decoding,
+    measure_head,
+    measure_model_training,
+)
+from nlgkit.generation.decode import generate
+from nlgkit.runs.loading import load_trained
+from nlgkit.runs.provenance import cpu_name, git_revision
+from nlgkit.tasks.captioning import read_records
+from nlgkit.train.trainer import Trainer
+from nlgkit.vision.encoders import EncoderConfig, build_encoder
+from nlgkit.vision.images import load_image
+
+WORKERS = ("train", "translate", "extract", "caption", "head", "decode", "gpu-epoch")
 
 
-def _peak_rss_mib() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+@dataclass(frozen=True)
+class BenchSettings:
+    """What ``nlgkit bench`` measures with (its options; paths relative to the repository root)."""
+
+    output: str = "BENCHMARKS.md"
+    updates: int = 30
+    warmup: int = 3
+    translate_run: str = "runs/multi30k_fixed"
+    beam: int = 5
+    limit: int = 0
+    caption_run: str = "runs/flickr8k_attend_fixed"
+    images: str = "../shared/data/flickr8k/images"
+    caption_updates: int = 20
 
 
 def measure_training(recipe: str, updates: int, warmup: int, efficiency: bool = False) -> dict[str, Any]:
@@ -31,10 +69,6 @@ def measure_training(recipe: str, updates: int, warmup: int, efficiency: bool = 
     With ``efficiency``, the same batches are stepped again while their matrix products are recorded, and
     the step time is compared with this machine's matmul rate at those shapes (:mod:`nlgkit.experiments.bench.efficiency`).
     """
-    from nlgkit.core.config import load_recipe
-    from nlgkit.data.batching import bucketed_batches
-    from nlgkit.train.trainer import Trainer
-
     config = load_recipe(ROOT / recipe)
     trainer = Trainer(config, show_progress=False)
     session = trainer.set_up()
@@ -60,29 +94,23 @@ def measure_training(recipe: str, updates: int, warmup: int, efficiency: bool = 
             "seconds": seconds, "tokens_per_s": tokens / seconds, "examples_per_s": examples / seconds,
             "threads": torch.get_num_threads(),
             "trainable_parameters": session.params["trainable"], "head_gradient_elements": head_grads,
-            "optimizer_state_mib": optimizer_bytes / 2**20, "peak_rss_mib": _peak_rss_mib()}
+            "optimizer_state_mib": optimizer_bytes / 2**20, "peak_rss_mib": peak_rss_mib()}
 
 
 def _efficiency(trainer: Any, session: Any, batches: list[list[int]], seconds: float, tokens: int) -> dict[str, Any]:
-    from nlgkit.experiments.bench.efficiency import MatmulRecorder, efficiency
-
     recorder = MatmulRecorder()
     with recorder:
         for indices in batches:
             trainer.train_step(session, session.task.collate(session.data.train, indices, session.tgt_vocab))
-    return efficiency(seconds, recorder.products, tokens)
+    return matmul_efficiency(seconds, recorder.products, tokens)
 
 
 def measure_translation(run_dir: str, beam: int, limit: int, device: str = "cpu") -> dict[str, Any]:
     """Beam search over test2016 (tokenised source file) with a trained run's best checkpoint."""
-    from nlgkit.generation.decode import generate
-    from nlgkit.core.io import read_lines
-    from nlgkit.runs.loading import load_trained
-
     run = load_trained(Path(run_dir), "best", device)
     cfg = run.config
     lines = read_lines(Path(cfg.data.dir) / f"test.{cfg.data.src_lang}")[: limit or None]
-    sources = [run.src_vocab.encode(line.split()) for line in lines]
+    sources = [run.source_vocab.encode(line.split()) for line in lines]
     start = time.perf_counter()
     hyps = generate(run.model, run.task, sources, run.tgt_vocab, beam=beam, batch_size=cfg.search.batch_size,
                     device=run.device)
@@ -90,14 +118,11 @@ def measure_translation(run_dir: str, beam: int, limit: int, device: str = "cpu"
     out_tokens = sum(len(h[0].tokens) for h in hyps)
     return {"run": run_dir, "beam": beam, "sentences": len(sources), "seconds": seconds,
             "sentences_per_s": len(sources) / seconds, "output_tokens_per_s": out_tokens / seconds,
-            "threads": torch.get_num_threads(), "peak_rss_mib": _peak_rss_mib()}
+            "threads": torch.get_num_threads(), "peak_rss_mib": peak_rss_mib()}
 
 
 def measure_extraction(images_dir: str, limit: int, batch_size: int = 32) -> dict[str, Any]:
     """EfficientNet-Lite0 feature extraction (decode, resize, CNN) over the first ``limit`` images."""
-    from nlgkit.vision.encoders import EncoderConfig, build_encoder
-    from nlgkit.vision.images import load_image
-
     encoder = build_encoder(EncoderConfig())
     paths = sorted(Path(images_dir).glob("*.jpg"))[:limit]
     start = time.perf_counter()
@@ -106,16 +131,11 @@ def measure_extraction(images_dir: str, limit: int, batch_size: int = 32) -> dic
             encoder(torch.stack([encoder.preprocess(load_image(p)) for p in paths[first : first + batch_size]]))
     seconds = time.perf_counter() - start
     return {"encoder": "efficientnet_lite0", "images": len(paths), "seconds": seconds,
-            "images_per_s": len(paths) / seconds, "threads": torch.get_num_threads(), "peak_rss_mib": _peak_rss_mib()}
+            "images_per_s": len(paths) / seconds, "threads": torch.get_num_threads(), "peak_rss_mib": peak_rss_mib()}
 
 
 def measure_captioning(run_dir: str, beam: int, limit: int) -> dict[str, Any]:
     """Beam search over the test images' cached features with a trained captioning run."""
-    from nlgkit.generation.decode import generate
-    from nlgkit.core.io import read_json
-    from nlgkit.runs.loading import load_trained
-    from nlgkit.tasks.captioning import read_records
-
     run = load_trained(Path(run_dir), "best", "cpu")
     data_dir = Path(run.config.data.dir)
     names = [r["image"] for r in read_records(data_dir / "test.jsonl", limit)]
@@ -126,14 +146,12 @@ def measure_captioning(run_dir: str, beam: int, limit: int) -> dict[str, Any]:
              max_len_b=run.config.search.max_len_b, batch_size=run.config.search.batch_size)
     seconds = time.perf_counter() - start
     return {"run": run_dir, "beam": beam, "images": len(names), "seconds": seconds,
-            "images_per_s": len(names) / seconds, "threads": torch.get_num_threads(), "peak_rss_mib": _peak_rss_mib()}
+            "images_per_s": len(names) / seconds, "threads": torch.get_num_threads(), "peak_rss_mib": peak_rss_mib()}
 
 
 def measure_startup(run_dir: str | None, repeats: int = 3) -> dict[str, Any]:
     """Wall seconds (median of ``repeats``) of ``nlgkit --help`` and, with a trained run, of translating one
     line end to end (process start, imports, model load, search, output), as a user runs them."""
-    import statistics
-
     def wall(argv: list[str], stdin: str = "") -> float:
         times = []
         for _ in range(repeats):
@@ -159,126 +177,88 @@ def _timed(argv: list[str]) -> float:
     return time.perf_counter() - start
 
 
-def _worker(args: argparse.Namespace) -> None:
-    if args.worker == "train":
-        result = measure_training(args.recipe, args.updates, args.warmup, args.efficiency)
-    elif args.worker == "extract":
-        result = measure_extraction(args.images, args.limit or 256)
-    elif args.worker == "caption":
-        result = measure_captioning(args.run, args.beam, args.limit)
-    elif args.worker == "head":
-        from nlgkit.experiments.bench.research import measure_head
-
-        result = measure_head(args.recipe, args.limit)
-    elif args.worker == "gpu-epoch":
-        from nlgkit.experiments.bench.gpu import measure_epoch
-
-        result = measure_epoch(args.recipe, args.device, args.limit)
-    elif args.worker == "decode":
-        from nlgkit.experiments.bench.research import measure_decoding
-
-        result = measure_decoding(args.recipe, args.beam)
-    else:
-        result = measure_translation(args.run, args.beam, args.limit, args.device)
-    print(json.dumps(result))
+def worker(kind: str, recipe: str | None = None, run: str | None = None, updates: int = 30, warmup: int = 3,
+           efficiency: bool = False, images: str = "", limit: int = 0, beam: int = 5, device: str = "cpu",
+           case: str | None = None) -> dict[str, Any]:
+    """One measurement, in the process of ``nlgkit bench --worker KIND`` (spawned by :func:`_spawn`)."""
+    if kind not in (*WORKERS, "model-training"):
+        raise NlgkitError(f"--worker {kind!r}: choose from {', '.join(WORKERS)}")
+    if kind == "model-training":  # Pappas et al.'s Table 4 (nlgkit reproduce pappas-speed), one cell
+        return measure_model_training(**json.loads(case or "{}"))
+    if kind == "extract":
+        return measure_extraction(images, limit or 256)
+    if kind in ("caption", "translate"):
+        if not run:
+            raise NlgkitError(f"--worker {kind} needs --run")
+        return measure_captioning(run, beam, limit) if kind == "caption" else measure_translation(run, beam, limit,
+                                                                                                  device)
+    if not recipe:
+        raise NlgkitError(f"--worker {kind} needs --recipe")
+    if kind == "train":
+        return measure_training(recipe, updates, warmup, efficiency)
+    if kind == "head":
+        return measure_head(recipe, limit)
+    if kind == "gpu-epoch":
+        return measure_epoch(recipe, device, limit)
+    return measure_decoding(recipe, beam)
 
 
 def _spawn(*argv: str) -> dict[str, Any]:
-    return spawn_json("nlgkit.experiments.bench.run", *argv)
+    return spawn_json(*argv)
 
 
-def spawn_json(module: str, *argv: str) -> dict[str, Any]:
-    """Run ``python -m module argv…`` in a fresh process (so that its peak memory is its own) and return the JSON
-    object its last output line prints."""
-    out = subprocess.run([sys.executable, "-m", module, *argv], capture_output=True, text=True, cwd=ROOT,
-                         check=False)
-    if out.returncode != 0:
-        raise SystemExit(f"error: benchmark {' '.join(argv)} failed: {out.stderr.strip().splitlines()[-1:]}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
+def render_only(output: str) -> str:
+    """``nlgkit bench --render``: rewrite ``output`` from the JSON figures beside it, measuring nothing."""
+    _write_markdown(ROOT / output)
+    return f"wrote {output} from {Path(output).with_suffix('.json')}"
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m nlgkit.experiments.bench.run", description=__doc__)
-    parser.add_argument("--output", default="BENCHMARKS.md")
-    parser.add_argument("--updates", type=int, default=30)
-    parser.add_argument("--warmup", type=int, default=3)
-    parser.add_argument("--translate-run", default="runs/multi30k_fixed",
-                        help="trained run used for the beam-search benchmark")
-    parser.add_argument("--beam", type=int, default=5)
-    parser.add_argument("--limit", type=int, default=0, help="translate only the first N test sentences")
-    parser.add_argument("--caption-run", default="runs/flickr8k_attend_fixed",
-                        help="trained captioning run used for the beam-10 captioning benchmark")
-    parser.add_argument("--images", default="../shared/data/flickr8k/images",
-                        help="images for the feature-extraction benchmark")
-    parser.add_argument("--caption-updates", type=int, default=20)
-    parser.add_argument("--render", action="store_true",
-                        help="measure nothing: rewrite the Markdown from the JSON figures beside it")
-    parser.add_argument("--worker", choices=["train", "translate", "extract", "caption", "head", "decode", "gpu-epoch"],
-                        help=argparse.SUPPRESS)
-    parser.add_argument("--recipe", help=argparse.SUPPRESS)
-    parser.add_argument("--efficiency", action="store_true", help=argparse.SUPPRESS)
-    parser.add_argument("--device", default="cpu", help=argparse.SUPPRESS)
-    parser.add_argument("--run", help=argparse.SUPPRESS)
-    args = parser.parse_args(argv)
-    if args.worker:
-        _worker(args)
-        return
-    if args.render:
-        _write_markdown(ROOT / args.output)
-        print(f"wrote {args.output} from {Path(args.output).with_suffix('.json')}")
-        return
-    from nlgkit.core.io import atomic_write
-    from nlgkit.runs.provenance import cpu_name, git_revision
-
-    training = [_spawn("--worker", "train", "--recipe", f"recipes/{name}.toml", "--updates", str(args.updates),
-                       "--warmup", str(args.warmup), "--efficiency") for name in ("multi30k_learned", "multi30k_fixed")]
+def run_benchmarks(settings: BenchSettings) -> str:
+    """``make bench``: measure everything this machine can, keep the figures in the JSON beside ``output``
+    (carrying those it could not measure this time), and write the Markdown; returns the Markdown."""
+    training = [_spawn("--worker", "train", "--recipe", f"recipes/{name}.toml", "--updates", str(settings.updates),
+                       "--warmup", str(settings.warmup), "--efficiency")
+                for name in ("multi30k_learned", "multi30k_fixed")]
     translation = None
-    if (ROOT / args.translate_run / "checkpoints" / "best").exists():
-        translation = _spawn("--worker", "translate", "--run", args.translate_run, "--beam", str(args.beam),
-                             "--limit", str(args.limit))
-    last = _previous(ROOT / args.output)  # figures a rerun could not measure are carried until measured again
+    if (ROOT / settings.translate_run / "checkpoints" / "best").exists():
+        translation = _spawn("--worker", "translate", "--run", settings.translate_run, "--beam", str(settings.beam),
+                             "--limit", str(settings.limit))
+    last = _previous(ROOT / settings.output)  # figures a rerun could not measure are carried until measured again
     previous_translation = None if translation else last.get("translation") or last.get("previous_translation")
-    startup = measure_startup(args.translate_run if translation else None)
-    captioning = _captioning_benchmarks(args)
+    startup = measure_startup(settings.translate_run if translation else None)
+    captioning = _captioning_benchmarks(settings)
     if "captioning" not in captioning:
         last_captioning = last.get("captioning") or {}
         previous = last_captioning.get("captioning") or last_captioning.get("previous_captioning")
         if previous:
             captioning["previous_captioning"] = previous
-    from nlgkit.experiments.bench.research import DECODERS, HEAD_CASES, VOCABS
-
     heads = [_spawn("--worker", "head", "--recipe", case, "--limit", str(v)) for case in HEAD_CASES for v in VOCABS]
     decoding = [_spawn("--worker", "decode", "--recipe", name, "--beam", "5") for name in DECODERS]
-    from nlgkit.experiments.bench.gpu import GPU_CASES
-
     gpu: dict[str, Any] = {"epochs": [], "translation": None}
     if torch.cuda.is_available():
         gpu["epochs"] = [_spawn("--worker", "gpu-epoch", "--recipe", case, "--device", "cuda") for case in GPU_CASES]
-        if translation and translation.get("run") == args.translate_run:
-            gpu["translation"] = _spawn("--worker", "translate", "--run", args.translate_run, "--beam", str(args.beam),
-                                        "--limit", str(args.limit), "--device", "cuda")
+        if translation and translation.get("run") == settings.translate_run:
+            gpu["translation"] = _spawn("--worker", "translate", "--run", settings.translate_run, "--beam",
+                                        str(settings.beam), "--limit", str(settings.limit), "--device", "cuda")
     git = git_revision()
     meta = {"cpu": cpu_name(), "threads": training[0]["threads"], "torch": torch.__version__,
             "commit": git["commit"], "dirty": git["dirty"], "date": time.strftime("%Y-%m-%d"),
-            "warmup": args.warmup, "translate_run": args.translate_run}
+            "warmup": settings.warmup, "translate_run": settings.translate_run}
     results = {"meta": meta, "training": training, "translation": translation, "startup": startup,
                "captioning": captioning, "heads": heads, "decoding": decoding, "gpu": gpu}
     if previous_translation:
         results["previous_translation"] = previous_translation
-    output = ROOT / args.output
+    output = ROOT / settings.output
     with atomic_write(output.with_suffix(".json")) as handle:
         json.dump(results, handle, indent=2)
-    print(_write_markdown(output))
+    return _write_markdown(output)
 
 
 def _write_markdown(output: Path) -> str:
     """Write ``output`` (BENCHMARKS.md) from the JSON beside it; returns the text written."""
-    from nlgkit.experiments.bench.report import render_benchmarks
-    from nlgkit.core.io import atomic_write
-
     source = output.with_suffix(".json")
     if not source.is_file():
-        raise SystemExit(f"error: {source}: no benchmark figures to render (run `make bench` first)")
+        raise NlgkitError(f"{source}: no benchmark figures to render (run `make bench` first)")
     text = render_benchmarks(json.loads(source.read_text()))
     with atomic_write(output) as handle:
         handle.write(text)
@@ -291,7 +271,7 @@ def _previous(output: Path) -> dict[str, Any]:
     return json.loads(path.read_text()) if path.is_file() else {}
 
 
-def _captioning_benchmarks(args: argparse.Namespace) -> dict[str, Any]:
+def _captioning_benchmarks(args: BenchSettings) -> dict[str, Any]:
     """Feature extraction, training on cached features (learned vs fixed head), beam-10 captioning."""
     results: dict[str, Any] = {}
     if Path(args.images).is_dir():
@@ -305,7 +285,3 @@ def _captioning_benchmarks(args: argparse.Namespace) -> dict[str, Any]:
         results["captioning"] = _spawn("--worker", "caption", "--run", args.caption_run, "--beam", "10",
                                        "--limit", "200")
     return results
-
-
-if __name__ == "__main__":
-    main()
