@@ -1,6 +1,6 @@
 """A task that nlgkit has never heard of (tests/plugins/reverse_task.py: write the source reversed) trains,
-decodes, evaluates, reports and is analysed through the public commands, with no file under nlgkit/ edited
-for it: the proof that every path through the toolkit goes through the task protocol."""
+decodes, evaluates, reports, is benchmarked and analysed through the public commands, with no file under
+nlgkit/ edited for it: the proof that every path through the toolkit goes through the task protocol."""
 
 from __future__ import annotations
 
@@ -133,4 +133,8 @@ def test_the_plugin_task_is_reported_and_analysed(runs: tuple[Path, Path, Path],
     capsys.readouterr()
     nlgkit_command(["evaluate", "norms", str(trained), "--json"])
     norms = json.loads(capsys.readouterr().out)
-    assert norms
+    assert set(norms["sets"]) == {"src_input", "tgt_input", "tgt_output"}
+    # bench: the beam-search benchmark reads the split through the task and names its items as the task does
+    nlgkit_command(["bench", "--generate", str(trained), "--beam", "2", "--limit", "20", "--device", "cpu"])
+    figures = json.loads(capsys.readouterr().out)
+    assert (figures["task"], figures["sentences"]) == ("reverse", 20) and figures["sentences_per_s"] > 0

@@ -32,10 +32,13 @@ def bench(
     caption_updates: Annotated[int, typer.Option(help="Timed training updates per captioning recipe")] = 20,
     render: Annotated[bool, typer.Option("--render", help="Measure nothing: rewrite the Markdown from the JSON beside it")]
     = False,
+    generate: Annotated[str | None, typer.Option(
+        metavar="RUN_DIR", help="Measure only the beam search of this run over its test split (any task; --beam, "
+                                "--limit, --device) and print the figures as JSON")] = None,
+    device: Annotated[str, typer.Option(help="Device of --generate")] = "cpu",
     worker: Annotated[str | None, typer.Option(hidden=True)] = None,
     recipe: Annotated[str | None, typer.Option(hidden=True)] = None,
     efficiency: Annotated[bool, typer.Option("--efficiency", hidden=True)] = False,
-    device: Annotated[str, typer.Option(hidden=True)] = "cpu",
     run: Annotated[str | None, typer.Option(hidden=True)] = None,
     case: Annotated[str | None, typer.Option(hidden=True)] = None,
 ) -> None:
@@ -46,6 +49,8 @@ def bench(
         typer.echo(json.dumps(measuring.worker(worker, recipe=recipe, run=run, updates=updates, warmup=warmup,
                                                efficiency=efficiency, images=images, limit=limit, beam=beam,
                                                device=device, case=case)))
+    elif generate:
+        typer.echo(json.dumps(measuring.measure_generation(generate, beam, limit, device)))
     elif render:
         typer.echo(measuring.render_only(output))
     else:

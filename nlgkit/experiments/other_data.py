@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from nlgkit.core.io import read_json, read_lines
+from nlgkit.data.tokenize import load_pipeline
 from nlgkit.evaluate.collect import RunResult, collect_run, group_runs
 from nlgkit.evaluate.markdown import md_table
 from nlgkit.evaluate.published import PaperTable
@@ -143,7 +144,6 @@ def bleu_by_beam(run_dirs: Sequence[Path], beams: Sequence[int], describe: Calla
 def training_word_counts(data_dir: Path, lang: str) -> Counter[str]:
     """How often each word occurs in the training target text, as detokenised words (lowercased), so that
     outputs and references of any subword vocabulary are binned by the same words."""
-    from nlgkit.data.tokenize import load_pipeline
 
     raw = data_dir / f"train.ref.{lang}"
     if raw.is_file():

@@ -75,7 +75,8 @@ def table4(run_dirs: list[str], output: str | None, wordsim_dir: str | None = No
         cfg = run.config
         sets = vector_sets(run.model, run.source_vocab, run.tgt_vocab)
         english = ("tgt_output", "tgt_input") if cfg.data.tgt_lang == "en" else (None, "src_input")
-        row = paper.match({"dataset": "multi30k", "pair": f"{cfg.data.src_lang}-{cfg.data.tgt_lang}",
+        pair = run.task.report_keys({}).get("pair")  # Table 4's runs are translation runs
+        row = paper.match({"dataset": "multi30k", "pair": pair,
                            "model": cfg.model.type}) if cfg.head.type == "learned" else None  # learned rows only
         for name, pairs in benchmarks.items():
             cells, covered = [], ""

@@ -13,13 +13,18 @@ import json
 from pathlib import Path
 from typing import Any
 
+from nlgkit.data.vocab import Vocabulary
 from nlgkit.evaluate.markdown import md_table
+from nlgkit.evaluate.significance import paired_bootstrap_means
 from nlgkit.experiments.captioning import (
     SplitCaptions,
     caption_split,
     differing_examples,
     nearest_neighbour_captions,
 )
+from nlgkit.experiments.papers import load_table
+from nlgkit.metrics.captions import caption_scores
+from nlgkit.metrics.vocabulary import vocabulary_usage
 
 MODEL_NAMES = {"show_tell": "tell", "show_attend_tell": "attend"}
 COLUMNS = ("BLEU-4", "BLEU-3", "VU", "ROUGE-L", "METEOR", "CIDEr")
@@ -35,8 +40,6 @@ def run_status(run_dir: Path) -> str:
 
 
 def score(captions: SplitCaptions) -> dict[str, Any]:
-    from nlgkit.metrics.captions import caption_scores
-    from nlgkit.metrics.vocabulary import vocabulary_usage
 
     result = caption_scores(captions.texts, captions.refs)
     values = {name: result["scores"][name].get("score") for name in COLUMNS if name != "VU"}
@@ -51,9 +54,6 @@ def _data_dir(run_dir: Path) -> Path:
 
 def build_table1(run_dirs: list[Path], device: str = "cpu") -> dict[str, Any]:
     """Scores, statuses, significance, baseline and examples of ``run_dirs`` (data only; see :func:`render`)."""
-    from nlgkit.data.vocab import Vocabulary
-    from nlgkit.evaluate.significance import paired_bootstrap_means
-    from nlgkit.experiments.papers import load_table
 
     paper = load_table("shalev2020_table1")
     rows, outputs = [], {}

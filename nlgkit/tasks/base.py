@@ -54,6 +54,8 @@ class Task:
 
     #: name of the validation metric that selects checkpoints, drives the schedule and early stopping
     metric: str = ""
+    #: what one source is, for figures and messages ("sentence", "image")
+    item_name: str = "item"
 
     def __init__(self, config: RunConfig) -> None:
         self.run_config = config

@@ -114,6 +114,7 @@ def read_records(path: Path, limit: int = 0) -> list[dict[str, Any]]:
 
 @TASKS.register("captioning", CaptioningConfig)
 class CaptioningTask(Task):
+    item_name = "image"
     @property
     def data(self) -> CaptioningDataConfig:
         return self.data_section(CaptioningDataConfig)

@@ -58,6 +58,7 @@ class TranslationConfig(PluginConfig):
 
 @TASKS.register("translation", TranslationConfig, default=True)
 class TranslationTask(TokenSourceTask):
+    item_name = "sentence"
     @property
     def data(self) -> TranslationDataConfig:
         return self.data_section(TranslationDataConfig)

@@ -56,6 +56,7 @@ def reverse(tokens: list[str]) -> list[str]:
 
 @TASKS.register("reverse", ReverseConfig)
 class ReverseTask(TokenSourceTask):
+    item_name = "sentence"
     metric = "bleu"
 
     @property

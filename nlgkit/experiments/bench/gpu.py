@@ -15,7 +15,11 @@ from typing import Any
 
 import torch
 
+from nlgkit.core.config import load_recipe
+from nlgkit.data.batching import bucketed_batches
 from nlgkit.experiments.bench.process import ROOT
+from nlgkit.runs.data import copy_model_assets
+from nlgkit.train.trainer import Trainer
 
 # name → (recipe, overrides): the paper's RNN recipes and the Transformer base on the same data
 GPU_CASES: dict[str, tuple[str, list[str]]] = {
@@ -27,10 +31,6 @@ GPU_CASES: dict[str, tuple[str, list[str]]] = {
 
 def measure_epoch(case: str, device: str = "cuda", limit: int = 0) -> dict[str, Any]:
     """One training epoch of ``case`` on ``device`` (the first ``limit`` batches when limit > 0)."""
-    from nlgkit.core.config import load_recipe
-    from nlgkit.data.batching import bucketed_batches
-    from nlgkit.runs.data import copy_model_assets
-    from nlgkit.train.trainer import Trainer
 
     recipe, overrides = GPU_CASES[case]
     run_dir = Path(tempfile.mkdtemp(prefix="nlgkit-bench-"))  # validation reads the run's copied assets

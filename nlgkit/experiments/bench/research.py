@@ -23,7 +23,18 @@ from typing import Any
 import torch
 from torch import nn
 
+from nlgkit.core.config import config_from_dict, load_recipe
+from nlgkit.data.batching import ParallelData
+from nlgkit.data.vocab import SPECIALS
 from nlgkit.experiments.bench.process import peak_rss_mib, spawn_json
+from nlgkit.generation.decode import generate
+from nlgkit.heads import HEADS, HeadContext, build_head
+from nlgkit.heads.base import SamplingConfig
+from nlgkit.runs.build import build_model, build_untrained, count_parameters, placeholder_vocabulary
+from nlgkit.tasks import build_task
+from nlgkit.train.objective import TrainingObjective
+from nlgkit.train.optim import build_optimizer, build_scheduler
+from nlgkit.train.update import optimizer_update
 
 HEAD_CASES: dict[str, dict[str, Any]] = {
     "softmax": {"type": "learned"}, "sampled 50%": {"type": "learned", "share": 0.5},
@@ -39,8 +50,6 @@ DECODERS = {
 
 
 def measure_head(case: str, vocab_size: int, tokens: int = 1024, dim: int = 512, repeats: int = 5) -> dict[str, Any]:
-    from nlgkit.heads import HEADS, HeadContext, build_head
-    from nlgkit.heads.base import SamplingConfig
 
     torch.manual_seed(0)
     options: dict[str, Any] = dict(HEAD_CASES[case])
@@ -65,8 +74,6 @@ def measure_head(case: str, vocab_size: int, tokens: int = 1024, dim: int = 512,
 def synthetic_parallel_data(vocab_size: int, sentences: int, seed: int = 1) -> Any:
     """Sentence pairs of 8–20 tokens whose ids follow a Zipf law (rank r has weight 1/r), as words in text do:
     a batch then holds as many distinct targets as real text would, which is what sampling keeps."""
-    from nlgkit.data.batching import ParallelData
-    from nlgkit.data.vocab import SPECIALS
 
     generator = torch.Generator().manual_seed(seed)
     words = vocab_size - len(SPECIALS)
@@ -85,11 +92,6 @@ def measure_model_training(recipe: str, overrides: list[str], vocab_size: int, s
     ``overrides`` applied, on synthetic batches of ``sentences`` pairs over a ``vocab_size`` vocabulary on each
     side (Pappas et al. share one BPE vocabulary between the languages). On a GPU the update runs in float32, as
     the paper's did, and the clock stops only once the device has finished it."""
-    from nlgkit.core.config import load_recipe
-    from nlgkit.runs.build import build_untrained, count_parameters
-    from nlgkit.train.objective import TrainingObjective
-    from nlgkit.train.optim import build_optimizer, build_scheduler
-    from nlgkit.train.update import optimizer_update
 
     config = load_recipe(recipe, overrides)
     if config.train.num_threads > 0:
@@ -121,16 +123,12 @@ def measure_model_training(recipe: str, overrides: list[str], vocab_size: int, s
 
 
 def measure_decoding(name: str, beam: int = 5, sentences: int = 100) -> dict[str, Any]:
-    from nlgkit.core.config import config_from_dict
-    from nlgkit.generation.decode import generate
-    from nlgkit.runs.build import build_model, placeholder_vocabulary
-    from nlgkit.tasks import build_task
 
     torch.manual_seed(0)
     config = config_from_dict({"model": DECODERS[name], "head": {"type": "learned"}}, "bench")
     vocab = placeholder_vocabulary(8000)
     task = build_task(config)
-    vocabs = {config.data.src_lang: vocab, config.data.tgt_lang: vocab}
+    vocabs = {lang: vocab for lang in task.languages}
     model = build_model(config, task.model_context(vocabs), vocab).eval()
     generator = torch.Generator().manual_seed(1)
     sources = [torch.randint(4, 8000, (int(n),), generator=generator).tolist() + [vocab.eos_index]

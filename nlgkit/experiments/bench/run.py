@@ -22,7 +22,7 @@ import torch
 
 from nlgkit.core.config import load_recipe
 from nlgkit.core.errors import NlgkitError
-from nlgkit.core.io import atomic_write, read_json, read_lines
+from nlgkit.core.io import atomic_write
 from nlgkit.data.batching import bucketed_batches
 from nlgkit.experiments.bench.efficiency import MatmulRecorder
 from nlgkit.experiments.bench.efficiency import efficiency as matmul_efficiency
@@ -40,12 +40,11 @@ from nlgkit.experiments.bench.research import (
 from nlgkit.generation.decode import generate
 from nlgkit.runs.loading import load_trained
 from nlgkit.runs.provenance import cpu_name, git_revision
-from nlgkit.tasks.captioning import read_records
 from nlgkit.train.trainer import Trainer
 from nlgkit.vision.encoders import EncoderConfig, build_encoder
 from nlgkit.vision.images import load_image
 
-WORKERS = ("train", "translate", "extract", "caption", "head", "decode", "gpu-epoch")
+WORKERS = ("train", "generate", "extract", "head", "decode", "gpu-epoch")
 
 
 @dataclass(frozen=True)
@@ -105,19 +104,23 @@ def _efficiency(trainer: Any, session: Any, batches: list[list[int]], seconds: f
     return matmul_efficiency(seconds, recorder.products, tokens)
 
 
-def measure_translation(run_dir: str, beam: int, limit: int, device: str = "cpu") -> dict[str, Any]:
-    """Beam search over test2016 (tokenised source file) with a trained run's best checkpoint."""
+def measure_generation(run_dir: str, beam: int, limit: int, device: str = "cpu") -> dict[str, Any]:
+    """Beam search over the test split (the first ``limit`` items) with a trained run's best checkpoint and its
+    recipe's length limits, for any task: the task reads the split's sources (token ids, cached image
+    features) and names its items (sentences, images), which name the figures."""
     run = load_trained(Path(run_dir), "best", device)
-    cfg = run.config
-    lines = read_lines(Path(cfg.data.dir) / f"test.{cfg.data.src_lang}")[: limit or None]
-    sources = [run.source_vocab.encode(line.split()) for line in lines]
+    search = run.config.search
+    sources = run.task.split_sources(Path(run.config.data.dir), "test", run.vocabs, run.device)[: limit or None]
     start = time.perf_counter()
-    hyps = generate(run.model, run.task, sources, run.tgt_vocab, beam=beam, batch_size=cfg.search.batch_size,
-                    device=run.device)
+    hyps = generate(run.model, run.task, sources, run.tgt_vocab, beam=beam, max_len_a=search.max_len_a,
+                    max_len_b=search.max_len_b, batch_size=search.batch_size, device=run.device)
+    if run.device.type == "cuda":
+        torch.cuda.synchronize()
     seconds = time.perf_counter() - start
-    out_tokens = sum(len(h[0].tokens) for h in hyps)
-    return {"run": run_dir, "beam": beam, "sentences": len(sources), "seconds": seconds,
-            "sentences_per_s": len(sources) / seconds, "output_tokens_per_s": out_tokens / seconds,
+    items = f"{run.task.item_name}s"
+    out_tokens = sum(len(h[0].tokens) for h in hyps if h)
+    return {"run": run_dir, "task": run.config.task.type, "beam": beam, items: len(sources), "seconds": seconds,
+            f"{items}_per_s": len(sources) / seconds, "output_tokens_per_s": out_tokens / seconds,
             "threads": torch.get_num_threads(), "peak_rss_mib": peak_rss_mib()}
 
 
@@ -132,21 +135,6 @@ def measure_extraction(images_dir: str, limit: int, batch_size: int = 32) -> dic
     seconds = time.perf_counter() - start
     return {"encoder": "efficientnet_lite0", "images": len(paths), "seconds": seconds,
             "images_per_s": len(paths) / seconds, "threads": torch.get_num_threads(), "peak_rss_mib": peak_rss_mib()}
-
-
-def measure_captioning(run_dir: str, beam: int, limit: int) -> dict[str, Any]:
-    """Beam search over the test images' cached features with a trained captioning run."""
-    run = load_trained(Path(run_dir), "best", "cpu")
-    data_dir = Path(run.config.data.dir)
-    names = [r["image"] for r in read_records(data_dir / "test.jsonl", limit)]
-    spatial, pooled = run.task.features(data_dir, read_json(data_dir / "manifest.json"), names)  # type: ignore[attr-defined]
-    sources = [(spatial[i], pooled[i]) for i in range(len(names))]
-    start = time.perf_counter()
-    generate(run.model, run.task, sources, run.tgt_vocab, beam=beam, max_len_a=0.0,
-             max_len_b=run.config.search.max_len_b, batch_size=run.config.search.batch_size)
-    seconds = time.perf_counter() - start
-    return {"run": run_dir, "beam": beam, "images": len(names), "seconds": seconds,
-            "images_per_s": len(names) / seconds, "threads": torch.get_num_threads(), "peak_rss_mib": peak_rss_mib()}
 
 
 def measure_startup(run_dir: str | None, repeats: int = 3) -> dict[str, Any]:
@@ -187,11 +175,10 @@ def worker(kind: str, recipe: str | None = None, run: str | None = None, updates
         return measure_model_training(**json.loads(case or "{}"))
     if kind == "extract":
         return measure_extraction(images, limit or 256)
-    if kind in ("caption", "translate"):
+    if kind == "generate":
         if not run:
-            raise NlgkitError(f"--worker {kind} needs --run")
-        return measure_captioning(run, beam, limit) if kind == "caption" else measure_translation(run, beam, limit,
-                                                                                                  device)
+            raise NlgkitError("--worker generate needs --run")
+        return measure_generation(run, beam, limit, device)
     if not recipe:
         raise NlgkitError(f"--worker {kind} needs --recipe")
     if kind == "train":
@@ -221,7 +208,7 @@ def run_benchmarks(settings: BenchSettings) -> str:
                 for name in ("multi30k_learned", "multi30k_fixed")]
     translation = None
     if (ROOT / settings.translate_run / "checkpoints" / "best").exists():
-        translation = _spawn("--worker", "translate", "--run", settings.translate_run, "--beam", str(settings.beam),
+        translation = _spawn("--worker", "generate", "--run", settings.translate_run, "--beam", str(settings.beam),
                              "--limit", str(settings.limit))
     last = _previous(ROOT / settings.output)  # figures a rerun could not measure are carried until measured again
     previous_translation = None if translation else last.get("translation") or last.get("previous_translation")
@@ -238,7 +225,7 @@ def run_benchmarks(settings: BenchSettings) -> str:
     if torch.cuda.is_available():
         gpu["epochs"] = [_spawn("--worker", "gpu-epoch", "--recipe", case, "--device", "cuda") for case in GPU_CASES]
         if translation and translation.get("run") == settings.translate_run:
-            gpu["translation"] = _spawn("--worker", "translate", "--run", settings.translate_run, "--beam",
+            gpu["translation"] = _spawn("--worker", "generate", "--run", settings.translate_run, "--beam",
                                         str(settings.beam), "--limit", str(settings.limit), "--device", "cuda")
     git = git_revision()
     meta = {"cpu": cpu_name(), "threads": training[0]["threads"], "torch": torch.__version__,
@@ -282,6 +269,6 @@ def _captioning_benchmarks(args: BenchSettings) -> dict[str, Any]:
         for name in ("flickr8k_attend_learned", "flickr8k_attend_fixed", "flickr8k_tell_learned", "flickr8k_tell_fixed")
     ]
     if (ROOT / args.caption_run / "checkpoints" / "best").exists():
-        results["captioning"] = _spawn("--worker", "caption", "--run", args.caption_run, "--beam", "10",
+        results["captioning"] = _spawn("--worker", "generate", "--run", args.caption_run, "--beam", "10",
                                        "--limit", "200")
     return results
