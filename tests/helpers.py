@@ -6,12 +6,12 @@ import json
 from pathlib import Path
 from typing import Any
 
-from nlgkit.runs.build import build_model
 from nlgkit.core.config import RunConfig
 from nlgkit.data.vocab import Vocabulary
 from nlgkit.heads import HEADS, HeadContext, build_head
 from nlgkit.models.base import Generator, ModelContext
 from nlgkit.models.rnn import RNNConfig, RNNModel
+from nlgkit.runs.build import build_model
 from nlgkit.tasks import build_task
 
 

@@ -13,15 +13,15 @@ from helpers import model_for, rnn
 from PIL import Image
 from typer.testing import CliRunner
 
-from nlgkit.runs.checkpoint import save_checkpoint
 from nlgkit.cli.analyze import register
 from nlgkit.core.config import config_from_dict, to_dict
-from nlgkit.data.vocab import SPECIALS, Vocabulary
 from nlgkit.core.errors import DataError
-from nlgkit.evaluate.analysis import geometry, neighbours, norms, params, similarity, wordsim
 from nlgkit.core.figures import save_png
 from nlgkit.core.io import write_json
+from nlgkit.data.vocab import SPECIALS, Vocabulary
+from nlgkit.evaluate.analysis import geometry, neighbours, norms, params, similarity, wordsim
 from nlgkit.models.rnn import RNNConfig, RNNModel
+from nlgkit.runs.checkpoint import save_checkpoint
 
 
 def vocab_of(words: list[str], counts: list[int] | None = None) -> Vocabulary:

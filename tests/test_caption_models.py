@@ -6,8 +6,8 @@ import pytest
 import torch
 from helpers import check_one_search, with_head
 
-from nlgkit.data.batching import Batch
 from nlgkit.core.registry import HEADS
+from nlgkit.data.batching import Batch
 from nlgkit.models import MODELS
 from nlgkit.models.base import Generator, ModelContext
 from nlgkit.search import beam_search, greedy_search, search

@@ -14,6 +14,8 @@ import pytest
 from typer.testing import CliRunner
 
 from nlgkit.cli.main import app
+from nlgkit.core.errors import ConfigError, DataError
+from nlgkit.core.io import sha256_file
 from nlgkit.data.caption_sources import (
     prepare_caption_csv,
     prepare_captions,
@@ -24,8 +26,6 @@ from nlgkit.data.caption_sources import (
 )
 from nlgkit.data.captions import basic_tokenize, hash_split
 from nlgkit.data.vocab import Vocabulary
-from nlgkit.core.errors import ConfigError, DataError
-from nlgkit.core.io import sha256_file
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 SMALL = DATA / "flickr8k-1k"

@@ -9,8 +9,8 @@ import pytest
 import torch
 from torch import nn
 
-from nlgkit.runs import checkpoint as ckpt
 from nlgkit.core.errors import CheckpointError
+from nlgkit.runs import checkpoint as ckpt
 
 
 def model(value: float) -> nn.Module:

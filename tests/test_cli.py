@@ -13,8 +13,8 @@ from typer.testing import CliRunner
 
 from nlgkit.cli.main import app
 from nlgkit.core.config import load_recipe
-from nlgkit.generation.decode import generate
 from nlgkit.core.io import read_lines
+from nlgkit.generation.decode import generate
 from nlgkit.metrics.corpus import bleu
 from nlgkit.runs.loading import load_trained
 

@@ -15,12 +15,12 @@ from typer.testing import CliRunner
 
 from nlgkit.cli.bpe import app as bpe_app
 from nlgkit.cli.prepare import app as prepare_app
+from nlgkit.core.errors import ConfigError, DataError, NlgkitError
+from nlgkit.core.io import atomic_directory, sha256_file
 from nlgkit.data.download import fetch_multi30k, raw_name
 from nlgkit.data.prepare import prepare_multi30k, prepare_parallel
 from nlgkit.data.tokenize import TextPipeline, load_pipeline
 from nlgkit.data.vocab import Vocabulary
-from nlgkit.core.errors import ConfigError, DataError, NlgkitError
-from nlgkit.core.io import atomic_directory, sha256_file
 
 RAW = Path("task1") / "raw"
 

@@ -24,13 +24,13 @@ import sacrebleu
 from typer.testing import CliRunner
 
 from nlgkit.cli.evaluate import app
-from nlgkit.data.vocab import Vocabulary
 from nlgkit.core.errors import ConfigError
+from nlgkit.data.vocab import Vocabulary
 from nlgkit.evaluate.significance import mean_sd, paired_bootstrap
-from nlgkit.metrics.vocabulary import DEFAULT_EDGES, bin_labels, parse_edges, train_counts, vocab_report
 from nlgkit.metrics import captions as cm
 from nlgkit.metrics.corpus import corpus_scores
 from nlgkit.metrics.meteor import METEOR_JAR, meteor_score, meteor_variant
+from nlgkit.metrics.vocabulary import DEFAULT_EDGES, bin_labels, parse_edges, train_counts, vocab_report
 
 ROOT = Path(__file__).resolve().parents[1]
 CAPTIONS = ROOT.parent / "shared/data/flickr8k-1k/captions.txt"

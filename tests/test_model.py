@@ -6,8 +6,8 @@ import pytest
 import torch
 from helpers import check_one_search, rnn
 
-from nlgkit.data.batching import Batch
 from nlgkit.core.registry import HEADS
+from nlgkit.data.batching import Batch
 from nlgkit.models.rnn import RNNConfig, RNNModel
 
 

@@ -17,8 +17,8 @@ from typer.testing import CliRunner
 from nlgkit.cli.report import register
 from nlgkit.core.config import load_recipe
 from nlgkit.evaluate.collect import RunResult, collect_runs, group_key
-from nlgkit.experiments.papers import available_tables, load_table
 from nlgkit.evaluate.report import build_report, render_html, render_markdown, report_to_dict
+from nlgkit.experiments.papers import available_tables, load_table
 
 REFS = [
     "a man is riding a red bike down the street .",
@@ -207,10 +207,10 @@ def test_stale_hypotheses_are_translated_again_and_written(tmp_path: Path, data_
     import torch
     from helpers import model_for
 
-    from nlgkit.runs.checkpoint import save_checkpoint
     from nlgkit.core.config import config_from_dict, to_dict
-    from nlgkit.data.vocab import SPECIALS, Vocabulary
     from nlgkit.core.io import write_json
+    from nlgkit.data.vocab import SPECIALS, Vocabulary
+    from nlgkit.runs.checkpoint import save_checkpoint
 
     (data_dir / "test.de").write_text("ein mann\nzwei hunde\n" * 3, encoding="utf-8")
     run = tmp_path / "runs" / "tiny"

@@ -6,9 +6,9 @@ import pytest
 import torch
 from helpers import check_one_search, with_head
 
-from nlgkit.data.batching import Batch
 from nlgkit.core.errors import ConfigError
 from nlgkit.core.registry import HEADS
+from nlgkit.data.batching import Batch
 from nlgkit.models import MODELS
 from nlgkit.models.base import ModelContext
 from nlgkit.models.transformer import TransformerConfig

@@ -21,8 +21,8 @@ from nlgkit.core.errors import NlgkitError
 from nlgkit.evaluate.analysis import wordsim_files
 
 if TYPE_CHECKING:  # the analyses import torch, scipy and matplotlib: only when a command runs
-    from nlgkit.runs import loading as runs
     from nlgkit.evaluate.analysis.vectors import VectorSet
+    from nlgkit.runs import loading as runs
 
 RunDir = Annotated[Path, typer.Argument(help="Run directory written by `nlgkit train`", show_default=False)]
 Checkpoint = Annotated[str, typer.Option(help="best, last, or a checkpoint directory")]
@@ -38,8 +38,8 @@ def _load_sets(run_dir: Path, checkpoint: str, device: str, names: list[str] | N
                default: list[str] | None) -> tuple[runs.TrainedRun, list[VectorSet]]:
     """Load the run and pick vector sets: ``names``, else ``default`` where available, else all."""
     # lazy: CLI start-up (the library and torch load only when the command runs)
-    from nlgkit.runs import loading as runs
     from nlgkit.evaluate.analysis.vectors import select_sets, vector_sets
+    from nlgkit.runs import loading as runs
 
     run = runs.load_trained(run_dir, checkpoint, device)
     available = vector_sets(run.model, run.source_vocab, run.tgt_vocab)
@@ -82,8 +82,8 @@ def norms_command(run_dir: RunDir, checkpoint: Checkpoint = "best", device: Devi
                   vectors: Vectors = None, png: Png = None, json_output: JsonFlag = False) -> None:
     """Spearman ρ between vector L2 norm and training frequency (Shalev et al. Fig. 2); default: all sets."""
     # lazy: CLI start-up (the library and torch load only when the command runs)
-    from nlgkit.evaluate.analysis import norms
     from nlgkit.core.figures import check_output_path, save_png
+    from nlgkit.evaluate.analysis import norms
 
     if png is not None:
         check_output_path(png)
@@ -180,8 +180,8 @@ def geometry_command(run_dir: RunDir, checkpoint: Checkpoint = "best", device: D
                      vectors: Vectors = None, png: Png = None, json_output: JsonFlag = False) -> None:
     """Cosine to, and rank of, the 1st/5th nearest neighbour per frequency-rank bin (Tokarchuk & Niculae)."""
     # lazy: CLI start-up (the library and torch load only when the command runs)
-    from nlgkit.evaluate.analysis import geometry
     from nlgkit.core.figures import check_output_path, save_png
+    from nlgkit.evaluate.analysis import geometry
 
     if bins < 1 or (bin_size is not None and bin_size < 1):
         raise NlgkitError("--bins and --bin-size must be at least 1")
@@ -218,9 +218,9 @@ def params_command(run_dir: RunDir, checkpoint: Checkpoint = "best", device: Dev
                    json_output: JsonFlag = False) -> None:
     """Trainable/frozen/buffer elements and bytes per component, plus Adam state (Shalev et al. Table 3)."""
     # lazy: CLI start-up (the library and torch load only when the command runs)
+    from nlgkit.evaluate.analysis import params
     from nlgkit.runs import loading as runs
     from nlgkit.runs.checkpoint import load_train_state
-    from nlgkit.evaluate.analysis import params
 
     run = runs.load_trained(run_dir, checkpoint, device)
     state = load_train_state(run.checkpoint).get("optimizer") if measure_optimizer else None

@@ -27,8 +27,8 @@ def random_cmd(vocab: VocabOption, output: OutputOption,
                seed: Annotated[int, typer.Option(help="random seed")] = 1) -> None:
     """Random target vectors for every word of a vocabulary."""
     # lazy: CLI start-up (the library and torch load only when the command runs)
-    from nlgkit.wordvectors.tables import random_table, save_table, vocabulary_words
     from nlgkit.core.errors import ConfigError
+    from nlgkit.wordvectors.tables import random_table, save_table, vocabulary_words
 
     if dim <= 0:
         raise ConfigError(f"--dim {dim}: must be positive")

@@ -38,8 +38,7 @@ def report(
 ) -> None:
     """Score each run's test hypotheses (translating with its best checkpoint only when needed) and report."""
     # lazy: CLI start-up (the library and torch load only when the command runs)
-    from nlgkit.experiments.papers import load_table
-    from nlgkit.runs.records import best_meta
+    from nlgkit.core.io import atomic_write
     from nlgkit.evaluate.report import (
         build_report,
         collect_runs,
@@ -47,7 +46,8 @@ def report(
         render_markdown,
         report_to_dict,
     )
-    from nlgkit.core.io import atomic_write
+    from nlgkit.experiments.papers import load_table
+    from nlgkit.runs.records import best_meta
 
     names = [name.strip().lower() for name in metrics.split(",") if name.strip()]
     unknown = [name for name in names if name not in METRICS]

@@ -14,8 +14,8 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from nlgkit.data.vocab import Vocabulary
 from nlgkit.core.errors import DataError
+from nlgkit.data.vocab import Vocabulary
 
 
 class Examples:

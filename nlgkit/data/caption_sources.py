@@ -21,10 +21,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from nlgkit.data.captions import CaptionCorpus, Locate, Log, build_caption_dir, describe_input, hash_split
-from nlgkit.data.download import default_source, download, is_url
 from nlgkit.core.errors import ConfigError, DataError
 from nlgkit.core.io import read_lines
+from nlgkit.data.captions import CaptionCorpus, Locate, Log, build_caption_dir, describe_input, hash_split
+from nlgkit.data.download import default_source, download, is_url
 
 SHARED_FLICKR8K = Path("..") / "shared" / "data" / "flickr8k"
 FLICKR8K_SPLITS = {"train": "Flickr_8k.trainImages.txt", "valid": "Flickr_8k.devImages.txt",

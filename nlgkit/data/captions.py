@@ -35,10 +35,10 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from nlgkit import __version__
-from nlgkit.data.prepare import SPLITS, _staging
-from nlgkit.data.vocab import Vocabulary
 from nlgkit.core.errors import ConfigError, DataError
 from nlgkit.core.io import sha256_file, write_json
+from nlgkit.data.prepare import SPLITS, _staging
+from nlgkit.data.vocab import Vocabulary
 from nlgkit.vision.images import ImageError, load_image
 
 MANIFEST_FORMAT = 1

@@ -24,12 +24,12 @@ from pathlib import Path
 from typing import Any
 
 from nlgkit import __version__
+from nlgkit.core.errors import ConfigError, DataError
+from nlgkit.core.io import atomic_directory, read_lines, sha256_file, write_json
 from nlgkit.data.download import MULTI30K_LANGS, default_source, fetch_multi30k, is_url
 from nlgkit.data.subword import learn, load_segmenter, parse_subword, subword_filename
 from nlgkit.data.tokenize import TextPipeline, check_tokenizer
 from nlgkit.data.vocab import Vocabulary
-from nlgkit.core.errors import ConfigError, DataError
-from nlgkit.core.io import atomic_directory, read_lines, sha256_file, write_json
 
 SPLITS = ("train", "valid", "test")
 MANIFEST_FORMAT = 1

@@ -10,8 +10,8 @@ from collections.abc import Callable
 from typing import Any
 
 from nlgkit.core.errors import DataError
-from nlgkit.generation.output import SearchOptions, output_lines
 from nlgkit.generation.decode import generate
+from nlgkit.generation.output import SearchOptions, output_lines
 from nlgkit.runs.loading import TrainedRun
 
 

@@ -33,8 +33,7 @@ from torch import Tensor, nn
 
 from nlgkit.core.errors import ConfigError
 from nlgkit.core.registry import HEADS
-from nlgkit.heads.base import HeadContext, OutputHead
-from nlgkit.heads.base import HeadConfig
+from nlgkit.heads.base import HeadConfig, HeadContext, OutputHead
 from nlgkit.heads.vmf import log_vmf_normaliser
 from nlgkit.wordvectors.tables import load_table_for, random_table, table_kind
 

@@ -16,9 +16,8 @@ from torch import Tensor, nn
 
 from nlgkit.core.errors import ConfigError
 from nlgkit.core.registry import HEADS
-from nlgkit.heads.base import HeadContext, LinearHead
 from nlgkit.core.seeding import regenerable_generator
-from nlgkit.heads.base import HeadConfig
+from nlgkit.heads.base import HeadConfig, HeadContext, LinearHead
 
 BiasKind = Literal["fixed", "learned", "none"]
 

@@ -25,10 +25,9 @@ from torch import Tensor
 
 from nlgkit.core.errors import ConfigError
 from nlgkit.core.registry import HEADS
-from nlgkit.heads.base import HeadContext, OutputHead
 from nlgkit.core.seeding import regenerable_generator
+from nlgkit.heads.base import HeadConfig, HeadContext, OutputHead
 from nlgkit.heads.fixed import BiasKind, attach_bias
-from nlgkit.heads.base import HeadConfig
 
 
 @dataclass(frozen=True)

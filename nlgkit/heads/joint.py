@@ -24,9 +24,8 @@ from torch import Tensor, nn
 
 from nlgkit.core.errors import ConfigError
 from nlgkit.core.registry import HEADS
-from nlgkit.heads.base import HeadContext, OutputHead, SharesTargetEmbedding
-from nlgkit.heads.base import HeadConfig
 from nlgkit.core.weight_cache import WeightCache
+from nlgkit.heads.base import HeadConfig, HeadContext, OutputHead, SharesTargetEmbedding
 
 ACTIVATIONS = {"tanh": torch.tanh, "sigmoid": torch.sigmoid, "relu": torch.relu, "none": lambda x: x}
 

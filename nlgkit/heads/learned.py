@@ -7,8 +7,7 @@ from dataclasses import dataclass
 from torch import nn
 
 from nlgkit.core.registry import HEADS
-from nlgkit.heads.base import HeadContext, LinearHead
-from nlgkit.heads.base import HeadConfig
+from nlgkit.heads.base import HeadConfig, HeadContext, LinearHead
 
 
 @dataclass(frozen=True)

@@ -17,8 +17,7 @@ from torch import Tensor, nn
 
 from nlgkit.core.errors import ConfigError
 from nlgkit.core.registry import HEADS
-from nlgkit.heads.base import HeadContext, OutputHead, SharesTargetEmbedding, linear_rows
-from nlgkit.heads.base import HeadConfig
+from nlgkit.heads.base import HeadConfig, HeadContext, OutputHead, SharesTargetEmbedding, linear_rows
 
 
 @dataclass(frozen=True)

@@ -20,8 +20,8 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from nlgkit.data.vocab import SPECIALS, Vocabulary
 from nlgkit.core.errors import ConfigError
+from nlgkit.data.vocab import SPECIALS, Vocabulary
 
 DEFAULT_EDGES: tuple[int, ...] = (1, 2, 3, 4, 5, 10, 100, 1000)  # compare-mt's default bucket cutoffs
 

@@ -16,9 +16,10 @@ from typing import TYPE_CHECKING, Any
 from torch import Tensor, nn
 
 from nlgkit.core.errors import ConfigError
+
 if TYPE_CHECKING:
-    from nlgkit.heads.base import OutputHead
     from nlgkit.data.batching import Batch
+    from nlgkit.heads.base import OutputHead
 
 State = dict[str, Tensor]
 Inputs = Mapping[str, Tensor]

@@ -15,12 +15,11 @@ from typing import Any, Literal
 import torch
 from torch import Tensor, nn
 
-from nlgkit.data.batching import Batch
 from nlgkit.core.errors import ConfigError
-from nlgkit.core.registry import MODELS
+from nlgkit.core.registry import MODELS, PluginConfig
+from nlgkit.data.batching import Batch
 from nlgkit.models.attention import masked_context, padding_mask, run_packed
 from nlgkit.models.base import Generator, Inputs, ModelContext, State, check_model_options
-from nlgkit.core.registry import PluginConfig
 
 
 @dataclass(frozen=True)

@@ -16,12 +16,11 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from nlgkit.core.registry import MODELS, PluginConfig
+from nlgkit.core.weight_cache import WeightCache
 from nlgkit.data.batching import Batch
-from nlgkit.core.registry import MODELS
 from nlgkit.models.attention import AdditiveAttention, padding_mask, run_packed
 from nlgkit.models.base import Generator, Inputs, ModelContext, State, check_model_options
-from nlgkit.core.registry import PluginConfig
-from nlgkit.core.weight_cache import WeightCache
 
 
 @dataclass(frozen=True)

@@ -18,9 +18,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from nlgkit.core.errors import ConfigError
-from nlgkit.core.registry import MODELS
+from nlgkit.core.registry import MODELS, PluginConfig
 from nlgkit.models.base import Generator, Inputs, ModelContext, State, check_model_options
-from nlgkit.core.registry import PluginConfig
 
 if TYPE_CHECKING:
     from nlgkit.data.batching import Batch

@@ -13,9 +13,8 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import Tensor, nn
 
-from nlgkit.core.registry import MODELS
+from nlgkit.core.registry import MODELS, PluginConfig
 from nlgkit.models.base import Generator, Inputs, ModelContext, State, check_model_options
-from nlgkit.core.registry import PluginConfig
 
 if TYPE_CHECKING:
     from nlgkit.data.batching import Batch

@@ -17,8 +17,8 @@ from torch import Tensor, nn
 from nlgkit.models.base import Generator, Inputs, State
 
 if TYPE_CHECKING:
-    from nlgkit.heads.base import OutputHead
     from nlgkit.data.batching import Batch
+    from nlgkit.heads.base import OutputHead
     from nlgkit.vision.encoders import TrainableTop
 
 

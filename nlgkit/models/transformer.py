@@ -20,12 +20,11 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from nlgkit.data.batching import Batch
 from nlgkit.core.errors import ConfigError
-from nlgkit.core.registry import MODELS
+from nlgkit.core.registry import MODELS, PluginConfig
+from nlgkit.data.batching import Batch
 from nlgkit.models.attention import padding_mask
 from nlgkit.models.base import Generator, Inputs, ModelContext, State
-from nlgkit.core.registry import PluginConfig
 
 PRESETS = {"base": {"layers": 6, "dim": 512, "ffn_dim": 2048, "heads": 8},
            "small": {"layers": 3, "dim": 256, "ffn_dim": 1024, "heads": 4}}

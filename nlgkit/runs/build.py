@@ -12,8 +12,8 @@ import torch
 from torch import nn
 
 from nlgkit.core.config import RunConfig
-from nlgkit.data.vocab import SPECIALS, Vocabulary
 from nlgkit.core.errors import ConfigError
+from nlgkit.data.vocab import SPECIALS, Vocabulary
 from nlgkit.heads import HeadContext, build_head
 from nlgkit.models import MODELS, Generator
 from nlgkit.models.base import ModelContext

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import torch
 
+from nlgkit.core.config import RunConfig, config_from_dict
+from nlgkit.core.errors import CheckpointError
+from nlgkit.data.vocab import Vocabulary
+from nlgkit.models.base import Generator
 from nlgkit.runs.build import build_model, select_device
 from nlgkit.runs.checkpoint import find_checkpoint, load_meta, load_weights
-from nlgkit.core.config import RunConfig, config_from_dict
-from nlgkit.data.vocab import Vocabulary
-from nlgkit.core.errors import CheckpointError
-from nlgkit.models.base import Generator
 from nlgkit.tasks import Task, build_task
 
 

@@ -21,8 +21,8 @@ from safetensors.torch import load_file, save_file
 from torch import Tensor
 
 from nlgkit.core.errors import ConfigError, DataError
-from nlgkit.core.seeding import regenerable_generator
 from nlgkit.core.io import atomic_write
+from nlgkit.core.seeding import regenerable_generator
 from nlgkit.data.vocab import Vocabulary
 
 TENSOR = "vectors"

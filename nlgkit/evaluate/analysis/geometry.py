@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import Tensor
 
-from nlgkit.data.vocab import Vocabulary
 from nlgkit.core.errors import NlgkitError
+from nlgkit.data.vocab import Vocabulary
 from nlgkit.evaluate.analysis.similarity import DEFAULT_BUDGET, top_neighbours
 from nlgkit.evaluate.analysis.vectors import special_mask
 

@@ -13,13 +13,13 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from nlgkit.data.vocab import Vocabulary
 from nlgkit.core.errors import DataError
+from nlgkit.core.io import read_lines
+from nlgkit.data.vocab import Vocabulary
 from nlgkit.evaluate.analysis.norms import spearman
 from nlgkit.evaluate.analysis.similarity import pair_cosines
 from nlgkit.evaluate.analysis.vectors import lookup
 from nlgkit.evaluate.analysis.wordsim_files import BENCHMARKS, DEFAULT_DIR  # noqa: F401  (re-exported)
-from nlgkit.core.io import read_lines
 
 # name → file in the wordsim directory (copies of mfaruqui/eval-word-vectors data/word-sim)
 Pair = tuple[str, str, float]
