@@ -356,7 +356,8 @@ def test_sampled_softmax_over_the_whole_vocabulary_is_the_full_softmax(name: str
     features, targets = batch()
     mask = targets.ne(PAD)
     full = head.loss(features, targets, label_smoothing=0.1)
-    sampled, overflow = sampled_loss(head, features[mask], targets[mask], 1.0, label_smoothing=0.1)
+    sampled, overflow = sampled_loss(head.candidate_logits, head.vocab_size, features[mask], targets[mask], 1.0,
+                                     label_smoothing=0.1)
     torch.testing.assert_close(sampled, full, atol=1e-4, rtol=1e-5)  # V′ = V in another order
     assert not overflow
 

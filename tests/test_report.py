@@ -17,7 +17,8 @@ from typer.testing import CliRunner
 from nlgkit.cli.report import register
 from nlgkit.core.config import load_recipe
 from nlgkit.evaluate.collect import RunResult, collect_runs, group_key
-from nlgkit.evaluate.report import build_report, render_html, render_markdown, report_to_dict
+from nlgkit.evaluate.render import render_html, render_markdown
+from nlgkit.evaluate.report import build_report, report_to_dict
 from nlgkit.experiments.papers import available_tables, load_table
 
 REFS = [

@@ -39,13 +39,8 @@ def report(
     """Score each run's test hypotheses (translating with its best checkpoint only when needed) and report."""
     # lazy: CLI start-up (the library and torch load only when the command runs)
     from nlgkit.core.io import atomic_write
-    from nlgkit.evaluate.report import (
-        build_report,
-        collect_runs,
-        render_html,
-        render_markdown,
-        report_to_dict,
-    )
+    from nlgkit.evaluate.render import render_html, render_markdown
+    from nlgkit.evaluate.report import build_report, collect_runs, report_to_dict
     from nlgkit.experiments.papers import load_table
     from nlgkit.runs.records import best_meta
 

@@ -11,19 +11,12 @@ import html
 from typing import TYPE_CHECKING, Any
 
 from nlgkit.evaluate.markdown import md_table
+from nlgkit.evaluate.report import Report, ReportRow, delta
 
 if TYPE_CHECKING:
     from nlgkit.evaluate.published import Metric
-    from nlgkit.evaluate.report import Report, ReportRow
 
 COUNTS = {"params"}  # quantities printed as integers with thousands separators
-
-
-def delta(row: ReportRow, metric: Metric) -> float | None:
-    """nlgkit − paper for ``metric``; None where either side is missing."""
-    paper = row.paper.values.get(metric.name) if row.paper else None
-    ours = row.values.get(metric.nlgkit or "")
-    return None if paper is None or ours is None else ours - paper
 
 
 def _num(value: float | None, name: str, signed: bool = False) -> str:

@@ -16,7 +16,6 @@ from typing import Any
 from nlgkit.core.errors import DataError
 from nlgkit.evaluate.collect import RunResult, collect_runs, group_runs
 from nlgkit.evaluate.published import Metric, PaperRow, PaperTable
-from nlgkit.evaluate.render import delta, render_html, render_markdown
 from nlgkit.evaluate.significance import BootstrapResult, mean_sd, paired_bootstrap
 from nlgkit.metrics.corpus import METRICS
 
@@ -26,8 +25,6 @@ __all__ = [
     "RunResult",
     "build_report",
     "collect_runs",
-    "render_html",
-    "render_markdown",
     "report_to_dict",
 ]
 
@@ -186,3 +183,10 @@ def report_to_dict(report: Report) -> dict[str, Any]:
         "rows": rows,
         "uncovered": [{"keys": row.keys, "values": row.values} for row in report.uncovered],
     }
+
+
+def delta(row: ReportRow, metric: Metric) -> float | None:
+    """nlgkit − paper for ``metric``; None where either side is missing."""
+    paper = row.paper.values.get(metric.name) if row.paper else None
+    ours = row.values.get(metric.nlgkit or "")
+    return None if paper is None or ours is None else ours - paper

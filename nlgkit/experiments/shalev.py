@@ -16,7 +16,8 @@ from nlgkit.evaluate.analysis.vectors import vector_sets
 from nlgkit.evaluate.analysis.wordsim import DEFAULT_DIR, benchmark_paths, read_benchmark, word_similarity
 from nlgkit.evaluate.markdown import md_table
 from nlgkit.evaluate.published import PaperTable
-from nlgkit.evaluate.report import build_report, collect_runs, render_markdown, report_to_dict
+from nlgkit.evaluate.render import render_markdown
+from nlgkit.evaluate.report import build_report, collect_runs, report_to_dict
 from nlgkit.experiments.common import RECIPES, log, trained_runs, write_output
 from nlgkit.experiments.kept import kept_figures, table2_from_kept, table4_from_kept
 from nlgkit.experiments.papers import load_table

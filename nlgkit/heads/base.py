@@ -111,7 +111,8 @@ class OutputHead(nn.Module):
         selected = features[mask]  # (n, d)
         gold = targets[mask]  # (n,)
         if self.training and self.sampling_share < 1.0:
-            loss, overflow = sampled_loss(self, selected, gold, self.sampling_share, label_smoothing)
+            loss, overflow = sampled_loss(self.candidate_logits, self.vocab_size, selected, gold,
+                                          self.sampling_share, label_smoothing)
             self.sampling_overflows += int(overflow)
             return loss
         logits = self.logits(selected).float()

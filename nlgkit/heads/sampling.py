@@ -11,14 +11,11 @@ so a seeded run and its resumption draw the same classes.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
-
-if TYPE_CHECKING:
-    from nlgkit.heads.base import OutputHead
 
 
 def candidate_classes(gold: Tensor, vocab_size: int, share: float) -> tuple[Tensor, bool]:
@@ -34,11 +31,12 @@ def candidate_classes(gold: Tensor, vocab_size: int, share: float) -> tuple[Tens
     return torch.cat([positives, negatives]), False
 
 
-def sampled_loss(head: OutputHead, features: Tensor, gold: Tensor, share: float,
-                 label_smoothing: float = 0.0) -> tuple[Tensor, bool]:
-    """Summed cross-entropy of ``gold`` (n,) over V′ for ``features`` (n, d); and the overflow flag."""
-    rows, overflow = candidate_classes(gold, head.vocab_size, share)
-    index = torch.full((head.vocab_size,), -1, dtype=torch.long, device=gold.device)
+def sampled_loss(candidate_logits: Callable[[Tensor, Tensor], Tensor], vocab_size: int, features: Tensor,
+                 gold: Tensor, share: float, label_smoothing: float = 0.0) -> tuple[Tensor, bool]:
+    """Summed cross-entropy of ``gold`` (n,) over V′ for ``features`` (n, d), with a head's
+    ``candidate_logits(features, rows)``; and the overflow flag."""
+    rows, overflow = candidate_classes(gold, vocab_size, share)
+    index = torch.full((vocab_size,), -1, dtype=torch.long, device=gold.device)
     index[rows] = torch.arange(rows.numel(), device=gold.device)  # class id → its column in V′
-    logits = head.candidate_logits(features, rows).float()  # (n, |V′|)
+    logits = candidate_logits(features, rows).float()  # (n, |V′|)
     return F.cross_entropy(logits, index[gold], reduction="sum", label_smoothing=label_smoothing), overflow
