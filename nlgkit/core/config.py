@@ -186,7 +186,7 @@ def from_dict(cls: type, data: dict[str, Any], prefix: str = "", source: str = "
     hints = typing.get_type_hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls)}
     dot = f"{prefix}." if prefix else ""
-    if saved and issubclass_safe(cls, (DataConfig, PrepareConfig)):
+    if saved and isinstance(cls, type) and issubclass(cls, (DataConfig, PrepareConfig)):
         data = {key: value for key, value in data.items() if key in fields}
     for key in data:
         if key not in fields:
@@ -205,10 +205,6 @@ def from_dict(cls: type, data: dict[str, Any], prefix: str = "", source: str = "
         raise
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"{source}: [{prefix or 'recipe'}]: {exc}") from None
-
-
-def issubclass_safe(cls: Any, bases: tuple[type, ...]) -> bool:
-    return isinstance(cls, type) and issubclass(cls, bases)
 
 
 def _run_config(data: dict[str, Any], source: str, saved: bool) -> RunConfig:

@@ -13,7 +13,7 @@ import difflib
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib.metadata import entry_points
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 from nlgkit.core.errors import ConfigError
 
@@ -25,6 +25,8 @@ class PluginConfig:
     """Base of every plug-in config: the ``type`` key selects the registered component."""
 
     type: str = ""
+    #: settings that name a file the run reads from outside its directory (a run record keeps a copy of each)
+    input_files: ClassVar[tuple[str, ...]] = ()
 
     if TYPE_CHECKING:  # a RunConfig's model / head / task is a registered subclass, its fields known at run time
 

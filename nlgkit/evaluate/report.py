@@ -185,6 +185,34 @@ def report_to_dict(report: Report) -> dict[str, Any]:
     }
 
 
+def report_from_dict(data: dict[str, Any], table: PaperTable | None = None) -> Report:
+    """A report back from :func:`report_to_dict`'s data: a table rendered again from the figures kept beside it
+    after its runs are gone. The runs carry what the tables show (name, seed, progress, hardware), no outputs."""
+    runs: dict[str, RunResult] = {}
+
+    def run(run_dir: str, row: dict[str, Any]) -> RunResult:
+        if run_dir not in runs:
+            runs[run_dir] = RunResult(Path(run_dir).name, Path(run_dir), {"seed": row.get("seed")}, "", [], [],
+                                      Path(row.get("hypotheses") or run_dir), True, values=dict(row["values"]),
+                                      progress=dict(row.get("progress") or {}), hardware=row["hardware"])
+        return runs[run_dir]
+
+    rows = [ReportRow(row["label"], [run(run_dir, row) for run_dir in row["runs"]], row["summary"],
+                      dict(row["values"]), row["group_size"],
+                      spread=(row["mean_sd"][0], row["mean_sd"][1]) if row["mean_sd"] else None,
+                      paper=PaperRow({}, dict(row["paper"])) if row["paper"] else None,
+                      significance=BootstrapResult(**row["significance"]) if row["significance"] else None,
+                      is_baseline=row["baseline"])
+            for row in data["rows"]]
+    metrics = list(data["metrics"])
+    compared = [m for m in table.metrics.values() if m.nlgkit in metrics] if table else []
+    uncovered = [table.match(entry["keys"]) or PaperRow(entry["keys"], entry["values"])
+                 for entry in data["uncovered"]] if table else []
+    baseline = runs.get(data["baseline"]) if data["baseline"] else None
+    return Report(metrics, compared, rows, table, [row for row in uncovered if row is not None], baseline,
+                  data["samples"], dict(data["signatures"]))
+
+
 def delta(row: ReportRow, metric: Metric) -> float | None:
     """nlgkit − paper for ``metric``; None where either side is missing."""
     paper = row.paper.values.get(metric.name) if row.paper else None

@@ -17,14 +17,16 @@ from nlgkit.evaluate.analysis.wordsim import DEFAULT_DIR, benchmark_paths, read_
 from nlgkit.evaluate.markdown import md_table
 from nlgkit.evaluate.published import PaperTable
 from nlgkit.evaluate.render import render_markdown
-from nlgkit.evaluate.report import build_report, collect_runs, report_to_dict
+from nlgkit.evaluate.report import build_report, collect_runs, report_from_dict, report_to_dict
 from nlgkit.experiments.common import RECIPES, log, trained_runs, write_output
-from nlgkit.experiments.kept import kept_figures, table2_from_kept, table4_from_kept
+from nlgkit.experiments.kept import kept_figures, unrecorded_labels, unrecorded_note
 from nlgkit.experiments.papers import load_table
 from nlgkit.experiments.table1 import build_table1, render
 from nlgkit.runs.build import build_untrained, count_parameters
 from nlgkit.runs.loading import load_trained
 from nlgkit.runs.records import best_meta
+
+TABLE2_TITLE = "Shalev et al., Table 2: BLEU on Multi30K test2016"
 
 
 def table1(run_dirs: list[str], output: str | None, dataset: str = "Flickr8k") -> str:
@@ -67,7 +69,8 @@ def table4(run_dirs: list[str], output: str | None, wordsim_dir: str | None = No
         names = {Path(run_dir).name for run_dir in run_dirs}
         kept = kept | {"rows": [row for row in kept["rows"] if Path(row["run"]).name in names]}
         write_json(Path(str(output)).with_suffix(".json"), kept)
-        return write_output(table4_from_kept(kept, lines), output)
+        body = [[f"`{row['run']}` (unrecorded)", row["head"], row["benchmark"], *row["cells"]] for row in kept["rows"]]
+        return write_output(_table4_text(lines, body, unrecorded_note(kept, "table4")), output)
     benchmarks = {name: read_benchmark(path)
                   for name, path in benchmark_paths(Path(wordsim_dir) if wordsim_dir else DEFAULT_DIR).items()}
     body = []
@@ -89,12 +92,16 @@ def table4(run_dirs: list[str], output: str | None, wordsim_dir: str | None = No
                 if result is not None:
                     covered = f"{result.covered}/{result.total}"
             body.append([f"`{run_dir}`", cfg.head.type, name, *cells, covered])
-    lines += md_table(["run", "head", "benchmark", "target ρ (nlgkit)", "target ρ (paper)", "input ρ (nlgkit)",
-                       "input ρ (paper)", "pairs"], body, [False] * 3 + [True] * 5)
-    lines += ["", "A fixed head's target vectors are random by construction; the paper reports learned models only.",
-              ""]
-    text = "\n".join(lines)
-    return write_output(text, output)
+    return write_output(_table4_text(lines, body), output)
+
+
+def _table4_text(intro: list[str], body: list[list[str]], notes: list[str] | None = None) -> str:
+    """Table 4's document: the intro, one row per run and benchmark, the closing remark and any notes."""
+    lines = [*intro, *md_table(["run", "head", "benchmark", "target ρ (nlgkit)", "target ρ (paper)",
+                                "input ρ (nlgkit)", "input ρ (paper)", "pairs"], body, [False] * 3 + [True] * 5),
+             "", "A fixed head's target vectors are random by construction; the paper reports learned models only.",
+             "", *([*notes, ""] if notes else [])]
+    return "\n".join(lines)
 
 
 def table2(run_dirs: list[str], output: str | None) -> str:
@@ -111,17 +118,18 @@ def table2(run_dirs: list[str], output: str | None) -> str:
     if kept is not None:  # no run here or recorded: the figures kept from the original runs, marked so
         write_json(Path(str(output)).with_suffix(".json"), kept)
         kept_names = {Path(run).name for row in kept["rows"] for run in row["runs"]}
-        intro = intro[:3] + [""] + [f"Not run yet: `{Path(run_dir).name}`" for run_dir in waiting
-                                    if Path(run_dir).name not in kept_names]
-        return write_output(table2_from_kept(kept, intro), output)
+        intro = intro[:3] + ["", *unrecorded_note(kept, "table2"), ""] + [
+            f"Not run yet: `{Path(run_dir).name}`" for run_dir in waiting if Path(run_dir).name not in kept_names]
+        report = report_from_dict(unrecorded_labels(kept), load_table(kept["paper"]["id"]))
+        return write_output(render_markdown(report, title=TABLE2_TITLE, intro=intro), output)
     if not ready:
-        text = "\n".join(["# Shalev et al., Table 2: BLEU on Multi30K test2016", "", *intro, ""])
+        text = "\n".join([f"# {TABLE2_TITLE}", "", *intro, ""])
         write_output(text, output)
         return text
     # significance against the first run (the learned head in the Makefile's order), for runs on the same test set
     report = build_report(collect_runs(ready, log=log), load_table("shalev2020_table2"),
                           baseline=ready[0])
-    text = render_markdown(report, title="Shalev et al., Table 2: BLEU on Multi30K test2016", intro=intro)
+    text = render_markdown(report, title=TABLE2_TITLE, intro=intro)
     write_output(text, output)
     if output:
         write_json(Path(output).with_suffix(".json"), report_to_dict(report))

@@ -40,6 +40,7 @@ from nlgkit.wordvectors.tables import load_table_for, random_table, table_kind
 
 @dataclass(frozen=True)
 class ContinuousHeadConfig(HeadConfig):
+    input_files = ("table",)
     type: str = "continuous"
     dim: int = 128  # e, when the table is drawn at random (Tokarchuk & Niculae's best, Appendix C.2)
     table: str = ""  # an `nlgkit embed` table; "" = random unit vectors from the seed

@@ -40,14 +40,19 @@ def is_record(run_dir: Path) -> bool:
     return (Path(run_dir) / RECORD_FILE).is_file()
 
 
-def run_config(run_dir: Path, beam: int | None = None) -> RunConfig:
-    """The resolved recipe of a run directory or record (its ``config.json``, else the best checkpoint's),
-    with ``beam`` as its search beam when given."""
+def saved_config(run_dir: Path) -> dict[str, Any]:
+    """The resolved recipe a run directory or record saved, as data: its ``config.json``, else the best
+    checkpoint's."""
     config_path = Path(run_dir) / "config.json"
-    raw = read_json(config_path) if config_path.is_file() else read_json(best_meta(run_dir))["config"]
+    return read_json(config_path) if config_path.is_file() else read_json(best_meta(run_dir))["config"]
+
+
+def run_config(run_dir: Path, beam: int | None = None) -> RunConfig:
+    """The resolved recipe of a run directory or record, with ``beam`` as its search beam when given."""
+    raw = saved_config(run_dir)
     if is_record(run_dir):
         raw = _record_inputs(Path(run_dir), raw)
-    config = config_from_dict(raw, str(config_path))
+    config = config_from_dict(raw, str(Path(run_dir) / "config.json"))
     if beam is not None and beam != config.search.beam:
         config = replace(config, search=replace(config.search, beam=beam))
     return config

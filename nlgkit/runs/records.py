@@ -3,7 +3,7 @@
 Run directories hold checkpoints (tens of megabytes each) and live outside the work tree, so the runs behind
 a committed table can vanish with the machine that trained them. A record keeps everything the reports and
 run-log summaries read — resolved config, provenance, ``metrics.jsonl``, checkpoint ``meta.json``, the test
-hypotheses (translation) or captions (captioning) already scored, the references they were scored against and
+outputs already scored (with the stamp naming what made them), the references they were scored against and
 the vocabularies — and no weights, so ``--records results/runs`` regenerates a table, and adds new rows beside
 old ones, after the run directories are gone. A record cannot translate or caption: a report that needs outputs
 it lacks says so. A file outside the run that its config names (a continuous head's target table) is copied into
@@ -18,19 +18,19 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from nlgkit.core.config import PLUGIN_REGISTRIES, RunConfig
 from nlgkit.core.errors import DataError, NlgkitError
 from nlgkit.core.io import atomic_directory, read_json, sha256_file, write_json
-from nlgkit.runs.outputs import RECORD_FILE, best_meta, is_record, kept_outputs, run_config
+from nlgkit.runs.outputs import RECORD_FILE, best_meta, is_record, kept_outputs, run_config, saved_config
 from nlgkit.tasks import Task, build_task
 from nlgkit.wordvectors.tables import vocab_path
 
 TOP_LEVEL = ("*.json", "*.jsonl", "*.hyp.*")  # config, provenance, summary, manifest, metrics, outputs, stamps
 CHECKPOINTS = ("best", "best.old", "last")  # only their meta.json: progress, best epoch, stop reason
 DATA = ("manifest.json", "vocab.*.txt")
-# Settings naming a file the run read from outside its directory. A record keeps a copy of each under INPUTS_DIR
-# (with its checksum in record.json) and its config.json names the copy relative to the record, so that a record
-# never depends on a file outside the repository (nlgkit.runs.outputs.run_config resolves those paths).
-INPUTS = ("head.table",)
+# A file the run read from outside its directory (a plug-in config's ``input_files``) is copied under INPUTS_DIR
+# (with its checksum in record.json) and the record's config.json names the copy relative to the record, so that a
+# record never depends on a file outside the repository (nlgkit.runs.outputs.run_config resolves those paths).
 INPUTS_DIR = "inputs"
 
 
@@ -48,9 +48,8 @@ def archive_run(run_dir: Path, records_dir: Path) -> Path:
                for name in CHECKPOINTS if (run_dir / "checkpoints" / name / "meta.json").is_file()]
     copies += [(path, Path("data", path.name)) for pattern in DATA for path in sorted((run_dir / "data").glob(pattern))]
     copies += [(path, Path("data", path.name)) for path in task.reference_files(data_dir, "test")]
-    raw = read_json(run_dir / "config.json") if (run_dir / "config.json").is_file() else \
-        read_json(best_meta(run_dir))["config"]
-    inputs = _inputs(raw, run_dir)
+    raw = saved_config(run_dir)
+    inputs = _inputs(raw, config, run_dir)
     copies = [(source, relative) for source, relative in copies if relative != Path("config.json")]
     copies += [(path, Path(INPUTS_DIR, path.name)) for source in inputs.values() for path in _with_companions(source)]
 
@@ -72,11 +71,13 @@ def archive_run(run_dir: Path, records_dir: Path) -> Path:
     return record
 
 
-def _inputs(raw: dict[str, Any], run_dir: Path) -> dict[str, Path]:
-    """The files outside the run that its config names (:data:`INPUTS`), which must still exist: a record
-    that named a vanished file could not be read on another machine."""
+def _inputs(raw: dict[str, Any], config: RunConfig, run_dir: Path) -> dict[str, Path]:
+    """The files outside the run that its plug-ins' configs name (their ``input_files``), which must still
+    exist: a record that named a vanished file could not be read on another machine."""
     found = {}
-    for key in INPUTS:
+    keys = [f"{section}.{name}" for section in PLUGIN_REGISTRIES
+            for name in type(getattr(config, section)).input_files]
+    for key in keys:
         section, name = key.split(".")
         value = raw.get(section, {}).get(name)
         if value:
