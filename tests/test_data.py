@@ -246,8 +246,10 @@ def test_parallel_non_utf8(small_corpus: Path, tmp_path: Path) -> None:
 def test_unknown_language_and_options(small_corpus: Path, tmp_path: Path, multi30k_source: Path) -> None:
     with pytest.raises(ConfigError, match="'xx'"):
         prepare_multi30k(tmp_path / "o", "de", "xx", source=str(multi30k_source))
-    with pytest.raises(ConfigError, match="'zz'"):
-        TextPipeline("zz", "spacy")
+    with pytest.raises(ConfigError, match="'zz'"):  # spaCy's rules load with the first line (detokenising needs none)
+        TextPipeline("zz", "spacy").tokenize("a line")
+    with pytest.raises(ConfigError, match="'zz'"):  # ... and preparing data checks them before reading anything
+        prepare_multi30k(tmp_path / "o", "de", "zz", source=str(multi30k_source))
     with pytest.raises(ConfigError, match="subword"):
         parallel(small_corpus, tmp_path / "o", subword="bpe:many")
     with pytest.raises(ConfigError, match="tokenizer"):

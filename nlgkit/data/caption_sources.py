@@ -254,12 +254,12 @@ def read_multi30k_captions(source: str, lang: str, download_dir: Path) -> Captio
     splits: dict[str, dict[str, list[str]]] = {}
     inputs: dict[str, dict[str, str]] = {}
     for split, (prefix, names_file) in MULTI30K_TASK2.items():
-        names_path, where = _multi30k_file(source, f"task1/image_splits/{names_file}", download_dir)
+        names_path, where = multi30k_file(source, f"task1/image_splits/{names_file}", download_dir)
         inputs[f"image_splits/{names_file}"] = describe_input(names_path, where)
         names = [line.strip() for line in _lines(names_path, "Multi30K image list")]
         splits[split] = {}
         for n in range(1, 6):
-            path, where = _multi30k_file(source, f"task2/raw/{prefix}.{n}.{lang}.gz", download_dir)
+            path, where = multi30k_file(source, f"task2/raw/{prefix}.{n}.{lang}.gz", download_dir)
             lines = _lines(path, "Multi30K task 2 file")
             if len(lines) != len(names):
                 raise DataError(f"{path}: {len(lines)} lines, but {names_path} names {len(names)} images")
@@ -288,7 +288,7 @@ def flickr30k_locator(images_dir: Path) -> Locate:
     return locate
 
 
-def _multi30k_file(source: str, relative: str, download_dir: Path) -> tuple[Path, str]:
+def multi30k_file(source: str, relative: str, download_dir: Path) -> tuple[Path, str]:
     """Local path of a Multi30K dataset file, and its URL when ``source`` is one (then it is downloaded).
 
     A URL is the repository's ``data/`` base or task 1's ``data/task1/raw/`` (``download.DEFAULT_URL``);

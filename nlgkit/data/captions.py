@@ -37,7 +37,7 @@ from typing import Any
 from nlgkit import __version__
 from nlgkit.core.errors import ConfigError, DataError
 from nlgkit.core.io import sha256_file, write_json
-from nlgkit.data.prepare import SPLITS, _staging
+from nlgkit.data.prepare import SPLITS, staging
 from nlgkit.data.vocab import Vocabulary
 from nlgkit.vision.images import ImageError, load_image
 
@@ -145,7 +145,7 @@ def build_caption_dir(out_dir: Path, corpus: CaptionCorpus, *, corpus_name: str,
 
     counter = Counter(w for r in records["train"].values() for t in r["tokens"] for w in t.split())
     vocab = Vocabulary.build(counter, min_freq)
-    with _staging(Path(out_dir)) as tmp:
+    with staging(Path(out_dir)) as tmp:
         for split in SPLITS:
             with open(tmp / f"{split}.jsonl", "w", encoding="utf-8", newline="\n") as handle:
                 for image in sorted(records[split]):

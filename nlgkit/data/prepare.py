@@ -44,36 +44,36 @@ def prepare_multi30k(out_dir: Path, src_lang: str, tgt_lang: str, source: str = 
     for lang in (src_lang, tgt_lang):
         if lang not in MULTI30K_LANGS:
             raise ConfigError(f"Multi30K has no language {lang!r} (choose from {', '.join(MULTI30K_LANGS)})")
-    options = _check_options(src_lang, tgt_lang, tokenizer, lowercase, min_freq, max_len, subword)
+    options = check_options(src_lang, tgt_lang, tokenizer, lowercase, min_freq, max_len, subword)
     resolved = source or default_source()
-    with _staging(Path(out_dir)) as tmp:
+    with staging(Path(out_dir)) as tmp:
         files = fetch_multi30k(resolved, (src_lang, tgt_lang), tmp / "raw")
-        corpus = _read_corpus(files, src_lang, tgt_lang)
-        inputs = {f"{split}.{lang}": _describe_input(resolved, path)
+        corpus = read_corpus(files, src_lang, tgt_lang)
+        inputs = {f"{split}.{lang}": describe_raw_input(resolved, path)
                   for split, by_lang in files.items() for lang, path in by_lang.items()}
-        return _build(tmp, corpus, "multi30k", resolved, inputs, src_lang, tgt_lang, options)
+        return build_directory(tmp, corpus, "multi30k", resolved, inputs, src_lang, tgt_lang, options)
 
 
 def prepare_parallel(out_dir: Path, train_prefix: str, valid_prefix: str, test_prefix: str, src_lang: str,
                      tgt_lang: str, tokenizer: str = "spacy", lowercase: bool = True, min_freq: int = 2,
                      max_len: int = 0, subword: str = "none") -> dict[str, Any]:
     """Prepare a user's corpus from ``{prefix}.{lang}`` files (optionally ``.gz``); return the manifest."""
-    options = _check_options(src_lang, tgt_lang, tokenizer, lowercase, min_freq, max_len, subword)
+    options = check_options(src_lang, tgt_lang, tokenizer, lowercase, min_freq, max_len, subword)
     prefixes = {"train": train_prefix, "valid": valid_prefix, "test": test_prefix}
     files = {split: {lang: _find_side(prefix, lang) for lang in (src_lang, tgt_lang)}
              for split, prefix in prefixes.items()}
-    corpus = _read_corpus(files, src_lang, tgt_lang)
+    corpus = read_corpus(files, src_lang, tgt_lang)
     inputs = {f"{split}.{lang}": {"path": str(path.resolve()), "sha256": sha256_file(path)}
               for split, by_lang in files.items() for lang, path in by_lang.items()}
     source = " ".join(f"{split}={prefix}" for split, prefix in prefixes.items())
-    with _staging(Path(out_dir)) as tmp:
-        return _build(tmp, corpus, "parallel", source, inputs, src_lang, tgt_lang, options)
+    with staging(Path(out_dir)) as tmp:
+        return build_directory(tmp, corpus, "parallel", source, inputs, src_lang, tgt_lang, options)
 
 
 # ---------------------------------------------------------------------------------------------------------
 
 
-def _check_options(src_lang: str, tgt_lang: str, tokenizer: str, lowercase: bool, min_freq: int, max_len: int,
+def check_options(src_lang: str, tgt_lang: str, tokenizer: str, lowercase: bool, min_freq: int, max_len: int,
                    subword: str) -> dict[str, Any]:
     if src_lang == tgt_lang:
         raise ConfigError(f"source and target language are both {src_lang!r}")
@@ -103,7 +103,7 @@ def _read(path: Path) -> list[str]:
         raise DataError(f"{path}: unreadable ({' '.join(str(exc).split())})") from None
 
 
-def _read_corpus(files: dict[str, dict[str, Path]], src_lang: str, tgt_lang: str) -> Corpus:
+def read_corpus(files: dict[str, dict[str, Path]], src_lang: str, tgt_lang: str) -> Corpus:
     corpus: Corpus = {}
     for split in SPLITS:
         src, tgt = files[split][src_lang], files[split][tgt_lang]
@@ -116,7 +116,7 @@ def _read_corpus(files: dict[str, dict[str, Path]], src_lang: str, tgt_lang: str
     return corpus
 
 
-def _describe_input(source: str, path: Path) -> dict[str, str]:
+def describe_raw_input(source: str, path: Path) -> dict[str, str]:
     where = source.rstrip("/") + "/" + path.name if is_url(source) else str(path.resolve())
     return {"path": where, "sha256": sha256_file(path)}
 
@@ -126,8 +126,15 @@ def _write_lines(path: Path, lines: list[str]) -> None:
         handle.writelines(f"{line}\n" for line in lines)
 
 
-def _build(out: Path, corpus: Corpus, corpus_name: str, source: str, inputs: dict[str, Any], src_lang: str,
-           tgt_lang: str, options: dict[str, Any]) -> dict[str, Any]:
+def build_directory(out: Path, corpus: Corpus, corpus_name: str, source: str, inputs: dict[str, Any],
+                    src_lang: str, tgt_lang: str, options: dict[str, Any],
+                    side_files: dict[str, dict[str, list[str]]] | None = None,
+                    extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Tokenise, segment, filter and write ``corpus`` into ``out``; return the manifest.
+
+    ``side_files`` (suffix → split → one line per raw line) are written as ``{split}.{suffix}`` and filtered
+    with the training pairs, so they stay aligned (e.g. the image of each pair); ``extra`` joins the manifest.
+    """
     langs = (src_lang, tgt_lang)
     pipelines = {lang: TextPipeline(lang, options["tokenizer"], options["lowercase"]) for lang in langs}
     # keep_space: whitespace tokens are counted for the vocabulary (below) but never written
@@ -178,6 +185,11 @@ def _build(out: Path, corpus: Corpus, corpus_name: str, source: str, inputs: dic
                 refs = [ref.lower() for ref in refs]
             _write_lines(out / f"{split}.ref.{lang}", refs)
 
+    for suffix, by_split in (side_files or {}).items():
+        _write_lines(out / f"train.{suffix}", [by_split["train"][i] for i in keep])
+        for split in ("valid", "test"):
+            _write_lines(out / f"{split}.{suffix}", by_split[split])
+
     files = {p.relative_to(out).as_posix(): sha256_file(p) for p in sorted(out.rglob("*")) if p.is_file()}
     manifest: dict[str, Any] = {
         "format": MANIFEST_FORMAT,
@@ -193,13 +205,14 @@ def _build(out: Path, corpus: Corpus, corpus_name: str, source: str, inputs: dic
         "subword_files": subword_files,
         "inputs": inputs,
         "files": files,
+        **(extra or {}),
     }
     write_json(out / "manifest.json", manifest)
     return manifest
 
 
 @contextlib.contextmanager
-def _staging(out_dir: Path) -> Iterator[Path]:
+def staging(out_dir: Path) -> Iterator[Path]:
     """Yield an empty temporary sibling of ``out_dir``; swap it in on success, delete it on failure."""
     out_dir = out_dir.expanduser()
     if out_dir.exists():

@@ -45,13 +45,14 @@ def moses_detokenizer(lang: str) -> Any:
     return MosesDetokenizer(lang=lang)
 
 
-def check_tokenizer(name: str, lang: str) -> None:
-    """Fail early (ConfigError) on an unknown tokenizer or a language it cannot handle."""
+def check_tokenizer(name: str, lang: str, load: bool = True) -> None:
+    """Fail early (ConfigError) on an unknown tokenizer or a language it cannot handle (``load``: try loading
+    spaCy's rules for ``lang``; without, only names are checked)."""
     if name not in TOKENIZERS:
         raise ConfigError(f"tokenizer = {name!r}: expected one of {', '.join(TOKENIZERS)}")
     if not lang or not lang.isalpha() or not lang.isascii():
         raise ConfigError(f"language {lang!r}: expected a language code such as en or de")
-    if name == "spacy":
+    if name == "spacy" and load:
         spacy_tokenizer(lang)
 
 
@@ -65,7 +66,8 @@ class TextPipeline:
 
     def __init__(self, lang: str, tokenizer: str = "spacy", lowercase: bool = True,
                  segmenter: Segmenter | None = None) -> None:
-        check_tokenizer(tokenizer, lang)
+        # spaCy loads on the first line tokenised: detokenising (validation, outputs) never needs it
+        check_tokenizer(tokenizer, lang, load=False)
         self.lang = lang
         self.tokenizer = tokenizer
         self.lowercase = lowercase

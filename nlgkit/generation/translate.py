@@ -6,7 +6,8 @@ a line longer than ``max_input_tokens`` tokens is cut to that length with a warn
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from nlgkit.core.errors import DataError
@@ -32,17 +33,36 @@ class Translator:
         self.pretokenized, self.detokenize, self.max_input_tokens = pretokenized, detokenize, max_input_tokens
         self.detokenizer = run.detokenizer()
 
-    def lines(self, lines: list[str], name: str = "<stdin>", first_number: int = 1) -> list[str]:
+    def lines(self, lines: list[str], name: str = "<stdin>", first_number: int = 1,
+              images: Sequence[Path] | None = None) -> list[str]:
         """The output lines for ``lines`` (numbered from ``first_number`` in warnings): one per input line,
-        ``nbest`` per line with n-best output."""
+        ``nbest`` per line with n-best output. ``images``: the image of each line (multimodal models); a line
+        whose image is missing or unreadable gets an empty output line and a warning naming both."""
         run = self.run
+        attach = self.text_input.attach_image
+        if images is not None:
+            if attach is None:
+                raise DataError(f"{run.checkpoint}: this model's task ({run.config.task.type}) reads no images")
+            if len(images) != len(lines):
+                raise DataError(f"{name}: {len(lines)} lines but {len(images)} images")
         sources: list[Any] = []
-        for number, line in enumerate(lines, start=first_number):
+        for i, (number, line) in enumerate(enumerate(lines, start=first_number)):
             tokens = line.split() if self.pretokenized else self.text_input.tokenize(line)
             if len(tokens) > self.max_input_tokens:
                 self.warn(f"{name}: line {number}: {len(tokens)} tokens, cut to {self.max_input_tokens}")
                 tokens = tokens[: self.max_input_tokens]
-            sources.append(self.text_input.encode(tokens) if tokens else None)
+            if not tokens:
+                sources.append(None)
+            elif images is None or attach is None:
+                sources.append(self.text_input.encode(tokens))
+            else:
+                try:
+                    if images[i] == Path():
+                        raise DataError("no image named for this line")
+                    sources.append(attach(tokens, images[i]))
+                except DataError as exc:
+                    self.warn(f"{name}: line {number}: {exc}; its output line is left empty")
+                    sources.append(None)
         todo = [i for i, source in enumerate(sources) if source is not None]
         found = generate(run.model, run.task, [sources[i] for i in todo], run.tgt_vocab, device=run.device,
                          **self.options.search_kwargs())
@@ -64,3 +84,23 @@ def translate_lines(run: TrainedRun, lines: list[str], options: SearchOptions, *
     translator = Translator(run, options, pretokenized=pretokenized, detokenize=detokenize,
                             max_input_tokens=max_input_tokens, warn=warn)
     return translator.lines(lines, name)
+
+
+IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".gif", ".webp")
+
+
+def read_image_list(spec: Path) -> list[Path]:
+    """``translate --images``: a directory (its image files in name order, one per input line) or a file
+    naming one image per line (relative to the file's folder; an empty line names none)."""
+    if spec.is_dir():
+        files = sorted(p for p in spec.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES and p.is_file())
+        if not files:
+            raise DataError(f"{spec}: no image files ({', '.join(IMAGE_SUFFIXES)}) in this directory")
+        return files
+    if not spec.is_file():
+        raise DataError(f"{spec}: no such image list or directory")
+    try:
+        names = spec.read_text(encoding="utf-8").splitlines()
+    except UnicodeDecodeError as exc:
+        raise DataError(f"{spec}: not UTF-8 text (byte {exc.start}): expected one image path per line") from None
+    return [spec.parent / name.strip() if name.strip() else Path() for name in names]

@@ -76,6 +76,11 @@ class Generator(nn.Module):
         """The decoder's target input embedding (tied and joint heads share it)."""
         return self.tgt_embed  # type: ignore[return-value]
 
+    def source_embedding(self) -> nn.Embedding | None:
+        """The encoder's token embedding, which pretrained tables may initialise (None: no source tokens)."""
+        embedding = getattr(self, "src_embed", None)
+        return embedding if isinstance(embedding, nn.Embedding) else None
+
     def attach_head(self, head: OutputHead) -> None:
         self.head = head
 

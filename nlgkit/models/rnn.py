@@ -252,13 +252,16 @@ class RNNModel(Generator):
             return self._search_tables.get(weights, lambda: SearchTables.of(self))
 
     def forward(self, batch: Batch) -> tuple[Tensor, dict[str, Tensor]]:
-        """Teacher forcing: batch.prev_tokens (B, T) → features (B, T, d); no auxiliary loss.
+        """Teacher forcing: batch.prev_tokens (B, T) → features (B, T, d); no auxiliary loss."""
+        return self.teacher_forcing(batch.prev_tokens, self.encode(batch.inputs)), {}
+
+    def teacher_forcing(self, prev_tokens: Tensor, state: State) -> Tensor:
+        """Features (B, T, d) for prev_tokens (B, T) from an encoded state (models that also read the state
+        for an auxiliary loss call it after their own ``encode``).
 
         Everything that does not depend on the recurrence — embeddings, their share of the cell's input
         projection, the attention keys, the pre-output layer — runs once over all steps.
         """
-        prev_tokens = batch.prev_tokens
-        state = self.encode(batch.inputs)
         embedded = self.dropout(self.tgt_embed(prev_tokens))  # (B, T, E)
         embedding_gates = self.decoder.project_embeddings(embedded)  # (B, T, G·H)
         hidden = list(state["hidden"].unbind(1))
@@ -280,4 +283,4 @@ class RNNModel(Generator):
             contexts.append(context)
         output = torch.stack(outputs, dim=1)  # (B, T, D)
         context = torch.stack(contexts, dim=1)  # (B, T, C)
-        return self._features(output, context, embedded), {}
+        return self._features(output, context, embedded)

@@ -30,10 +30,12 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class TextInput:
-    """Raw text → a task's sources: ``tokenize`` a line as ``prepare`` did, ``encode`` tokens as a source."""
+    """Raw text → a task's sources: ``tokenize`` a line as ``prepare`` did, ``encode`` tokens as a source;
+    ``attach_image`` (tasks that read images too) encodes tokens with the image file of their line."""
 
     tokenize: Callable[[str], list[str]]
     encode: Callable[[list[str]], Any]
+    attach_image: Callable[[list[str], Path], Any] | None = None
 
 
 @dataclass

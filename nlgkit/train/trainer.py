@@ -39,6 +39,7 @@ from nlgkit.runs.build import (
 )
 from nlgkit.runs.checkpoint import find_checkpoint
 from nlgkit.runs.data import copy_model_assets, ensure_data_dir
+from nlgkit.runs.embeddings import initialise_embeddings
 from nlgkit.runs.metrics_log import MetricsLog
 from nlgkit.runs.provenance import environment, git_revision
 from nlgkit.tasks import build_task
@@ -119,7 +120,11 @@ class Trainer:
         data_dir = ensure_data_dir(cfg, task, log=self.console.print)
         vocabs = task.load_vocabularies(data_dir)
         data = task.load_data(data_dir, vocabs, device)
-        model = build_model(cfg, task.model_context(vocabs), vocabs[task.target_lang]).to(device)
+        model = build_model(cfg, task.model_context(vocabs), vocabs[task.target_lang])
+        for side, done in initialise_embeddings(model, cfg, task, vocabs).items():
+            self.console.print(f"{side} embedding from {done['table']}: {done['found']:,} of {done['rows']:,} "
+                               "words found")
+        model = model.to(device)
         optimizer = build_optimizer(cfg, model, device)
         scheduler = build_scheduler(cfg, optimizer)
         objective = data_parallel(TrainingObjective(model, t.label_smoothing), ranks, device)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -28,9 +29,9 @@ from safetensors.torch import load_file, save_file
 from torch import Tensor
 
 from nlgkit import __version__
-from nlgkit.core.errors import DataError
+from nlgkit.core.errors import ConfigError, DataError
 from nlgkit.core.io import atomic_directory, read_json, sha256_file, write_json
-from nlgkit.vision.encoders import EncoderConfig, ImageEncoder, build_encoder
+from nlgkit.vision.encoders import EncoderConfig, ImageEncoder, build_encoder, encoder_dims
 from nlgkit.vision.images import load_image
 
 FEATURES_FILE = "features.safetensors"
@@ -94,7 +95,16 @@ def extract_features(encoder_config: EncoderConfig, images_dir: Path, image_name
     that cannot be read is a DataError naming it: data preparation has already skipped unreadable ones.
     """
     images_dir, cache_dir = Path(images_dir), Path(cache_dir)
-    encoder = build_encoder(encoder_config)
+    try:
+        if not images_dir.is_dir():
+            raise DataError(f"{images_dir}: images directory not found")
+        encoder = build_encoder(encoder_config)
+    except (ConfigError, DataError) as exc:  # no images or CNN weights here: a complete cache still serves
+        cache = cached_without_encoder(encoder_config, cache_dir, image_names)
+        if cache is None:
+            raise
+        log(f"{exc}; using the features of every image already cached in {cache_dir}")
+        return cache
     description = encoder.describe()
     directory = cache_dir / cache_key(encoder)
     names = sorted(set(image_names))
@@ -132,6 +142,29 @@ def extract_features(encoder_config: EncoderConfig, images_dir: Path, image_name
                 "extracted": len(todo), "reused": len(reuse), "seconds": round(seconds, 1)}
     _write(directory, spatial, pooled, manifest)
     return FeatureCache(names, spatial, pooled, manifest)
+
+
+def cached_without_encoder(config: EncoderConfig, cache_dir: Path, image_names: Sequence[str]) -> FeatureCache | None:
+    """The one cache in ``cache_dir`` made by this encoder setting (name, layer, grid, image size: whatever its
+    weights file) that holds every image of ``image_names``, or None.
+
+    Features are extracted once and often used elsewhere (a GPU machine without the CNN's weights package): there
+    neither the weights' checksum nor the images can be checked, so the cache is trusted as extracted.
+    """
+    channels, regions, _ = encoder_dims(config)
+    wanted = {"name": config.name, "layer": config.resolved_layer, "grid": math.isqrt(regions),
+              "image_size": config.image_size, "channels": channels}
+    found = []
+    for manifest_path in sorted(Path(cache_dir).glob(f"{config.name}-{config.resolved_layer}-*/{MANIFEST_FILE}")):
+        try:
+            manifest = read_json(manifest_path)
+        except DataError:
+            continue
+        described = manifest.get("encoder", {})
+        if manifest.get("format") == FORMAT and all(described.get(k) == v for k, v in wanted.items()) \
+                and not described.get("stage") and set(image_names) <= set(manifest.get("images", [])):
+            found.append(manifest_path.parent)
+    return FeatureCache.load(found[0]) if len(found) == 1 else None
 
 
 def _image_sha256(path: Path) -> str:

@@ -4,9 +4,10 @@ A table is two files: ``NAME.safetensors`` (``vectors``: (V, e) float32) and ``N
 line, row order). Continuous heads read one as their frozen targets, and a table whose words are not the
 run's vocabulary in the same order is refused naming both files. Sources (Tokarchuk & Niculae 2024):
 random unit vectors (``sphere``) or scaled hypercube corners ±1/√e (``cube``); the target vectors of a trained
-discrete model (``extract``); α·A + (1 − α)·B of two tables, rows re-normalised (``combine``); and word2vec
-(text or binary), GloVe and fastText ``.vec`` files read by gensim (``load``), where a word missing from the
-file gets a random sphere row.
+discrete model (``extract``); α·A + (1 − α)·B of two tables, rows re-normalised (``combine``); pre-trained
+vectors of any format (``load``, :mod:`nlgkit.wordvectors.sources`); word2vec, fastText or GloVe trained on a
+corpus (``train``, :mod:`nlgkit.wordvectors.training`); and a table debiased by All-but-the-Top or localized
+centering (``debias``, :mod:`nlgkit.wordvectors.debias`).
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ def _read_words(path: Path) -> list[str]:
 
 
 # What a table holds, recorded in its metadata so that reports can name a run's targets as the papers do.
-KINDS = ("sphere", "cube", "pretrained", "input", "combined", "loaded")
+KINDS = ("sphere", "cube", "pretrained", "input", "combined", "loaded", "trained", "debiased")
 
 
 def save_table(path: Path, vectors: Tensor, words: Sequence[str], kind: str = "") -> None:
@@ -122,86 +123,6 @@ def combine_tables(a: Tensor, b: Tensor, alpha: float, names: tuple[str, str] = 
         raise ConfigError(f"--alpha {alpha}: expected a value in [0, 1]")
     mixed = alpha * F.normalize(a, dim=1) + (1 - alpha) * F.normalize(b, dim=1)
     return F.normalize(mixed, dim=1)
-
-
-VECTOR_FORMATS = ("auto", "word2vec", "word2vec-binary", "glove")
-
-
-def detect_vector_format(path: Path) -> str:
-    """word2vec text (also fastText ``.vec``: a "COUNT DIM" header), word2vec binary (the same header, then
-    bytes) or GloVe (no header), from the file's first two lines."""
-    with path.open("rb") as handle:
-        first, second = handle.readline(), handle.readline(1 << 20)
-    header = first.split()
-    if len(header) != 2 or not all(field.isdigit() for field in header):
-        return "glove"
-    try:
-        fields = second.decode("utf-8").split()
-        [float(value) for value in fields[1:]]
-    except (UnicodeDecodeError, ValueError):
-        return "word2vec-binary"
-    return "word2vec" if len(fields) == int(header[1]) + 1 else "word2vec-binary"
-
-
-def _first_bad_line(path: Path, has_header: bool) -> str | None:
-    """Where a text vector file breaks (a line with the wrong number of values or a value that is not a
-    number), so that the error names the line rather than gensim's internal reason."""
-    dim = None
-    with path.open(encoding="utf-8", errors="replace") as handle:
-        for number, line in enumerate(handle, 1):
-            fields = line.rstrip("\n").rstrip().split(" ")
-            if number == 1 and has_header:
-                if len(fields) != 2 or not all(field.isdigit() for field in fields):
-                    return f"line 1: expected the header 'COUNT DIM', got {line.strip()[:40]!r}"
-                dim = int(fields[1])
-                continue
-            if not line.strip():
-                continue
-            dim = len(fields) - 1 if dim is None else dim
-            if len(fields) - 1 != dim:
-                return (f"line {number}: expected a word and {dim} value{'s' * (dim != 1)}, got "
-                        f"{len(fields) - 1} value{'s' * (len(fields) != 2)}")
-            for value in fields[1:]:
-                try:
-                    float(value)
-                except ValueError:
-                    return f"line {number}: {value[:40]!r} is not a number"
-    return None
-
-
-def vectors_from_file(path: Path, words: Sequence[str], fmt: str, seed: int,
-                      limit: int = 0) -> tuple[Tensor, int]:
-    """Rows for ``words`` from a word2vec / GloVe / fastText file (gensim); returns the table and how many
-    words the file lacked (those get random sphere rows of the file's dimension). ``fmt`` ``auto`` reads the
-    format from the file (:func:`detect_vector_format`); ``limit`` > 0 reads only its first ``limit`` vectors
-    (a 2M-word fastText file holds gigabytes)."""
-    from gensim.models import KeyedVectors
-
-    if not path.is_file():
-        raise DataError(f"{path}: file not found")
-    if fmt not in VECTOR_FORMATS:
-        raise ConfigError(f"--format {fmt!r}: expected {', '.join(VECTOR_FORMATS)}")
-    if limit < 0:
-        raise ConfigError(f"--limit {limit}: must not be negative")
-    if fmt == "auto":
-        fmt = detect_vector_format(path)
-    try:
-        vectors = KeyedVectors.load_word2vec_format(str(path), binary=fmt == "word2vec-binary",
-                                                    no_header=fmt == "glove", unicode_errors="replace",
-                                                    limit=limit or None)
-    except (ValueError, EOFError, UnicodeDecodeError, IndexError) as exc:
-        where = None if fmt == "word2vec-binary" else _first_bad_line(path, has_header=fmt == "word2vec")
-        raise DataError(f"{path}: " + (where or f"not a {fmt} vector file ({type(exc).__name__}: {exc})")) from None
-    if vectors.vector_size == 0 or len(vectors) == 0:
-        raise DataError(f"{path}: no vectors in the file (read as {fmt})")
-    table = random_table(len(words), vectors.vector_size, "sphere", seed)
-    missing = 0
-    for row, word in enumerate(words):
-        if word in vectors.key_to_index:
-            table[row] = torch.from_numpy(vectors[word].copy())
-        else:
-            missing += 1
-    return table, missing
 
 
 def vocabulary_words(path: Path) -> list[str]:

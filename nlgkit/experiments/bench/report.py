@@ -28,6 +28,7 @@ def render_benchmarks(results: dict[str, Any]) -> str:
     lines += captioning_lines(results["captioning"])
     lines += head_lines(results.get("heads", []))
     lines += decoding_lines(results.get("decoding", []))
+    lines += debias_lines(results.get("debias", []))
     if "gpu" in results:  # JSON written before the GPU benchmark existed has no section for it
         lines += gpu_lines(results["gpu"]["epochs"], results["gpu"]["translation"])
     return "\n".join([*lines, ""])
@@ -160,4 +161,19 @@ def gpu_lines(epochs: list[dict[str, Any]], translation: dict[str, Any] | None) 
     if translation:
         lines += ["", (f"Beam-5 translation of test2016 on the GPU with `{translation['run']}`: "
                        f"{translation['sentences_per_s']:.1f} sentences/s.")]
+    return lines
+
+
+def debias_lines(results: list[dict[str, Any]]) -> list[str]:
+    """`nlgkit embed debias` on random tables (:mod:`nlgkit.experiments.bench.debias`); nothing if not measured."""
+    if not results:
+        return []
+    names = {"abtt": "All-but-the-Top (D = 3)", "lc": "localized centering (k = 10)"}
+    lines = ["", "## Debiasing word vectors (random float32 tables, `nlgkit embed debias`)", ""]
+    lines += md_table(["method", "words × dim", "device", "seconds", "words/s", "peak RSS (MiB)",
+                       "peak GPU memory (MiB)"],
+                      [[names.get(r["method"], r["method"]), f"{r['words']:,} × {r['dim']}", r["device"],
+                        f"{r['seconds']:.1f}", f"{r['words_per_s']:,.0f}", f"{r['peak_rss_mib']:,.0f}",
+                        f"{r['peak_gpu_mib']:,.0f}" if "peak_gpu_mib" in r else "–"] for r in results],
+                      numeric=[False, False, False, True, True, True, True])
     return lines

@@ -24,6 +24,7 @@ from nlgkit.core.config import load_recipe
 from nlgkit.core.errors import NlgkitError
 from nlgkit.core.io import atomic_write
 from nlgkit.data.batching import bucketed_batches
+from nlgkit.experiments.bench.debias import benchmark_debias, measure_debias
 from nlgkit.experiments.bench.efficiency import MatmulRecorder
 from nlgkit.experiments.bench.efficiency import efficiency as matmul_efficiency
 from nlgkit.experiments.bench.gpu import GPU_CASES, measure_epoch
@@ -44,7 +45,7 @@ from nlgkit.train.trainer import Trainer
 from nlgkit.vision.encoders import EncoderConfig, build_encoder
 from nlgkit.vision.images import load_image
 
-WORKERS = ("train", "generate", "extract", "head", "decode", "gpu-epoch")
+WORKERS = ("train", "generate", "extract", "head", "decode", "gpu-epoch", "debias")
 
 
 @dataclass(frozen=True)
@@ -173,6 +174,8 @@ def worker(kind: str, recipe: str | None = None, run: str | None = None, updates
         raise NlgkitError(f"--worker {kind!r}: choose from {', '.join(WORKERS)}")
     if kind == "model-training":  # Pappas et al.'s Table 4 (nlgkit reproduce pappas-speed), one cell
         return measure_model_training(**json.loads(case or "{}"))
+    if kind == "debias":  # one case of nlgkit.experiments.bench.debias
+        return measure_debias(**json.loads(case or "{}"))
     if kind == "extract":
         return measure_extraction(images, limit or 256)
     if kind == "generate":
@@ -221,6 +224,7 @@ def run_benchmarks(settings: BenchSettings) -> str:
             captioning["previous_captioning"] = previous
     heads = [_spawn("--worker", "head", "--recipe", case, "--limit", str(v)) for case in HEAD_CASES for v in VOCABS]
     decoding = [_spawn("--worker", "decode", "--recipe", name, "--beam", "5") for name in DECODERS]
+    debiasing = benchmark_debias()
     gpu: dict[str, Any] = {"epochs": [], "translation": None}
     if torch.cuda.is_available():
         gpu["epochs"] = [_spawn("--worker", "gpu-epoch", "--recipe", case, "--device", "cuda") for case in GPU_CASES]
@@ -232,7 +236,7 @@ def run_benchmarks(settings: BenchSettings) -> str:
             "commit": git["commit"], "dirty": git["dirty"], "date": time.strftime("%Y-%m-%d"),
             "warmup": settings.warmup, "translate_run": settings.translate_run}
     results = {"meta": meta, "training": training, "translation": translation, "startup": startup,
-               "captioning": captioning, "heads": heads, "decoding": decoding, "gpu": gpu}
+               "captioning": captioning, "heads": heads, "decoding": decoding, "gpu": gpu, "debias": debiasing}
     if previous_translation:
         results["previous_translation"] = previous_translation
     output = ROOT / settings.output

@@ -1,0 +1,86 @@
+"""Word F-score by training frequency (compare-mt's measure; Hirasawa & Komachi's Fig. 1, after Qi et al. 2018).
+
+For each word type, its matches are counted per sentence and clipped (a hypothesis word matches at most as many
+occurrences as the reference has), summed over the test set together with its hypothesis and reference
+occurrences. The word types of one training-frequency bucket are then pooled: precision = matches / hypothesis
+occurrences, recall = matches / reference occurrences, F = 2PR / (P + R), and 0 for a bucket with no match.
+The counting is :func:`nlgkit.metrics.vocabulary.word_f1_by_bin`; this module names the buckets, keeps the
+reference token count of each (how much of the test set a point stands for) and draws the table and figure.
+
+Buckets of training frequency (compare-mt's default cut-offs): 0 (never seen in training), 1, 2, 3, 4, 5–9,
+10–99, 100–999 and ≥ 1000. Tokens are whitespace-separated: give hypotheses, references and the training counts
+tokenised alike (the prepared files' tokens, not detokenised text), or "dog." never matches "dog".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from statistics import fmean
+from typing import TYPE_CHECKING
+
+from nlgkit.evaluate.markdown import md_table
+from nlgkit.metrics.vocabulary import DEFAULT_EDGES, word_f1_by_bin
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+EDGES: tuple[int, ...] = DEFAULT_EDGES  # (1, 2, 3, 4, 5, 10, 100, 1000): a bucket's lower edge is the one before it
+BUCKETS: tuple[str, ...] = ("0", "1", "2", "3", "4", "5–9", "10–99", "100–999", "≥1000")
+
+
+@dataclass(frozen=True)
+class BucketScore:
+    """One training-frequency bucket of one system's test output."""
+
+    bucket: str  # one of BUCKETS
+    matches: int  # clipped matches summed over the bucket's word types
+    hyp_tokens: int  # hypothesis occurrences of those types
+    ref_tokens: int  # reference occurrences of those types
+    precision: float
+    recall: float
+    fscore: float
+
+
+def word_fscore_by_frequency(hyps: Sequence[str], refs: Sequence[str],
+                             train_counts: Mapping[str, int]) -> list[BucketScore]:
+    """Per bucket of BUCKETS: the pooled word precision, recall and F-score of ``hyps`` against ``refs`` (one
+    reference per line), each word bucketed by its count in ``train_counts`` (absent: 0)."""
+    rows = word_f1_by_bin(hyps, refs, train_counts, EDGES)
+    return [BucketScore(bucket, row["matches"], row["out"], row["ref"], row["precision"], row["recall"], row["f1"])
+            for bucket, row in zip(BUCKETS, rows, strict=True)]
+
+
+def mean_fscores(runs: Sequence[Sequence[BucketScore]]) -> list[float]:
+    """The F-score of each bucket averaged over several runs of one system (its seeds)."""
+    if not runs:
+        raise ValueError("mean_fscores needs at least one run")
+    return [fmean(run[i].fscore for run in runs) for i in range(len(BUCKETS))]
+
+
+def fscore_table(ref_tokens: Sequence[int], systems: Mapping[str, Sequence[float]]) -> list[str]:
+    """Markdown: one row per bucket with its reference tokens and each system's F-score (columns in the order of
+    ``systems``)."""
+    body = [[bucket, f"{tokens:,}", *(f"{scores[i]:.3f}" for scores in systems.values())]
+            for i, (bucket, tokens) in enumerate(zip(BUCKETS, ref_tokens, strict=True))]
+    return md_table(["training frequency", "reference tokens", *(f"F: {name}" for name in systems)], body)
+
+
+def fscore_figure(panels: Mapping[str, Mapping[str, Sequence[float]]]) -> Figure:
+    """One panel per title (a language pair), one line per system: F-score against the training-frequency bucket
+    (Hirasawa & Komachi's Fig. 1)."""
+    from matplotlib.figure import Figure  # imported here: only the figure needs matplotlib
+
+    figure = Figure(figsize=(6 * max(1, len(panels)), 4.2))
+    for position, (title, systems) in enumerate(panels.items(), start=1):
+        axes = figure.add_subplot(1, max(1, len(panels)), position)
+        for name, scores in systems.items():
+            axes.plot(range(len(BUCKETS)), scores, marker="o", label=name)
+        axes.set_xticks(range(len(BUCKETS)), BUCKETS, rotation=30)
+        axes.set_xlabel("frequency in the training target text")
+        axes.set_ylabel("word F-score")
+        axes.set_ylim(0.0, 1.0)
+        axes.set_title(title, fontsize="medium")
+        axes.grid(alpha=0.3)
+        axes.legend(fontsize="small")
+    return figure

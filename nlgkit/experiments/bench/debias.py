@@ -1,0 +1,59 @@
+"""``make bench``: the cost of debiasing a vocabulary-sized table (:mod:`nlgkit.wordvectors.debias`).
+
+Hirasawa & Komachi debias whole pre-trained tables (GloVe 6B: 400,000 words × 300). All-but-the-Top is two
+linear passes and costs seconds anywhere; localized centering needs every word's 10 nearest neighbours, V² · e
+multiply-adds (10¹⁴ for that table), so on a 2-core CPU it is measured on a 50,000-word table (the time grows as
+V², memory as V) and on the full table only where there is a GPU. Each case runs in its own process
+(``nlgkit bench --worker debias --case JSON``), so its peak RSS is its own.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import torch
+
+from nlgkit.core.seeding import regenerable_generator
+from nlgkit.experiments.bench.process import peak_rss_mib, spawn_json
+from nlgkit.wordvectors.debias import debias
+
+FULL = 400_000  # words of GloVe 6B
+CPU_LC_WORDS = 50_000  # localized centering on a CPU: 1/64 of the full table's work
+
+
+def debias_cases(cuda: bool) -> list[dict[str, Any]]:
+    """What ``make bench`` measures: both methods on this CPU, and on the full table on a GPU when there is one."""
+    cases: list[dict[str, Any]] = [{"method": "abtt", "words": FULL}, {"method": "lc", "words": CPU_LC_WORDS}]
+    if cuda:
+        cases += [{"method": "abtt", "words": FULL, "device": "cuda"}, {"method": "lc", "words": FULL, "device": "cuda"}]
+    return cases
+
+
+def measure_debias(method: str = "abtt", words: int = FULL, dim: int = 300, k: int = 10, components: int = 3,
+                   device: str = "cpu", seed: int = 1) -> dict[str, Any]:
+    """Seconds and peak memory of :func:`~nlgkit.wordvectors.debias.debias` on a random ``words`` × ``dim``
+    float32 table (standard normal rows: the time does not depend on the values)."""
+    table = torch.randn(words, dim, generator=regenerable_generator(seed))
+    if device == "cuda":
+        torch.cuda.reset_peak_memory_stats()
+    start = time.perf_counter()
+    out = debias(table, method, components=components, k=k, device=device)
+    if device == "cuda":
+        torch.cuda.synchronize()
+    seconds = time.perf_counter() - start
+    result = {"method": method, "words": words, "dim": dim, "k": k, "components": components, "device": device,
+              "seconds": seconds, "words_per_s": words / seconds, "table_mib": table.nbytes / 2**20,
+              "threads": torch.get_num_threads(), "peak_rss_mib": peak_rss_mib(),
+              "finite": bool(torch.isfinite(out).all())}
+    if device == "cuda":
+        result["peak_gpu_mib"] = torch.cuda.max_memory_allocated() / 2**20
+        result["gpu"] = torch.cuda.get_device_name()
+    return result
+
+
+def benchmark_debias(cases: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+    """Every case of :func:`debias_cases` (or ``cases``), each in a process of its own."""
+    chosen = debias_cases(torch.cuda.is_available()) if cases is None else cases
+    return [spawn_json("--worker", "debias", "--case", json.dumps(case)) for case in chosen]

@@ -1,0 +1,292 @@
+"""Hirasawa & Komachi (2019) on the data present: their Tables 3–4 and Fig. 1 from run records.
+
+- Tables 3–4: one table per data subset (all 29,000 Multi30K training pairs; only the 6,993 whose photograph is
+  here), rows model × initial embeddings × debiasing, columns EN→DE and EN→FR test2016 BLEU and METEOR as
+  mean ± sd over seeds with the seed count, the paper's cell beside each. A row with no run says "not run".
+- Against random initialisation: each row with pre-trained embeddings against the random row of the same model,
+  subset and pair by paired bootstrap on the test set, seed against the same seed.
+- Fig. 1: word F-score by training frequency (compare-mt's buckets) of random, GloVe and debiased GloVe
+  initialisation of one model, as a table and ``<output>_fscore.png``.
+
+Which row a run belongs to is read from its saved config and data manifest (:mod:`nlgkit.experiments.hirasawa_runs`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from nlgkit.core.figures import save_png
+from nlgkit.evaluate.analysis.word_fscore import fscore_figure, fscore_table, mean_fscores
+from nlgkit.evaluate.markdown import md_table
+from nlgkit.evaluate.published import PaperTable
+from nlgkit.evaluate.significance import mean_sd, paired_bootstrap
+from nlgkit.experiments.common import log, write_output
+from nlgkit.experiments.hirasawa_runs import (
+    DEBIASING_NAMES,
+    EMBEDDING_NAMES,
+    MODEL_NAMES,
+    PAIR_NAMES,
+    PAIRS,
+    SUBSET_NAMES,
+    SUBSETS,
+    HirasawaRun,
+    Log,
+    Row,
+    find_runs,
+    grid,
+    load_run,
+    planned_models,
+    run_fscores,
+)
+from nlgkit.experiments.other_data import runs_table
+from nlgkit.experiments.papers import load_table
+
+PAPER = "hirasawa"
+NOT_RUN = "not run"
+FIGURE_MODELS = ("vag_nmt", "imagination", "doubly_attentive", "rnn")  # the paper's Fig. 1 is VAG-NET's
+FIGURE_SYSTEMS = {("random", "none"): "random", ("glove", "none"): "GloVe", ("glove", "lc"): "GloVe + LC",
+                  ("glove", "abtt"): "GloVe + ABTT"}
+
+Cells = dict[tuple[Row, str], dict[int, HirasawaRun]]  # (row, pair) → seed → run
+
+
+def hirasawa_report(runs: Sequence[HirasawaRun], planned: Mapping[str, Sequence[str]] | None = None,
+                    figure: Path | None = None, samples: int = 1000) -> str:
+    """The Markdown of ``results/hirasawa.md`` (and the PNG of Fig. 1 at ``figure`` when given and drawable)."""
+    table = load_table(PAPER)
+    cells, duplicates = _cells(runs)
+    planned = planned_models() if planned is None else planned
+    rows = {subset: _rows(subset, planned.get(subset, ()), cells) for subset in SUBSETS}
+    lines = _header(runs, table)
+    for subset in SUBSETS:
+        lines += [f"## Tables 3–4: {SUBSET_NAMES[subset]}", "", *_data_note(runs, subset),
+                  *_score_table(rows[subset], cells, table), ""]
+    lines += [_table6_line(table), ""]
+    lines += ["## Against random initialisation (paired bootstrap, seed-matched, test2016)", "",
+              (f"Each seed of a row against the same seed of the random row of its model, subset and pair: Δ BLEU "
+               f"[95 % percentile interval], p = share of {samples:,} resamples of the test set in which the row is "
+               "not better (one-sided)."), ""]
+    for subset in SUBSETS:
+        lines += [f"### {SUBSET_NAMES[subset]}", "", *_bootstrap_table(rows[subset], cells, samples), ""]
+    lines += _fscore_lines(cells, figure)
+    other = [run for run in runs if run.place.pair not in PAIRS]
+    if other:
+        lines += ["## Other runs", "", "Runs of a language pair outside the paper's tables:", "",
+                  *md_table(["run", "model", "pair", "embeddings", "BLEU"],
+                            [[f"`{r.name}`", r.place.row.model, r.place.pair, _embedding_name(r.place.row),
+                              f"{r.result.values['bleu']:.2f}"] for r in other],
+                            [False, False, False, False, True]), ""]
+    if duplicates:
+        lines += [("Left out as repetitions of a run already in its cell (same row, pair and seed): "
+                   + ", ".join(f"`{name}`" for name in duplicates) + "."), ""]
+    described = {id(run.result): _describe(run) for run in runs}
+    lines += ["## Runs", "", *(runs_table([run.result for run in runs], lambda result: described[id(result)])
+                               if runs else ["None yet."]), ""]
+    return "\n".join(lines)
+
+
+def _cells(runs: Sequence[HirasawaRun]) -> tuple[Cells, list[str]]:
+    cells: Cells = {}
+    duplicates = []
+    for run in runs:  # sorted by name: the first of two repetitions stays
+        seeds = cells.setdefault((run.place.row, run.place.pair), {})
+        if run.place.seed in seeds:
+            duplicates.append(run.name)
+        else:
+            seeds[run.place.seed] = run
+    return cells, duplicates
+
+
+def _rows(subset: str, models: Sequence[str], cells: Cells) -> list[Row]:
+    """The grid of the planned models, the models with runs, and any other row a run fills, in the paper's order."""
+    present = [row for row, pair in cells if row.subset == subset and pair in PAIRS]
+    rows = grid(subset, list(dict.fromkeys([*models, *(row.model for row in present)])))
+    extra = [row for row in dict.fromkeys(present) if row not in rows]
+    return sorted([*rows, *extra], key=Row.sort_key)
+
+
+def _header(runs: Sequence[HirasawaRun], table: PaperTable) -> list[str]:
+    meteor = sorted({run.meteor_note for run in runs}) or ["METEOR 1.5 (none computed yet)"]
+    return [
+        "# Hirasawa & Komachi (2019) on the data present", "",
+        ("Written by `make reproduce-hirasawa` / `make hirasawa-report` (`nlgkit reproduce hirasawa --records "
+         "results/runs/hirasawa`) from the runs' records. **Their setting** (the *paper* columns, their Tables 3 "
+         "and 4): all 29,000 Multi30K training pairs with their Flickr30K images (ResNet-50 features), embeddings "
+         "they trained on Wikipedia alone (300-d word2vec, GloVe and fastText), nmtpytorch, the mean of three "
+         "seeds. **Here:** the photographs present are Flickr8k's, which cover 6,993 of the 29,000 training pairs "
+         "(243 of test2016's 1,000), so models that read the image at test time train and test on those pairs "
+         "only (second table); image features come from EfficientNet-Lite0; the word-vector tables are the ones "
+         "each run's `[embeddings]` names (its label is the row). GloVe 6B (Stanford's, Wikipedia 2014 + "
+         "Gigaword, English) initialises the source side only and has no paper cell. Compare differences between "
+         "rows, not numbers across the two settings."),
+        "",
+        ("BLEU: sacreBLEU on detokenised output against test2016's raw references as the data was prepared "
+         f"(lowercased with `lowercase = true`, the recipes' default). METEOR: {'; '.join(meteor)}. Cells: mean ± sample sd over the row's seeds (n); one seed shows "
+         "its score alone. Paper: " + " ".join(table.notes[-1:])),
+        "",
+    ]
+
+
+def _data_note(runs: Sequence[HirasawaRun], subset: str) -> list[str]:
+    """How many training and test pairs this subset's runs had (their manifests)."""
+    sizes = set()
+    for run in runs:
+        if run.place.row.subset == subset and run.place.pair in PAIRS:
+            lines = run.manifest.get("lines") or {}
+            sizes.add((int(lines.get("train", 0)), int(lines.get("test", 0))))
+    if not sizes:
+        return []
+    found = "; ".join(f"{train:,} training / {test:,} test pairs" for train, test in sorted(sizes))
+    return [f"Data of the runs here (their manifests): {found}.", ""]
+
+
+def _score_table(rows: Sequence[Row], cells: Cells, table: PaperTable) -> list[str]:
+    headers = ["model", "embeddings", "debiasing"]
+    for pair in PAIRS:
+        name = PAIR_NAMES[pair]
+        headers += [f"{name} n", f"{name} BLEU", "paper BLEU", f"{name} METEOR", "paper METEOR"]
+    body = []
+    for row in rows:
+        cells_of_row: list[str] = []
+        for pair in PAIRS:
+            runs = [cells[(row, pair)][seed] for seed in sorted(cells.get((row, pair), {}))]
+            paper = table.match(row.paper_keys(pair))
+            cells_of_row += [str(len(runs)), _mean([run.result.values["bleu"] for run in runs]),
+                             _paper(paper.values.get("bleu") if paper else None),
+                             _mean([run.meteor for run in runs]),
+                             _paper(paper.values.get("meteor") if paper else None)]
+        body.append([MODEL_NAMES.get(row.model, f"`{row.model}`"), _embedding_name(row),
+                     "–" if row.embeddings == "random" else DEBIASING_NAMES.get(row.debiasing, row.debiasing),
+                     *cells_of_row])
+    return md_table(headers, body, [False, False, False, *[True] * (len(headers) - 3)])
+
+
+def _table6_line(table: PaperTable) -> str:
+    """Their Table 6's cells that Tables 3–4 lack: VAG-NET with BPE, where a BPE run would get a row of its own."""
+    cells = []
+    for pair in PAIRS:
+        row = table.match(Row("all", "vag_nmt", "random", "none", "bpe-joint:10000").paper_keys(pair))
+        if row is not None:
+            cells.append(f"{PAIR_NAMES[pair]} {_paper(row.values.get('bleu'))} BLEU / "
+                         f"{_paper(row.values.get('meteor'))} METEOR")
+    return ("Their Table 6 adds VAG-NET with random initialisation on 10k joint BPE merges: " + ", ".join(cells)
+            + " (BLEU below its word-level random row in both pairs). A run on subwords gets a row of its own.")
+
+
+def _embedding_name(row: Row) -> str:
+    name = EMBEDDING_NAMES.get(row.embeddings, f"`{row.embeddings}`")
+    return name if row.subword == "none" else f"{name} ({row.subword})"
+
+
+def _mean(values: Sequence[float | None]) -> str:
+    """Mean ± sd of a row's seeds, the one score of a single seed, "not run" without any."""
+    if not values:
+        return NOT_RUN
+    if any(value is None for value in values):
+        return "n/a"
+    mean, sd = mean_sd([float(value) for value in values if value is not None])
+    return f"{mean:.2f}" if math.isnan(sd) else f"{mean:.2f} ± {sd:.2f}"
+
+
+def _paper(value: float | None) -> str:
+    return "–" if value is None else f"{value:.2f}"
+
+
+def _bootstrap_table(rows: Sequence[Row], cells: Cells, samples: int) -> list[str]:
+    body = []
+    for row in rows:
+        if row.embeddings == "random" or not any((row, pair) in cells for pair in PAIRS):
+            continue
+        base = Row(row.subset, row.model, "random", "none", row.subword)
+        body.append([MODEL_NAMES.get(row.model, f"`{row.model}`"), _embedding_name(row),
+                     DEBIASING_NAMES.get(row.debiasing, row.debiasing),
+                     *(_versus_random(cells.get((base, pair), {}), cells.get((row, pair), {}), samples)
+                       for pair in PAIRS)])
+    if not body:
+        return ["No run with pre-trained embeddings on these pairs yet."]
+    return md_table(["model", "embeddings", "debiasing", *(f"{PAIR_NAMES[p]} vs random" for p in PAIRS)], body,
+                    [False] * (3 + len(PAIRS)))
+
+
+def _versus_random(random: Mapping[int, HirasawaRun], runs: Mapping[int, HirasawaRun], samples: int) -> str:
+    if not runs:
+        return NOT_RUN
+    parts = []
+    for seed in sorted(runs):
+        base, run = random.get(seed), runs[seed]
+        if base is None:
+            parts.append(f"seed {seed}: no random run of this seed")
+        elif base.result.refs != run.result.refs:
+            parts.append(f"seed {seed}: another test set than the random run's")
+        else:
+            result = paired_bootstrap(base.result.hyps, run.result.hyps, run.result.ref_streams, samples=samples)
+            p = f"p < {1 / samples:.2g}" if result.p_value == 0 else f"p = {result.p_value:.3f}"
+            parts.append(f"seed {seed}: {result.delta:+.2f} [{result.ci_low:+.2f}, {result.ci_high:+.2f}], {p}")
+    return "; ".join(parts)
+
+
+def _fscore_lines(cells: Cells, figure: Path | None) -> list[str]:
+    """Their Fig. 1 per pair: the first model (VAG-NMT first, as theirs) with a random and a GloVe row run."""
+    lines = ["## Word F-score by training frequency (their Fig. 1)", "",
+             ("compare-mt's measure on test2016: outputs and references re-tokenised as the data was prepared, each "
+              "word bucketed by its count in the run's training target vocabulary (every training word: the "
+              "recipes keep min_freq = 1); matches clipped per sentence, precision and recall pooled over the "
+              "bucket's words. F is the mean over the system's seeds; reference tokens: how many test tokens a "
+              "bucket holds. The paper shows VAG-NET's (random, GloVe, GloVe + LC, GloVe + ABTT) as a figure "
+              "without numbers."), ""]
+    panels: dict[str, dict[str, list[float]]] = {}
+    for pair in PAIRS:
+        chosen = _figure_systems(cells, pair)
+        if chosen is None:
+            lines += [f"{PAIR_NAMES[pair]}: needs a random and a GloVe run of one model and subset.", ""]
+            continue
+        subset, model, systems = chosen
+        scores = {name: [run_fscores(run) for run in runs] for name, runs in systems.items()}
+        reference = next(iter(scores.values()))[0]
+        assert reference is not None  # word-level rows only
+        means = {f"{name} (n = {len(runs)})": mean_fscores([s for s in runs if s is not None])
+                 for name, runs in scores.items()}
+        title = f"{PAIR_NAMES[pair]}, {MODEL_NAMES.get(model, model)}, {SUBSET_NAMES[subset].split(' (')[0]}"
+        panels[title.replace("`", "")] = means
+        lines += [f"### {title}", "", *fscore_table([bucket.ref_tokens for bucket in reference], means), ""]
+    if panels and figure is not None:
+        save_png(fscore_figure(panels), figure)
+        lines += [f"![Word F-score by training frequency]({figure.name})", ""]
+    return lines
+
+
+def _figure_systems(cells: Cells, pair: str) -> tuple[str, str, dict[str, list[HirasawaRun]]] | None:
+    for model in FIGURE_MODELS:
+        for subset in SUBSETS:
+            systems = {}
+            for (embeddings, debiasing), name in FIGURE_SYSTEMS.items():
+                seeds = cells.get((Row(subset, model, embeddings, debiasing), pair), {})
+                if seeds:
+                    systems[name] = [seeds[seed] for seed in sorted(seeds)]
+            if "random" in systems and len(systems) > 1:
+                refs = systems["random"][0].result.refs
+                return subset, model, {name: [run for run in runs if run.result.refs == refs]
+                                       for name, runs in systems.items()}
+    return None
+
+
+def _describe(run: HirasawaRun) -> str:
+    """A run's name and the cell it fills."""
+    row = run.place.row
+    label = row.embeddings + ("" if row.debiasing == "none" else f"+{row.debiasing}")
+    return f"`{run.name}`: {row.model}, {run.place.pair}, {label}, seed {run.place.seed}, {row.subset}"
+
+
+def hirasawa(run_dirs: list[str], records: str | None, output: str | None, device: str = "auto",
+             report_log: Log | None = log) -> str:
+    """``nlgkit reproduce hirasawa``: every record under ``records`` and every trained run of ``run_dirs`` in the
+    paper's layout; given directories not trained yet are listed. The figure goes beside ``output``."""
+    found, waiting = find_runs(run_dirs, records, report_log)
+    runs = [load_run(path, device, report_log) for path in found]
+    figure = Path(output).with_name(f"{Path(output).stem}_fscore.png") if output else None
+    text = hirasawa_report(runs, figure=figure)
+    if waiting:
+        text += "\nNot trained yet: " + ", ".join(f"`{name}`" for name in waiting) + ".\n"
+    return write_output(text, output)

@@ -1,0 +1,64 @@
+"""Initial input embeddings from word-vector tables (``[embeddings]``), applied to a freshly built model.
+
+Only training calls this: a trained run's weights already hold the vectors, so translating never needs the
+tables. With ``trainable = false`` the rows the table supplied stay fixed while the other rows (words the
+table lacks, which start from the mean of its out-of-vocabulary vectors) are trained individually, as
+Hirasawa & Komachi do; a gradient hook zeroes the fixed rows' gradients.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from nlgkit.core.config import RunConfig
+from nlgkit.core.errors import ConfigError
+from nlgkit.data.vocab import Vocabulary
+from nlgkit.models.base import Generator
+from nlgkit.tasks.base import Task
+from nlgkit.wordvectors.initial import initial_rows
+
+
+def initialise_embeddings(model: Generator, config: RunConfig, task: Task,
+                          vocabs: dict[str, Vocabulary]) -> dict[str, Any]:
+    """Copy the tables of ``[embeddings]`` into the model's input embeddings; return what was done (for logs)."""
+    settings = config.embeddings
+    sides: list[tuple[str, str, nn.Embedding | None, Vocabulary | None]] = [
+        ("source", settings.source, model.source_embedding(), task.source_vocabulary(vocabs)),
+        ("target", settings.target, model.target_embedding(), vocabs[task.target_lang]),
+    ]
+    done: dict[str, Any] = {}
+    for side, table, embedding, vocab in sides:
+        if not table:
+            continue
+        where = f"embeddings.{side} = {table!r}"
+        if embedding is None or vocab is None:
+            raise ConfigError(f"{where}: model.type = {config.model.type!r} on the {config.task.type!r} task has "
+                              f"no {side} token embedding")
+        if side == "target" and embedding is model.source_embedding() and settings.source:
+            raise ConfigError(f"{where}: this model shares one embedding between source and target; "
+                              "give embeddings.source only")
+        if embedding.num_embeddings != len(vocab):
+            raise ConfigError(f"{where}: the {side} embedding has {embedding.num_embeddings} rows for a "
+                              f"{len(vocab)}-word vocabulary")
+        rows = initial_rows(Path(table), vocab.tokens, embedding.embedding_dim, project=settings.project,
+                            seed=config.train.seed)
+        with torch.no_grad():
+            embedding.weight.copy_(rows.vectors.to(embedding.weight))
+        if not settings.trainable:
+            _fix_rows(embedding, rows.found)
+        done[side] = {"table": table, "found": int(rows.found.sum()), "rows": len(vocab)}
+    return done
+
+
+def _fix_rows(embedding: nn.Embedding, found: Tensor) -> None:
+    """Zero the gradient of the rows in ``found`` (the table's vectors), so only the others train."""
+    keep = (~found).to(embedding.weight.dtype).unsqueeze(1)  # (V, 1)
+
+    def hook(grad: Tensor) -> Tensor:
+        return grad * keep.to(grad.device, grad.dtype)
+
+    embedding.weight.register_hook(hook)

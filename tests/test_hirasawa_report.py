@@ -1,0 +1,226 @@
+"""Hirasawa & Komachi's report: word F-score by training frequency worked out by hand, which row a saved config
+lands in, rows no run fills, the paper's cells against the differences its text states, and two tiny real
+translation runs whose records rebuild the report byte for byte."""
+
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+
+import pytest
+from helpers import nlgkit_command, reproduce, tiny_recipe
+
+from nlgkit.data.prepare import prepare_parallel
+from nlgkit.evaluate.analysis.word_fscore import (
+    BUCKETS,
+    BucketScore,
+    fscore_figure,
+    fscore_table,
+    mean_fscores,
+    word_fscore_by_frequency,
+)
+from nlgkit.experiments.hirasawa import hirasawa_report
+from nlgkit.experiments.hirasawa_runs import Row, parse_label, placement, planned_models
+from nlgkit.experiments.papers import load_table
+
+
+def bucket(scores: list[BucketScore], name: str) -> BucketScore:
+    return scores[BUCKETS.index(name)]
+
+
+def test_word_fscore_by_frequency_by_hand() -> None:
+    counts = {"the": 1000, "dog": 3, "cat": 7, "runs": 1}  # "a": never seen in training
+    hyps = ["the dog the dog", "a cat runs"]
+    refs = ["the dog runs", "the cat cat"]
+    scores = word_fscore_by_frequency(hyps, refs, counts)
+    assert [s.bucket for s in scores] == ["0", "1", "2", "3", "4", "5–9", "10–99", "100–999", "≥1000"]
+    # sentence 1: "the" twice against once and "dog" twice against once match once each (clipped); "runs" misses
+    # sentence 2: "cat" once against twice matches once; "the" is missing from the output; "a" and "runs" miss
+    the = bucket(scores, "≥1000")
+    assert (the.matches, the.hyp_tokens, the.ref_tokens) == (1, 2, 2) and the.fscore == pytest.approx(0.5)
+    dog = bucket(scores, "3")  # P = 1/2, R = 1/1
+    assert (dog.matches, dog.hyp_tokens, dog.ref_tokens) == (1, 2, 1) and dog.fscore == pytest.approx(2 / 3)
+    cat = bucket(scores, "5–9")  # P = 1/1, R = 1/2
+    assert (cat.precision, cat.recall, cat.fscore) == (1.0, 0.5, pytest.approx(2 / 3))
+    runs = bucket(scores, "1")
+    assert (runs.matches, runs.hyp_tokens, runs.ref_tokens, runs.fscore) == (0, 1, 1, 0.0)
+    unseen = bucket(scores, "0")
+    assert (unseen.hyp_tokens, unseen.ref_tokens, unseen.fscore) == (1, 0, 0.0)
+    assert sum(s.ref_tokens for s in scores) == 6 and sum(s.hyp_tokens for s in scores) == 7
+
+
+@pytest.mark.parametrize(("count", "name"), [(0, "0"), (1, "1"), (4, "4"), (5, "5–9"), (9, "5–9"), (10, "10–99"),
+                                             (99, "10–99"), (100, "100–999"), (999, "100–999"), (1000, "≥1000")])
+def test_word_fscore_bucket_edges(count: int, name: str) -> None:
+    scores = word_fscore_by_frequency(["w"], ["w"], {"w": count} if count else {})
+    assert [s.bucket for s in scores if s.ref_tokens] == [name] and bucket(scores, name).fscore == 1.0
+
+
+def test_word_fscore_table_and_figure() -> None:
+    seeds = [word_fscore_by_frequency(["a b"], ["a c"], {"a": 2, "b": 2, "c": 2}),
+             word_fscore_by_frequency(["a c"], ["a c"], {"a": 2, "b": 2, "c": 2})]
+    means = mean_fscores(seeds)
+    assert means[BUCKETS.index("2")] == pytest.approx((0.5 + 1.0) / 2)
+    lines = fscore_table([s.ref_tokens for s in seeds[0]], {"random": means, "GloVe": means})
+    assert lines[0] == "| training frequency | reference tokens | F: random | F: GloVe |"
+    assert "| 2 | 2 | 0.750 | 0.750 |" in lines
+    figure = fscore_figure({"EN→DE": {"random": means, "GloVe": means}, "EN→FR": {"random": means}})
+    assert [len(axes.get_lines()) for axes in figure.axes] == [2, 1]
+
+
+def test_placement_from_saved_configs() -> None:
+    base = {"model": {"type": "vag_nmt"}, "data": {"src_lang": "en", "tgt_lang": "fr"}, "train": {"seed": 3}}
+    place = placement(base, {"covered_only": True})  # no [embeddings]: random initialisation
+    assert place.row == Row("covered", "vag_nmt", "random", "none") and place.pair == "en-fr" and place.seed == 3
+    place = placement({**base, "embeddings": {"label": "glove+abtt", "source": "x.en.vec"}}, {"covered_only": False})
+    assert place.row == Row("all", "vag_nmt", "glove", "abtt")
+    place = placement({**base, "embeddings": {"label": "", "source": "", "target": ""}}, {})
+    assert place.row.embeddings == "random"
+    place = placement({**base, "embeddings": {"label": "GloVe6B+LC"}}, {"subword": "bpe-joint:10000"})
+    assert place.row == Row("all", "vag_nmt", "glove6b", "lc", "bpe-joint:10000")
+    assert parse_label("word2vec") == ("word2vec", "none") and parse_label("") == ("random", "none")
+
+
+def test_the_recipes_plan_the_models_of_each_subset(tmp_path: Path) -> None:
+    (tmp_path / "a.toml").write_text('[model]\ntype = "imagination"\n')
+    (tmp_path / "b.toml").write_text('[model]\ntype = "vag_nmt"\n[data.prepare]\ncovered_only = true\n')
+    (tmp_path / "c.toml").write_text('[model]\ntype = "rnn"\n[data.prepare]\ncovered_only = true\n')
+    assert planned_models(tmp_path) == {"all": ["imagination"], "covered": ["rnn", "vag_nmt"]}
+    assert planned_models(tmp_path / "none")["all"] == ["rnn", "doubly_attentive", "imagination", "vag_nmt"]
+
+
+def table_rows(text: str, title: str) -> list[list[str]]:
+    """The body rows of the table under the heading that starts with ``title``."""
+    lines = text.split(f"## {title}", 1)[1].split("\n## ", 1)[0].splitlines()
+    headers = {i - 1 for i, line in enumerate(lines) if line.startswith("|---")}
+    return [[cell.strip() for cell in line.strip("|").split(" | ")] for i, line in enumerate(lines)
+            if line.startswith("| ") and i not in headers]
+
+
+def test_rows_without_runs_say_not_run_beside_the_papers_cells() -> None:
+    text = hirasawa_report([], planned={"all": ["rnn"], "covered": ["vag_nmt"]})
+    every = table_rows(text, "Tables 3–4: all")
+    covered = table_rows(text, "Tables 3–4: image-covered")
+    assert len(every) == len(covered) == 13  # random + 4 tables × 3 debiasings
+    assert {row[0] for row in every} == {"text-only NMT (`rnn`)"} and {row[0] for row in covered} == {
+        "VAG-NMT (`vag_nmt`)"}
+    for row in every + covered:
+        assert row[3] == row[8] == "0" and row[4] == row[6] == row[9] == row[11] == "not run"
+    assert every[0][:3] == ["text-only NMT (`rnn`)", "random", "–"]
+    assert (every[0][5], every[0][7], every[0][10], every[0][12]) == ("34.57", "54.50", "57.15", "72.47")
+    abtt = next(row for row in covered if row[1] == "GloVe" and row[2] == "All-but-the-Top")
+    assert (abtt[5], abtt[7], abtt[10], abtt[12]) == ("36.36", "55.17", "57.94", "73.40")
+    glove6b = [row for row in every if row[1].startswith("GloVe 6B")]
+    assert len(glove6b) == 3 and all(row[5] == "–" for row in glove6b)  # not in the paper
+    assert "Their Table 6" in text and "35.46 BLEU / 55.30 METEOR" in text
+    assert hirasawa_report([], planned={"all": ["rnn"], "covered": ["vag_nmt"]}) == text
+
+
+def test_the_papers_cells_agree_with_the_differences_its_text_states() -> None:
+    table = load_table("hirasawa")
+    assert len(table.rows) == 2 * (4 + 4 * 3 * 3) + 2
+
+    def cell(pair: str, model: str, embeddings: str, debiasing: str, metric: str) -> float:
+        value = table.find(pair=pair, model=model, embeddings=embeddings, debiasing=debiasing,
+                           subword="none").values[metric]
+        assert value is not None
+        return value
+
+    def gain(pair: str, model: str, embeddings: str, debiasing: str, metric: str) -> float:
+        return round(cell(pair, model, embeddings, debiasing, metric) - cell(pair, model, "random", "none", metric), 2)
+
+    # §5.4: IMAGINATION EN→DE with GloVe, and with GloVe + All-but-the-Top
+    assert (gain("en-de", "imagination", "glove", "none", "bleu"), gain("en-de", "imagination", "glove", "none",
+                                                                        "meteor")) == (0.77, 0.79)
+    assert (gain("en-de", "imagination", "glove", "abtt", "bleu"), gain("en-de", "imagination", "glove", "abtt",
+                                                                        "meteor")) == (1.62, 1.14)
+    # §5.4: EN→FR GloVe + All-but-the-Top over random, per model
+    stated = {"rnn": (1.09, 0.93), "doubly_attentive": (1.27, 0.85), "imagination": (0.72, 0.69),
+              "vag_nmt": (0.16, 0.19)}
+    for model, (bleu, meteor) in stated.items():
+        assert (gain("en-fr", model, "glove", "abtt", "bleu"), gain("en-fr", model, "glove", "abtt", "meteor")) == (
+            bleu, meteor)
+    # the abstract: EN→FR up to +1.40 BLEU and +1.13 METEOR
+    assert (gain("en-fr", "doubly_attentive", "glove", "none", "bleu"),
+            gain("en-fr", "doubly_attentive", "glove", "none", "meteor")) == (1.40, 1.13)
+    # §6: the best GloVe row of each model over its random row, averaged over the four models
+    for pair, average in (("en-de", 1.28), ("en-fr", 0.97)):
+        best = [max(gain(pair, model, "glove", d, "bleu") for d in ("none", "lc", "abtt")) for model in stated]
+        assert round(sum(best) / len(best), 2) == average
+
+
+# -- two tiny real translation runs, their records and the report rebuilt from them -------------------------
+
+RNN = """type = "rnn"
+embedding_dim = 24
+encoder_dim = 32
+decoder_dim = 32
+attention_dim = 24
+pre_output_dim = 32"""
+
+
+def sliced_en_de(source: Path, tmp: Path) -> Path:
+    """Multi30K EN→DE prepared from its first 300 / 30 / 30 lines (min_freq 1, as the recipes)."""
+    sizes = {"train": ("train", 300), "val": ("valid", 30), "test_2016_flickr": ("test", 30)}
+    for name, (split, lines) in sizes.items():
+        for lang in ("en", "de"):
+            with gzip.open(source / "task1" / "raw" / f"{name}.{lang}.gz", "rt", encoding="utf-8") as handle:
+                text = handle.read().splitlines()[:lines]
+            (tmp / f"{split}.{lang}").write_text("".join(f"{line}\n" for line in text), encoding="utf-8")
+    out = tmp / "data"
+    prepare_parallel(out, str(tmp / "train"), str(tmp / "valid"), str(tmp / "test"), "en", "de", min_freq=1)
+    return out
+
+
+@pytest.fixture(scope="module")
+def hirasawa_runs(multi30k_source: Path, tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+    tmp = tmp_path_factory.mktemp("hirasawa")
+    data = sliced_en_de(multi30k_source, tmp)
+    runs = []
+    for name, label in (("text_random_seed2", ""), ("text_glove_seed2", "glove")):
+        path = tiny_recipe(tmp, data, tmp / "runs" / name, dropout=0.0, model=RNN, head='type = "learned"', beam=3,
+                           valid_limit=30, lr=0.005, batch_size=50, schedule="none", max_updates=12, log_every=6,
+                           seed=2, device="cpu")
+        text = path.read_text().replace("[data]\n", '[data]\nsrc_lang = "en"\ntgt_lang = "de"\n', 1)
+        path.write_text(text + (f'\n[embeddings]\nlabel = "{label}"\n' if label else ""))
+        nlgkit_command(["train", str(path)])
+        runs.append(tmp / "runs" / name)
+    return runs
+
+
+def test_real_records_land_in_their_rows_and_rebuild_the_report(hirasawa_runs: list[Path], tmp_path: Path) -> None:
+    from_runs = tmp_path / "from_runs" / "hirasawa.md"
+    from_runs.parent.mkdir()
+    reproduce(["hirasawa", *map(str, hirasawa_runs), "--records", str(tmp_path / "none"),
+               "--output", str(from_runs)])  # keeps each run's test outputs, which a record needs
+    records = tmp_path / "records"
+    reproduce(["archive", *map(str, hirasawa_runs), "--into", str(records)])
+
+    built = []
+    for attempt in ("first", "second"):
+        out = tmp_path / attempt / "hirasawa.md"
+        out.parent.mkdir()
+        reproduce(["hirasawa", str(tmp_path / "gone" / "text_random_seed2"), str(tmp_path / "never_trained"),
+                   "--records", str(records), "--output", str(out)])
+        built.append(out)
+    text = built[0].read_text()
+    assert text == built[1].read_text()  # byte for byte from the same records
+    assert (built[0].with_name("hirasawa_fscore.png").read_bytes()
+            == built[1].with_name("hirasawa_fscore.png").read_bytes())
+    assert text == from_runs.read_text() + "\nNot trained yet: `never_trained`.\n"
+
+    rows = {(row[0], row[1], row[2]): row for row in table_rows(text, "Tables 3–4: all")}
+    random, glove = rows[("text-only NMT (`rnn`)", "random", "–")], rows[("text-only NMT (`rnn`)", "GloVe", "none")]
+    for row in (random, glove):
+        assert row[3] == "1" and float(row[4]) >= 0 and float(row[6]) > 0  # one seed: BLEU and METEOR alone
+        assert row[8] == "0" and row[9] == "not run"  # no EN→FR run
+    assert rows[("text-only NMT (`rnn`)", "GloVe", "All-but-the-Top")][3] == "0"
+    assert all(row[3] == "0" for key, row in rows.items() if key not in {(random[0], random[1], random[2]),
+                                                                       (glove[0], glove[1], glove[2])})
+    versus = table_rows(text, "Against random initialisation")
+    assert len(versus) == 1 and versus[0][:3] == ["text-only NMT (`rnn`)", "GloVe", "none"]
+    assert versus[0][3].startswith("seed 2: ") and "p " in versus[0][3] and versus[0][4] == "not run"
+    fscore = table_rows(text, "Word F-score by training frequency")
+    assert [row[0] for row in fscore] == list(BUCKETS)
+    assert "| training frequency | reference tokens | F: random (n = 1) | F: GloVe (n = 1) |" in text
+    assert "`text_glove_seed2`: rnn, en-de, glove, seed 2, all" in text
