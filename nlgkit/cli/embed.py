@@ -82,8 +82,9 @@ def load_cmd(vectors_file: Annotated[Path, typer.Argument(
              seed: Annotated[int, typer.Option(help="seed of the random rows for missing words")] = 1,
              limit: Annotated[int, typer.Option(help="read only the file's first N vectors (the most frequent "
                                                      "words in word2vec / fastText files); 0 = all")] = 0) -> None:
-    """Pre-trained vectors for a vocabulary; words the file lacks get random sphere rows (a fastText model
-    builds them from character n-grams instead)."""
+    """Pre-trained vectors for a vocabulary; words the file lacks get random sphere rows.
+
+    A fastText model builds them from their character n-grams instead."""
     # lazy: CLI start-up (the library and torch load only when the command runs)
     from nlgkit.wordvectors.sources import vectors_from_file
     from nlgkit.wordvectors.tables import save_table, vocabulary_words
@@ -112,8 +113,9 @@ def train_cmd(output: OutputOption,
               buckets: Annotated[int, typer.Option(help="fastText hash buckets for n-grams")] = 2_000_000,
               glove_backend: Annotated[str, typer.Option(help="auto (glovpy when built, else mittens), mittens or "
                                                               "glovpy")] = "auto") -> None:
-    """Train word2vec, fastText or GloVe on a corpus with Hirasawa & Komachi's settings; fastText's model is
-    saved beside the table as NAME.fasttext.bin."""
+    """Train word2vec, fastText or GloVe on a corpus with Hirasawa & Komachi's settings.
+
+    fastText's model is saved beside the table as NAME.fasttext.bin (vectors for other words from n-grams)."""
     # lazy: CLI start-up (the library and torch load only when the command runs)
     from nlgkit.wordvectors.training import TrainSettings, save_trained, train_vectors
 

@@ -24,7 +24,7 @@ from rich.progress import Progress
 from torch import Tensor
 
 from nlgkit.core.errors import ConfigError
-from nlgkit.wordvectors.knn import block_rows, nearest_neighbours, row_blocks
+from nlgkit.wordvectors.knn import block_rows, nearest_neighbours, row_blocks, torch_device
 
 DEBIAS_METHODS = ("abtt", "lc")
 ROWS_PER_BLOCK = 65_536  # rows per step of the linear passes (mean, covariance, projections)
@@ -37,7 +37,7 @@ def all_but_the_top(vectors: Tensor, components: int = 3, device: str | torch.de
     total, dim = vectors.shape
     if not 0 <= components < dim:
         raise ConfigError(f"--components {components}: expected 0 to {dim - 1} for {dim}-dimensional vectors")
-    device = torch.device(device)
+    device = torch_device(device)
     mean = torch.zeros(dim, dtype=torch.float64, device=device)
     for rows in row_blocks(total, ROWS_PER_BLOCK, "mean", progress):
         mean += vectors[rows].to(device, torch.float64).sum(0)
