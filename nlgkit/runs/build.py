@@ -8,10 +8,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import torch
 from torch import nn
 
 from nlgkit.core.config import RunConfig
+from nlgkit.core.devices import select_device
 from nlgkit.core.errors import ConfigError
 from nlgkit.data.vocab import SPECIALS, Vocabulary
 from nlgkit.heads import HeadContext, build_head
@@ -20,18 +20,7 @@ from nlgkit.models.base import ModelContext
 from nlgkit.runs.data import ensure_data_dir
 from nlgkit.tasks import Task, build_task
 
-
-def select_device(name: str) -> torch.device:
-    """``auto`` picks CUDA when available, else CPU."""
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    try:
-        device = torch.device(name)
-    except RuntimeError:
-        raise ConfigError(f"train.device = {name!r}: not a device (use auto, cpu, cuda or cuda:N)") from None
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise ConfigError(f"train.device = {name!r}: CUDA is not available on this machine")
-    return device
+__all__ = ["build_model", "build_untrained", "count_parameters", "placeholder_vocabulary", "select_device"]
 
 
 def build_model(config: RunConfig, context: ModelContext, tgt_vocab: Vocabulary) -> Generator:

@@ -23,8 +23,9 @@ import torch.nn.functional as F
 from rich.progress import Progress
 from torch import Tensor
 
+from nlgkit.core.devices import select_device
 from nlgkit.core.errors import ConfigError
-from nlgkit.wordvectors.knn import block_rows, nearest_neighbours, row_blocks, torch_device
+from nlgkit.wordvectors.knn import block_rows, nearest_neighbours, row_blocks
 
 DEBIAS_METHODS = ("abtt", "lc")
 ROWS_PER_BLOCK = 65_536  # rows per step of the linear passes (mean, covariance, projections)
@@ -37,7 +38,7 @@ def all_but_the_top(vectors: Tensor, components: int = 3, device: str | torch.de
     total, dim = vectors.shape
     if not 0 <= components < dim:
         raise ConfigError(f"--components {components}: expected 0 to {dim - 1} for {dim}-dimensional vectors")
-    device = torch_device(device)
+    device = select_device(device, "--device")
     mean = torch.zeros(dim, dtype=torch.float64, device=device)
     for rows in row_blocks(total, ROWS_PER_BLOCK, "mean", progress):
         mean += vectors[rows].to(device, torch.float64).sum(0)

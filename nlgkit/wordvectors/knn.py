@@ -16,6 +16,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from torch import Tensor
 
+from nlgkit.core.devices import select_device
 from nlgkit.core.errors import ConfigError
 
 BLOCK_BYTES = 256 * 2**20  # similarity scores held at once (one block of rows against the whole table)
@@ -40,17 +41,6 @@ def row_blocks(rows: int, size: int, description: str, progress: Progress | None
         progress.remove_task(task)
 
 
-def torch_device(device: str | torch.device) -> torch.device:
-    """``device`` checked: a CUDA device where there is none is a one-line error, not a traceback."""
-    try:
-        chosen = torch.device(device)
-    except RuntimeError:
-        raise ConfigError(f"--device {device!r}: expected cpu, cuda or cuda:N") from None
-    if chosen.type == "cuda" and not torch.cuda.is_available():
-        raise ConfigError(f"--device {device}: no CUDA device on this machine")
-    return chosen
-
-
 def block_rows(total: int, budget: int = BLOCK_BYTES) -> int:
     """How many rows of float32 scores against ``total`` columns fit in ``budget`` bytes (at least one)."""
     return max(1, budget // (4 * max(total, 1)))
@@ -64,7 +54,7 @@ def nearest_neighbours(vectors: Tensor, k: int, block: int = 0, device: str | to
     total = vectors.size(0)
     if not 0 < k < total:
         raise ConfigError(f"--k {k}: expected 1 to {total - 1} for a table of {total:,} words")
-    device = torch_device(device)
+    device = select_device(device, "--device")
     unit = F.normalize(vectors.float().to(device), dim=1)  # (V, e)
     size = block or block_rows(total, BLOCK_BYTES if device.type == "cpu" else 8 * BLOCK_BYTES)  # GPUs: larger
     indices = torch.empty(total, k, dtype=torch.long)

@@ -7,6 +7,7 @@ Nothing here imports torch: every figure, the machine and the commit come from t
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from nlgkit.evaluate.markdown import md_table
@@ -26,6 +27,8 @@ def render_benchmarks(results: dict[str, Any]) -> str:
     lines += translation_lines(results, meta["translate_run"])
     lines += startup_lines(results["startup"])
     lines += captioning_lines(results["captioning"])
+    if "multimodal" in results:  # JSON written before this benchmark existed has no section for it
+        lines += multimodal_lines(results["multimodal"], meta)
     lines += head_lines(results.get("heads", []))
     lines += decoding_lines(results.get("decoding", []))
     lines += debias_lines(results.get("debias", []))
@@ -115,6 +118,42 @@ def captioning_lines(results: dict[str, Any]) -> list[str]:
             c = results["previous_captioning"]
             lines.append(f"The previous `make bench` (same file) measured `{c['run']}` at beam {c['beam']}: "
                          f"{c['images_per_s']:.1f} images/s over {c['images']} test images.")
+    return lines
+
+
+def multimodal_lines(section: dict[str, Any], meta: dict[str, Any]) -> list[str]:
+    """Each multimodal model's training speed and its ratio to the text-only row of the same run
+    (:mod:`nlgkit.experiments.bench.multimodal`); the recipes not measured, and why."""
+    lines = ["", (f"## Multimodal translation training (Multi30K EN→DE, `recipes/hirasawa/`, cached "
+                  f"EfficientNet-Lite0 features, real batches of epoch 1 after {section['warmup']} warm-up updates)"),
+             ""]
+    stamp = {key: section.get(key, meta[key]) for key in ("commit", "date", "threads")}
+    if any(stamp[key] != meta[key] for key in stamp):
+        lines += [(f"Measured on its own (`nlgkit bench --only multimodal`) on {stamp['date']}, commit "
+                   f"{str(stamp['commit'])[:10]}{' (dirty)' if section.get('dirty') else ''}, "
+                   f"{stamp['threads']} threads."), ""]
+    lines.append("Each image-reading model against text-only NMT (`rnn`) of the same size on the same pairs, both "
+                 "measured in this run: × text-only = its target tokens/s ÷ the text-only row's.")
+    rows = section["rows"]
+    speed = {r["recipe"]: r["tokens_per_s"] for r in rows}
+
+    def ratio(row: dict[str, Any]) -> str:
+        if row["baseline"] is None:
+            return "1.00×"
+        return f"{row['tokens_per_s'] / speed[row['baseline']]:.2f}×" if row["baseline"] in speed else "–"
+
+    if rows:
+        lines += ["", *md_table(
+            ["model", "recipe", "training pairs", "image features", "updates", "target tokens/s", "× text-only",
+             "trainable params", "peak RSS (MiB)"],
+            [[f"{r['model']} (text-only)" if r["baseline"] is None else r["model"],
+              f"`{Path(r['recipe']).stem}`", f"{r['pairs']:,}",
+              f"{r['image_grid']}×{r['image_grid']}" + (" (unread)" if r["baseline"] is None else ""), r["updates"],
+              f"{r['tokens_per_s']:,.0f}", ratio(r), f"{r['trainable_parameters']:,}", f"{r['peak_rss_mib']:,.0f}"]
+             for r in rows],
+            numeric=[False, False, True, False, True, True, True, True, True])]
+    for s in section["skipped"]:
+        lines += ["", f"Not measured: `{s['recipe']}` ({s['model']}): {s['note']}."]
     return lines
 
 

@@ -28,6 +28,7 @@ from nlgkit.experiments.bench.debias import benchmark_debias, measure_debias
 from nlgkit.experiments.bench.efficiency import MatmulRecorder
 from nlgkit.experiments.bench.efficiency import efficiency as matmul_efficiency
 from nlgkit.experiments.bench.gpu import GPU_CASES, measure_epoch
+from nlgkit.experiments.bench.multimodal import multimodal_benchmarks
 from nlgkit.experiments.bench.process import ROOT, peak_rss_mib, spawn_json
 from nlgkit.experiments.bench.report import render_benchmarks
 from nlgkit.experiments.bench.research import (
@@ -46,6 +47,7 @@ from nlgkit.vision.encoders import EncoderConfig, build_encoder
 from nlgkit.vision.images import load_image
 
 WORKERS = ("train", "generate", "extract", "head", "decode", "gpu-epoch", "debias")
+SECTIONS = ("multimodal",)  # what ``nlgkit bench --only`` can measure on its own
 
 
 @dataclass(frozen=True)
@@ -61,6 +63,8 @@ class BenchSettings:
     caption_run: str = "runs/flickr8k_attend_fixed"
     images: str = "../shared/data/flickr8k/images"
     caption_updates: int = 20
+    multimodal_updates: int = 8
+    only: str = ""  # one of SECTIONS: measure that section alone, keep the rest of the JSON as it is
 
 
 def measure_training(recipe: str, updates: int, warmup: int, efficiency: bool = False) -> dict[str, Any]:
@@ -206,6 +210,8 @@ def render_only(output: str) -> str:
 def run_benchmarks(settings: BenchSettings) -> str:
     """``make bench``: measure everything this machine can, keep the figures in the JSON beside ``output``
     (carrying those it could not measure this time), and write the Markdown; returns the Markdown."""
+    if settings.only:
+        return _run_section(settings)
     training = [_spawn("--worker", "train", "--recipe", f"recipes/{name}.toml", "--updates", str(settings.updates),
                        "--warmup", str(settings.warmup), "--efficiency")
                 for name in ("multi30k_learned", "multi30k_fixed")]
@@ -225,6 +231,7 @@ def run_benchmarks(settings: BenchSettings) -> str:
     heads = [_spawn("--worker", "head", "--recipe", case, "--limit", str(v)) for case in HEAD_CASES for v in VOCABS]
     decoding = [_spawn("--worker", "decode", "--recipe", name, "--beam", "5") for name in DECODERS]
     debiasing = benchmark_debias()
+    multimodal = _multimodal(settings)
     gpu: dict[str, Any] = {"epochs": [], "translation": None}
     if torch.cuda.is_available():
         gpu["epochs"] = [_spawn("--worker", "gpu-epoch", "--recipe", case, "--device", "cuda") for case in GPU_CASES]
@@ -236,13 +243,39 @@ def run_benchmarks(settings: BenchSettings) -> str:
             "commit": git["commit"], "dirty": git["dirty"], "date": time.strftime("%Y-%m-%d"),
             "warmup": settings.warmup, "translate_run": settings.translate_run}
     results = {"meta": meta, "training": training, "translation": translation, "startup": startup,
-               "captioning": captioning, "heads": heads, "decoding": decoding, "gpu": gpu, "debias": debiasing}
+               "captioning": captioning, "heads": heads, "decoding": decoding, "gpu": gpu, "debias": debiasing,
+               "multimodal": multimodal}
     if previous_translation:
         results["previous_translation"] = previous_translation
     output = ROOT / settings.output
     with atomic_write(output.with_suffix(".json")) as handle:
         json.dump(results, handle, indent=2)
     return _write_markdown(output)
+
+
+def _run_section(settings: BenchSettings) -> str:
+    """``nlgkit bench --only SECTION``: measure one section, replace it in the JSON beside ``output`` (the other
+    sections keep their figures) and rewrite the Markdown. The section carries its own commit and date."""
+    if settings.only not in SECTIONS:
+        raise NlgkitError(f"--only {settings.only!r}: choose from {', '.join(SECTIONS)}")
+    output = ROOT / settings.output
+    results = _previous(output)
+    if not results:
+        raise NlgkitError(f"{output.with_suffix('.json')}: no benchmark figures to add a section to "
+                          "(run `make bench` first)")
+    results["multimodal"] = _multimodal(settings)
+    with atomic_write(output.with_suffix(".json")) as handle:
+        json.dump(results, handle, indent=2)
+    return _write_markdown(output)
+
+
+def _multimodal(settings: BenchSettings) -> dict[str, Any]:
+    """Multimodal translation training against text-only NMT (:mod:`nlgkit.experiments.bench.multimodal`),
+    stamped with the commit, date and threads it was measured with."""
+    section = multimodal_benchmarks(ROOT, settings.multimodal_updates, settings.warmup, _spawn)
+    git = git_revision()
+    return {**section, "commit": git["commit"], "dirty": git["dirty"], "date": time.strftime("%Y-%m-%d"),
+            "threads": section["rows"][0]["threads"] if section["rows"] else torch.get_num_threads()}
 
 
 def _write_markdown(output: Path) -> str:

@@ -1,0 +1,21 @@
+"""The one reading of a device name (``auto``, ``cpu``, ``cuda``, ``cuda:N``) for every command and setting."""
+
+from __future__ import annotations
+
+import torch
+
+from nlgkit.core.errors import ConfigError
+
+
+def select_device(name: str | torch.device, key: str = "train.device") -> torch.device:
+    """``auto`` picks CUDA when available, else CPU; a bad name, or CUDA where there is none, is a one-line
+    error naming ``key`` (the setting or option the name came from)."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        device = torch.device(name)
+    except RuntimeError:
+        raise ConfigError(f"{key} = {str(name)!r}: not a device (use auto, cpu, cuda or cuda:N)") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ConfigError(f"{key} = {str(name)!r}: CUDA is not available on this machine")
+    return device

@@ -1,0 +1,104 @@
+"""``[embeddings]``: a run's input embeddings start from word-vector tables (Hirasawa & Komachi's policy).
+
+A small real DE-EN model: the table's words get the table's rows, the others the mean of the table's
+out-of-vocabulary vectors; with ``trainable = false`` the table's rows survive training while the others learn;
+a trained run translates without the tables; a table of the wrong size is a one-line error naming both sizes.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from helpers import nlgkit_command, tiny_recipe
+
+from nlgkit.core.config import load_recipe
+from nlgkit.data.vocab import PAD, SPECIALS
+from nlgkit.runs.build import build_model
+from nlgkit.runs.embeddings import initialise_embeddings
+from nlgkit.runs.loading import load_trained
+from nlgkit.tasks import build_task
+from nlgkit.wordvectors.tables import save_table
+
+DIM = 48  # the tiny recipe's embedding size
+
+
+def table_for(path: Path, vocab_file: Path, words: int, dim: int = DIM) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
+    """A table with the first ``words`` ordinary words of a vocabulary and three words outside it; returns the
+    vocabulary words' rows and the mean of the outside words' rows."""
+    tokens = [line.split("\t")[0] for line in vocab_file.read_text(encoding="utf-8").splitlines()]
+    known = [t for t in tokens if t not in SPECIALS][:words]
+    outside = ["zzqx1", "zzqx2", "zzqx3"]
+    vectors = torch.randn(len(known) + len(outside), dim, generator=torch.Generator().manual_seed(5))
+    save_table(path, vectors, known + outside, kind="trained")
+    return dict(zip(known, vectors)), vectors[len(known):].mean(0)
+
+
+def with_embeddings(recipe: Path, lines: str) -> Path:
+    recipe.write_text(recipe.read_text() + f"\n[embeddings]\n{lines}\n")
+    return recipe
+
+
+@pytest.fixture()
+def setup(tmp_path: Path, paper: tuple[Path, dict]) -> tuple[Path, Path, dict, torch.Tensor]:
+    data_dir, _ = paper
+    rows, oov_mean = table_for(tmp_path / "de.safetensors", data_dir / "vocab.de.txt", 300)
+    recipe = tiny_recipe(tmp_path, data_dir, tmp_path / "run", max_updates=4, lr=0.01)
+    return recipe, data_dir, rows, oov_mean
+
+
+def test_rows_follow_the_table_and_the_rest_start_from_its_oov_mean(setup, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    recipe, data_dir, rows, oov_mean = setup
+    config = load_recipe(with_embeddings(recipe, f'source = "{tmp_path / "de.safetensors"}"'))
+    task = build_task(config)
+    vocabs = task.load_vocabularies(data_dir)
+    model = build_model(config, task.model_context(vocabs), vocabs["en"])
+    before_target = model.target_embedding().weight.detach().clone()
+    done = initialise_embeddings(model, config, task, vocabs)
+    assert done["source"]["found"] == 300 and done["source"]["rows"] == len(vocabs["de"])
+    weight = model.source_embedding().weight.detach()  # type: ignore[union-attr]
+    vocab = vocabs["de"]
+    for word, row in list(rows.items())[:50]:
+        assert torch.equal(weight[vocab.index(word)], row)
+    missing = [i for i, token in enumerate(vocab.tokens) if token not in rows and token != PAD]
+    assert len(missing) > 1000 and all(torch.allclose(weight[i], oov_mean) for i in missing[:200])
+    assert float(weight[vocab.pad_index].abs().sum()) == 0.0
+    assert torch.equal(model.target_embedding().weight, before_target)  # no target table: untouched
+
+
+def test_fixed_rows_stay_while_the_missing_words_learn(setup, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    recipe, data_dir, rows, oov_mean = setup
+    nlgkit_command(["train", str(with_embeddings(recipe, f'source = "{tmp_path / "de.safetensors"}"\n'
+                                                          'trainable = false\nlabel = "test-table"'))])
+    (tmp_path / "de.safetensors").unlink()  # a trained run needs its tables no more
+    run = load_trained(tmp_path / "run", "last", device="cpu")
+    weight = run.model.source_embedding().weight.detach()  # type: ignore[union-attr]
+    vocab = run.vocabs["de"]
+    assert all(torch.equal(weight[vocab.index(word)], row) for word, row in rows.items())
+    moved = sum(not torch.allclose(weight[i], oov_mean) for i, token in enumerate(vocab.tokens)
+                if token not in rows and token not in SPECIALS)
+    assert moved > 50  # the words the table lacks were trained individually
+    assert run.config.embeddings.name == "test-table"
+    out = tmp_path / "out.en"
+    nlgkit_command(["translate", "--model", str(tmp_path / "run"), "--checkpoint", "last", "--input",
+                    str(data_dir / "test.ref.de"), "--output", str(out), "--device", "cpu", "--beam", "1"])
+    assert len(out.read_text(encoding="utf-8").splitlines()) == len((data_dir / "test.ref.de").read_text().splitlines())
+
+
+def test_a_table_of_another_size_is_a_one_line_error_unless_projected(
+        setup, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:  # type: ignore[no-untyped-def]
+    recipe, data_dir, _, _ = setup
+    table_for(tmp_path / "wide.safetensors", data_dir / "vocab.en.txt", 100, dim=20)
+    bad = with_embeddings(recipe, f'target = "{tmp_path / "wide.safetensors"}"')
+    with pytest.raises(SystemExit) as exit_info:
+        nlgkit_command(["train", str(bad)])
+    assert exit_info.value.code != 0
+    error = capsys.readouterr().err.strip()
+    assert "\n" not in error and "20" in error and str(DIM) in error and "wide.safetensors" in error
+    assert not (tmp_path / "run" / "checkpoints").exists()
+    config = load_recipe(bad, ["embeddings.project=true"])
+    task = build_task(config)
+    vocabs = task.load_vocabularies(data_dir)
+    model = build_model(config, task.model_context(vocabs), vocabs["en"])
+    assert initialise_embeddings(model, config, task, vocabs)["target"]["found"] == 100
