@@ -31,7 +31,7 @@ def bench(
     = "../shared/data/flickr8k/images",
     caption_updates: Annotated[int, typer.Option(help="Timed training updates per captioning recipe")] = 20,
     multimodal_updates: Annotated[int, typer.Option(
-        help="Timed training updates per multimodal-translation recipe (recipes/hirasawa/)")] = 8,
+        help="Timed training updates per multimodal-translation recipe (recipes/hirasawa/)")] = 30,
     only: Annotated[str, typer.Option(
         metavar="SECTION", help="Measure only this section (multimodal) and keep the other figures of the JSON")]
     = "",

@@ -63,7 +63,7 @@ class BenchSettings:
     caption_run: str = "runs/flickr8k_attend_fixed"
     images: str = "../shared/data/flickr8k/images"
     caption_updates: int = 20
-    multimodal_updates: int = 8
+    multimodal_updates: int = 30
     only: str = ""  # one of SECTIONS: measure that section alone, keep the rest of the JSON as it is
 
 
