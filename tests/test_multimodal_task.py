@@ -195,12 +195,12 @@ def _validations(run_dir: Path) -> list[dict]:
 
 def test_a_multimodal_model_learns_to_translate_the_covered_slice(source: Path, features_dir: Path,
                                                                   tmp_path: Path) -> None:
-    """The doubly-attentive model on 600 covered pairs: after 400 updates its validation loss and BLEU beat the
-    same model after one update by a clear margin (measured: loss 2.7 vs 5.7 nats, BLEU 4.4 vs 0.0)."""
+    """The doubly-attentive model on 600 covered pairs: after 200 updates its validation loss and BLEU beat the
+    same model after one update by a clear margin (measured: loss 2.65 vs 5.58 nats, best BLEU 3.2 vs 0.0)."""
     model = 'type = "doubly_attentive"'
-    for name, updates in (("trained", 400), ("untrained", 1)):
+    for name, updates in (("trained", 200), ("untrained", 1)):
         nlgkit_command(["train", str(recipe(tmp_path, source, features_dir, covered_only=True, model=model,
-                                            name=name, max_updates=updates))])
+                                            name=name, max_updates=updates, lr=0.01))])
     trained, untrained = _validations(tmp_path / "trained"), _validations(tmp_path / "untrained")
     assert min(r["loss"] for r in trained) < untrained[-1]["loss"] - 2.0
-    assert max(r["bleu"] for r in trained) > untrained[-1]["bleu"] + 2.0
+    assert max(r["bleu"] for r in trained) > untrained[-1]["bleu"] + 1.5
