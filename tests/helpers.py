@@ -65,6 +65,18 @@ def check_one_search(model: Generator, inputs: dict[str, Any], batch_size: int, 
     assert [[h.score for h in hyps] for hyps in copied] == [[h.score for h in hyps] for hyps in beam4]
 
 
+def check_steps_match_teacher_forcing(model: Generator, batch: Any) -> None:
+    """Decoding step by step from ``encode`` gives the features teacher forcing gives for the same tokens."""
+    import torch
+
+    with torch.no_grad():
+        forced, _ = model(batch)
+        state = model.encode(batch.inputs)
+        for t in range(batch.prev_tokens.size(1)):
+            features, state = model.step(batch.prev_tokens[:, t], state)
+            torch.testing.assert_close(features, forced[:, t], rtol=1e-5, atol=1e-6)
+
+
 RNN = """type = "rnn"
 embedding_dim = 48
 encoder_dim = 64

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from helpers import check_one_search, with_head
+from helpers import check_one_search, check_steps_match_teacher_forcing, with_head
 
 from nlgkit.core.registry import HEADS
 from nlgkit.data.batching import Batch
@@ -64,14 +64,7 @@ def test_every_captioner_with_every_head_learns_a_batch(name: str, head: str) ->
 
 @pytest.mark.parametrize("name", CAPTIONERS)
 def test_step_by_step_equals_teacher_forcing(name: str) -> None:
-    model = captioner(name).eval()
-    batch = caption_batch()
-    with torch.no_grad():
-        forced, _ = model(batch)
-        state = model.encode(batch.inputs)
-        for t in range(batch.prev_tokens.size(1)):
-            features, state = model.step(batch.prev_tokens[:, t], state)
-            torch.testing.assert_close(features, forced[:, t], rtol=1e-5, atol=1e-6)
+    check_steps_match_teacher_forcing(captioner(name).eval(), caption_batch())
 
 
 def test_attention_regulariser_is_the_auxiliary_loss() -> None:

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 import torch
-from helpers import check_one_search
+from helpers import check_one_search, check_steps_match_teacher_forcing
 
 from nlgkit.core.config import config_from_dict
 from nlgkit.core.errors import ConfigError
@@ -112,14 +112,7 @@ def test_every_model_with_every_head_decodes_through_the_one_search(name: str, h
 
 @pytest.mark.parametrize("name", MULTIMODAL)
 def test_step_by_step_equals_teacher_forcing(name: str) -> None:
-    model = build(name).eval()
-    data = batch()
-    with torch.no_grad():
-        forced, _ = model(data)
-        state = model.encode(data.inputs)
-        for t in range(data.prev_tokens.size(1)):
-            features, state = model.step(data.prev_tokens[:, t], state)
-            torch.testing.assert_close(features, forced[:, t], rtol=1e-5, atol=1e-6)
+    check_steps_match_teacher_forcing(build(name).eval(), batch())
 
 
 @pytest.mark.parametrize("name", MULTIMODAL)
