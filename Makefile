@@ -9,7 +9,14 @@ EN_DE  := data/multi30k_en-de
 # Long runs live outside the work tree so a later session can --resume them: make reproduce-table1 RUNS_DIR=~/nlgkit-runs
 RUNS_DIR ?= runs
 TABLE1_RUNS := flickr8k_tell_learned flickr8k_tell_tied flickr8k_tell_fixed flickr8k_attend_learned flickr8k_attend_tied flickr8k_attend_fixed
-TABLE2_RUNS := multi30k_learned multi30k_tied multi30k_fixed multi30k_en_de_learned multi30k_en_de_tied multi30k_en_de_fixed
+# Table 2's IWSLT and WMT-14 rows join once `nlgkit prepare iwslt14 --pair …` / `nlgkit prepare wmt14` wrote their data
+heads_if_prepared = $(if $(wildcard data/$(1)/manifest.json),$(foreach head,learned tied fixed,$(2)_$(head)))
+TABLE2_RECIPES := multi30k_learned multi30k_tied multi30k_fixed multi30k_en_de_learned multi30k_en_de_tied multi30k_en_de_fixed \
+	$(call heads_if_prepared,iwslt14_de-en,iwslt14_de_en) $(call heads_if_prepared,iwslt14_en-de,iwslt14_en_de) \
+	$(call heads_if_prepared,wmt14_en-de,wmt14_en_de)
+TABLE2_SEEDS ?= 1 2 3
+TABLE2_CELLS = $(foreach recipe,$(TABLE2_RECIPES),$(foreach seed,$(TABLE2_SEEDS),$(call seeded,$(recipe),$(seed)):$(recipe):$(seed)))
+TABLE2_RUNS = $(foreach cell,$(TABLE2_CELLS),$(firstword $(subst :, ,$(cell))))
 
 # Continuous runs' targets (uniform = random sphere from the seed) and options added to every Tokarchuk run
 # (e.g. a shorter schedule on CPU; see results/tokarchuk.md for the one behind the committed table).
@@ -64,7 +71,7 @@ train = grep -qs '"finished": true' $(RUNS_DIR)/$(1)/summary.json || \
 .PHONY: install demo test test-slow lint bench reproduce-table1 reproduce-table2 reproduce-table3 reproduce-table4 \
 	table1-report table2-report \
 	reproduce-tokarchuk tokarchuk-report tokarchuk-tables $(TOKARCHUK_CONTINUOUS) reproduce-pappas pappas-report \
-	pappas-speed reproduce-hirasawa hirasawa-report pretrained-vectors clean
+	pappas-speed reproduce-hirasawa hirasawa-report reproduce-ensemble pretrained-vectors browser clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -79,6 +86,16 @@ install: $(STAMP)
 pretrained-vectors: $(STAMP)
 	$(VENV)/bin/pip install -q -e '.[embeddings,pretrained]'
 
+# A headless browser for the test of `nlgkit serve`'s page (tests/test_serve_browser.py, Selenium): Debian's
+# chromium and chromium-driver, installed with apt where there is apt (as root, or with sudo); without them that
+# test is skipped and says so.
+browser:
+	@if command -v chromium >/dev/null && command -v chromedriver >/dev/null; then echo "chromium and chromedriver: installed"; \
+	elif command -v apt-get >/dev/null; then SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -q && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q chromium chromium-driver; \
+	else echo "no apt-get here: install Chromium and chromedriver yourself (the browser test is skipped without them)"; \
+	  exit 1; fi
+
 # Install, prepare Multi30K DE-EN, train a small fixed-head model for 3,000 updates (~7 minutes on CPU),
 # show five test translations beside their references, and print test BLEU.
 demo: $(STAMP)
@@ -90,6 +107,7 @@ demo: $(STAMP)
 	$(NLGKIT) evaluate --hyp runs/demo/test.hyp.en --ref $(DE_EN)/test.ref.en
 
 test: $(STAMP)
+	@timeout 300 $(MAKE) -s browser || echo "no Chromium: the page's browser test will be skipped (make browser)"
 	$(VENV)/bin/ruff check nlgkit tests
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
@@ -124,13 +142,17 @@ table1-report: $(STAMP)
 	$(NLGKIT) reproduce table1 $(addprefix $(RUNS_DIR)/,$(TABLE1_RUNS)) --records $(RECORDS) \
 	  --output results/table1.md
 
-# Shalev et al. Table 3: trainable parameters of the Multi30K models (no training needed).
+# Shalev et al. Table 3: trainable parameters of all seven rows (MSCOCO, Multi30K, IWSLT 2014, WMT-14), counted
+# from the recipes for the rows' vocabulary sizes (no data, no training).
 reproduce-table3: $(STAMP)
 	$(NLGKIT) reproduce table3 --output results/table3.md
 
-# Shalev et al. Table 2: train the six Multi30K runs (long: hours on CPU), translate test2016, write the table.
+# Shalev et al. Table 2: train the six Multi30K cells × TABLE2_SEEDS (run NAME, NAME_seed2, NAME_seed3; long:
+# hours each on CPU, minutes on a GPU), translate test2016, write the table (mean ± sd over the seeds).
 reproduce-table2: $(STAMP)
-	for run in $(TABLE2_RUNS); do $(call recorded,$$run) || $(call train,$$run,recipes/$$run.toml) || exit 1; done
+	for cell in $(TABLE2_CELLS); do run=$${cell%%:*}; seed=$${cell##*:}; recipe=$${cell#*:}; recipe=$${recipe%:*}; \
+	  $(call recorded,$$run) || \
+	  $(call train,$$run,recipes/$$recipe.toml,--set train.seed=$$seed) || exit 1; done
 	$(NLGKIT) reproduce table2 $(addprefix $(RUNS_DIR)/,$(TABLE2_RUNS)) --records $(RECORDS) \
 	  --output results/table2.md
 	$(call archive,$(TABLE2_RUNS))
@@ -139,11 +161,16 @@ reproduce-table2: $(STAMP)
 table2-report: $(STAMP)
 	$(NLGKIT) reproduce table2 $(addprefix $(RUNS_DIR)/,$(TABLE2_RUNS)) --records $(RECORDS) \
 	  --output results/table2.md
-	$(NLGKIT) reproduce table4 $(RUNS_DIR)/multi30k_learned $(RUNS_DIR)/multi30k_fixed --output results/table4.md
+	$(NLGKIT) reproduce table4 $(addprefix $(RUNS_DIR)/,$(TABLE2_RUNS)) --records $(RECORDS) \
+	  --output results/table4.md
 
-# Shalev et al. Table 4: word similarity of the trained DE-EN runs' target and input vectors.
+# Shalev et al. Table 4 and Fig. 2's norm–frequency ρ for every Table 2 run: a run with weights is analysed and keeps
+# its figures in RUN/vector_analysis.json, then re-archived with them (after reproduce-table2, which keeps the test
+# outputs a record needs); a run without weights is read from its record. WORDSIM_DIR=DIR names the benchmarks.
 reproduce-table4: $(STAMP)
-	$(NLGKIT) reproduce table4 $(RUNS_DIR)/multi30k_learned $(RUNS_DIR)/multi30k_fixed --output results/table4.md
+	$(NLGKIT) reproduce table4 $(addprefix $(RUNS_DIR)/,$(TABLE2_RUNS)) --records $(RECORDS) \
+	  $(if $(WORDSIM_DIR),--wordsim-dir $(WORDSIM_DIR)) --output results/table4.md
+	$(call archive,$(TABLE2_RUNS))
 
 # Tokarchuk & Niculae (2024) on Multi30K DE-EN (their WMT data is not available offline): a small Transformer
 # with a softmax (128-dim outputs) and with continuous outputs against random sphere (uniform), hypercube,
@@ -271,6 +298,29 @@ hirasawa-tables: $(STAMP)
 # RUNS_DIR/hirasawa, training nothing; rows no run fills say "not run".
 hirasawa-report: $(STAMP)
 	$(NLGKIT) reproduce hirasawa $(hirasawa_runs) --records $(HIRASAWA_RECORDS) --output results/hirasawa.md
+
+# Checkpoint averaging and ensembles (results/ensemble.md): recipes/demo.toml with seeds 1 and 2 (3,000 updates,
+# ~7 min each on 2 CPU cores), each seed's average of its last 3 epochs, and the two seeds' ensemble in both
+# --ensemble-mode settings and of the two averages, every output scored on test2016. ENSEMBLE_SET: options added to
+# both trainings.
+ENSEMBLE_DIR ?= $(RUNS_DIR)/ensemble_demo
+ENSEMBLE_SET ?=
+reproduce-ensemble: $(STAMP)
+	$(NLGKIT) prepare multi30k --pair de-en --out $(DE_EN)
+	for seed in 1 2; do run=$(ENSEMBLE_DIR)/seed$$seed; \
+	  $(NLGKIT) train recipes/demo.toml --device cpu --run-dir $$run --set train.seed=$$seed $(ENSEMBLE_SET) \
+	    $$( [ -d $$run/checkpoints/last ] && echo --resume ) || exit 1; \
+	  [ -d $$run-avg3 ] || $(NLGKIT) average $$run --last 3 -o $$run-avg3 || exit 1; done
+	for run in seed1 seed2 seed1-avg3 seed2-avg3; do $(NLGKIT) translate -m $(ENSEMBLE_DIR)/$$run --device cpu \
+	  --input $(DE_EN)/test.ref.de --output $(ENSEMBLE_DIR)/$$run.test.hyp.en || exit 1; done
+	for mode in log_linear linear; do $(NLGKIT) translate -m $(ENSEMBLE_DIR)/seed1 -m $(ENSEMBLE_DIR)/seed2 \
+	  --ensemble-mode $$mode --device cpu --input $(DE_EN)/test.ref.de \
+	  --output $(ENSEMBLE_DIR)/ensemble_$$mode.test.hyp.en || exit 1; done
+	$(NLGKIT) translate -m $(ENSEMBLE_DIR)/seed1-avg3 -m $(ENSEMBLE_DIR)/seed2-avg3 --device cpu \
+	  --input $(DE_EN)/test.ref.de --output $(ENSEMBLE_DIR)/ensemble_avg3.test.hyp.en
+	for hyp in $(ENSEMBLE_DIR)/*.test.hyp.en; do printf '%s\t' $$hyp; \
+	  $(NLGKIT) evaluate --hyp $$hyp --ref $(DE_EN)/test.ref.en --json | $(PY) -c \
+	  'import json, sys; print(json.load(sys.stdin)["bleu"]["score"])' || exit 1; done
 
 clean:
 	rm -rf runs/demo .pytest_cache

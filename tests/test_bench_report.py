@@ -40,14 +40,18 @@ def test_unmeasured_sections_say_so_and_carry_the_previous_figures() -> None:
 
 def test_gpu_rows_render_as_a_table() -> None:
     results = copy.deepcopy(committed())
-    results["gpu"] = {"epochs": [{"case": "transformer base", "device": "NVIDIA H100", "batches": 227, "epoch_s": 41.25,
-                                  "tokens_per_s": 98765.4, "valid_s": 3.04, "trainable_parameters": 60_000_000,
-                                  "peak_gpu_mib": 5120.0}],
+    row = {"case": "multi30k_learned, bf16", "device": "NVIDIA H100", "batches": 100, "epoch_s": 41.25,
+           "tokens_per_s": 98765.4, "valid_s": 3.04, "trainable_parameters": 60_000_000, "peak_gpu_mib": 5120.0}
+    results["gpu"] = {"epochs": [row, {**row, "case": "multi30k_learned, float32", "tokens_per_s": 49382.7},
+                                 {"case": "multi30k_learned, bf16 + torch.compile", "error": "no C compiler"}],
                       "translation": {"run": "runs/multi30k_fixed", "sentences_per_s": 512.34}}
     lines = render_benchmarks(results).splitlines()
-    start = lines.index("## GPU (NVIDIA H100, bf16 autocast, fused Adam)")
-    assert lines[start + 3] == "|---|---:|---:|---:|---:|---:|---:|"
-    assert lines[start + 4] == "| transformer base | 227 | 41.2 | 98,765 | 3.0 | 60,000,000 | 5,120 |"
+    start = lines.index("## GPU (NVIDIA H100, fused Adam; bf16 autocast unless the case says float32)")
+    table = lines.index("|---|---:|---:|---:|---:|---:|---:|", start)
+    assert lines[table + 1] == "| multi30k_learned, bf16 | 100 | 41.2 | 98,765 | 3.0 | 60,000,000 | 5,120 |"
+    assert lines[table + 3] == "| multi30k_learned, bf16 + torch.compile | – | – | – | – | – | failed: no C compiler |"
+    assert "float32 against bf16: 0.50× the target tokens/s" in lines
+    assert not any(line.startswith("torch.compile against eager") for line in lines)  # its case failed
     assert lines[-1] == "Beam-5 translation of test2016 on the GPU with `runs/multi30k_fixed`: 512.3 sentences/s."
 
 
@@ -88,7 +92,7 @@ def test_bench_keeps_its_figures_and_carries_what_it_could_not_measure(tmp_path:
     (tmp_path / "BENCH.json").write_text(json.dumps(old))
     output = tmp_path / "BENCH.md"
     nlgkit_command(["bench", "--output", str(output), "--translate-run", str(tmp_path / "none"), "--caption-run",
-                str(tmp_path / "none"), "--images", str(tmp_path / "none")])
+                str(tmp_path / "none"), "--images", str(tmp_path / "none"), "--ct2-run", str(tmp_path / "none")])
     new = json.loads((tmp_path / "BENCH.json").read_text())
     assert new["translation"] is None and new["previous_translation"] == old["translation"]
     assert new["captioning"]["previous_captioning"] == old["captioning"]["previous_captioning"]

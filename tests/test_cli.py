@@ -308,7 +308,8 @@ def test_table4_reports_word_similarity_for_each_benchmark(trained: tuple[Path, 
     _, run_dir = trained
     out = tmp_path / "table4.md"
     text = table4([str(run_dir)], str(out))
-    rows = [line for line in text.splitlines() if line.startswith(f"| `{run_dir}`")]
+    table4_part = text.split("## Fig. 2")[0]  # Fig. 2's norm table follows, one row per run
+    rows = [line for line in table4_part.splitlines() if line.startswith(f"| `{run_dir.name}` |")]
     assert [row.split(" | ")[2] for row in rows] == ["simlex999", "men", "mturk771"]
     # a fixed head is not a paper row: the paper columns stay empty
     assert all(row.split(" | ")[4] == "–" for row in rows)

@@ -32,8 +32,11 @@ def bench(
     caption_updates: Annotated[int, typer.Option(help="Timed training updates per captioning recipe")] = 20,
     multimodal_updates: Annotated[int, typer.Option(
         help="Timed training updates per multimodal-translation recipe (recipes/hirasawa/)")] = 30,
+    ct2_run: Annotated[str, typer.Option(help="Trained Transformer run measured against its CTranslate2 export")]
+    = "runs/ct2_transformer",
     only: Annotated[str, typer.Option(
-        metavar="SECTION", help="Measure only this section (multimodal) and keep the other figures of the JSON")]
+        metavar="SECTION", help="Measure only this section (multimodal, gpu, serve, ct2) and keep the other "
+                                "figures of the JSON")]
     = "",
     render: Annotated[bool, typer.Option("--render", help="Measure nothing: rewrite the Markdown from the JSON beside it")]
     = False,
@@ -62,4 +65,4 @@ def bench(
         typer.echo(measuring.run_benchmarks(measuring.BenchSettings(
             output=output, updates=updates, warmup=warmup, translate_run=translate_run, beam=beam, limit=limit,
             caption_run=caption_run, images=images, caption_updates=caption_updates,
-            multimodal_updates=multimodal_updates, only=only)))
+            multimodal_updates=multimodal_updates, ct2_run=ct2_run, only=only)))

@@ -23,12 +23,13 @@ def error(message: str) -> None:
 @handle_errors
 def caption(
     images: Annotated[list[Path] | None, typer.Argument(help="Image files (JPEG, PNG, …)")] = None,
-    model: Annotated[Path | None, typer.Option("--model", "-m", envvar="NLGKIT_MODEL",
-                                               help="Run directory of a captioning model (or $NLGKIT_MODEL)")] = None,
+    model: Annotated[list[Path] | None, typer.Option("--model", "-m", envvar="NLGKIT_MODEL",
+                                                     help="Run directory of a captioning model (or $NLGKIT_MODEL); "
+                                                          "repeat it to search with an ensemble")] = None,
     listing: Annotated[Path | None, typer.Option("--list", help="File with one image path per line ('-': stdin)",
                                                  allow_dash=True)] = None,
     checkpoint: Annotated[str, typer.Option(help="best, last, or a checkpoint directory")] = "best",
-    beam: Annotated[int | None, typer.Option(help="Beam size (1 = greedy); default from the run's [search]")] = None,
+    beam: Annotated[int | None, typer.Option(help="Beam size (1 = greedy); default from the run's \\[search]")] = None,
     nbest: Annotated[int | None, typer.Option(help="Captions per image (Moses n-best format when > 1)")] = None,
     length_penalty: Annotated[float | None, typer.Option(help="Scores divided by length**this")] = None,
     max_len: Annotated[int, typer.Option(help="Absolute cap on caption tokens (0 = the run's limit)")] = 0,
@@ -38,15 +39,17 @@ def caption(
                                                         "(show_attend_tell)")] = None,
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Output file (default: stdout)")] = None,
     device: Annotated[str, typer.Option(help="auto, cpu, cuda or cuda:N")] = "auto",
+    ensemble_mode: Annotated[str, typer.Option(help="Several --model: log_linear (mean log-probability) or linear "
+                                                    "(log of the mean probability)")] = "log_linear",
 ) -> None:
     """Caption images with a trained run."""
     # lazy: CLI start-up (the library and torch load only when the command runs)
     from nlgkit.core.errors import DataError
     from nlgkit.generation.caption import caption_images, check_captioning_run, result_lines
+    from nlgkit.generation.ensemble import load_ensemble
     from nlgkit.generation.output import SearchOptions, read_text_input, write_lines
-    from nlgkit.runs.loading import load_trained
 
-    if model is None:
+    if not model:
         raise DataError("no model given (--model RUN_DIR or $NLGKIT_MODEL)")
     paths = [str(path) for path in images or []]
     if listing is not None:
@@ -54,7 +57,7 @@ def caption(
         paths += [line.strip() for line in lines if line.strip()]
     if not paths:
         raise DataError("no images given (arguments or --list FILE)")
-    run = load_trained(model, checkpoint, device)
+    run = load_ensemble(model, checkpoint, device, ensemble_mode)  # one --model: that run as it is
     check_captioning_run(run)
     options = SearchOptions.resolve(run.config.search, beam=beam, nbest=nbest, length_penalty=length_penalty,
                                     max_len=max_len, batch_size=batch_size)

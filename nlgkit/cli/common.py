@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import functools
+import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import typer
@@ -12,6 +13,25 @@ import typer
 from nlgkit.core.errors import NlgkitError
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+# Commands whose work is done once their output is written (an atomic file, or stdout): see end_at_once.
+ENDS_AT_ONCE = frozenset({"translate", "caption"})
+
+
+def end_at_once(code: int, argv: Sequence[str]) -> None:
+    """After ``translate`` or ``caption`` ran as a command (``argv`` as typed), end the process now, output
+    flushed, instead of returning: the interpreter's teardown of torch and spaCy (module finalisation, garbage
+    collection) takes about half a second, a fifth of a one-line translation. Those commands have closed every
+    file they write by then. Any other command returns, and so does an in-process call (tests)."""
+    words = [word for word in argv if not word.startswith("-")]
+    if not words or words[0] not in ENDS_AT_ONCE:
+        return
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (BrokenPipeError, OSError, ValueError):  # a closed pipe has nothing left to receive
+            code = code or 1
+    os._exit(code)
 
 
 def fail(message: str, code: int = 2) -> typer.Exit:

@@ -22,7 +22,7 @@ from rich.table import Table
 
 from nlgkit.cli.common import handle_errors
 from nlgkit.core.errors import DataError
-from nlgkit.metrics.corpus import ALL_METRICS, METRICS
+from nlgkit.metrics.names import ALL_METRICS, METRICS
 
 app = typer.Typer(
     help="Score hypotheses against references (BLEU, chrF, TER, METEOR, caption metrics, vocabulary usage).",

@@ -6,11 +6,15 @@ import sys
 
 import typer
 
-from nlgkit.cli import analyze, bpe, embed, evaluate, prepare, report, reproduce
+from nlgkit.cli import analyze, bpe, embed, evaluate, export, prepare, report, reproduce
+from nlgkit.cli.average import average
 from nlgkit.cli.bench import bench
 from nlgkit.cli.caption import caption
+from nlgkit.cli.common import end_at_once
+from nlgkit.cli.serve import serve
 from nlgkit.cli.train import train
 from nlgkit.cli.translate import translate
+from nlgkit.cli.version import root_options
 
 app = typer.Typer(
     name="nlgkit",
@@ -19,12 +23,15 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
+app.callback()(root_options)  # nlgkit --version
 app.add_typer(prepare.app, name="prepare", help="Prepare a corpus: tokenise, subword, vocabularies, manifest.")
 app.add_typer(bpe.app, name="bpe", help="Learn or apply subword models (subword-nmt BPE, sentencepiece).")
 app.add_typer(embed.app, name="embed", help="Write word-vector tables: random, extracted, combined, loaded.")
 app.command()(train)
 app.command()(translate)
 app.command()(caption)
+app.add_typer(export.app, name="export", help="Export a trained run for CTranslate2 (`export ct2`).")
+app.command()(average)  # nlgkit average RUN --last N | --best N -o RUN_AVG
 analyze.register(evaluate.app)  # nlgkit evaluate norms | wordsim | neighbours | geometry | params
 report.register(evaluate.app)  # nlgkit evaluate report RUN_DIR… [--paper TABLE]
 app.add_typer(evaluate.app, name="evaluate",
@@ -32,6 +39,7 @@ app.add_typer(evaluate.app, name="evaluate",
 app.add_typer(reproduce.app, name="reproduce",
               help="Reproduce the papers' tables (Shalev, Tokarchuk, Pappas) from runs or their committed records.")
 app.command()(bench)
+app.command()(serve)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -51,4 +59,7 @@ def main(argv: list[str] | None = None) -> None:
             hint = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
             typer.echo(f"error: {message}{hint}", err=True)
             code = getattr(exc, "exit_code", 2)
-    sys.exit(code if isinstance(code, int) else 0)
+    code = code if isinstance(code, int) else 0
+    if argv is None:  # the console command (not a call from Python): translate and caption end at once
+        end_at_once(code, sys.argv[1:])
+    sys.exit(code)

@@ -257,3 +257,82 @@ def captions_csv(
     out = out or Path("data") / "captions"
     _caption_summary(out, prepare_caption_csv(out, csv, images, splits, min_freq=min_freq, max_len=max_len,
                                               log=_warn))
+
+
+MirrorOption = Annotated[str, typer.Option(
+    "--mirror", help="base URL or local directory holding the archives by name, in place of the public URLs")]
+DownloadsOption = Annotated[Path, typer.Option(
+    "--downloads", help="where archives are downloaded and kept (an interrupted download resumes)")]
+
+
+def _pair(pair: str) -> tuple[str, str]:
+    src, sep, tgt = pair.partition("-")
+    if not sep or not src or not tgt:
+        raise ConfigError(f"--pair {pair!r}: expected SRC-TGT, e.g. de-en")
+    return src, tgt
+
+
+@app.command("iwslt14")
+@handle_errors
+def iwslt14(
+    pair: Annotated[str, typer.Option("--pair", help="de-en or en-de")] = "de-en",
+    out: Annotated[Path | None, typer.Option("--out", help="data directory (default: data/iwslt14_PAIR)")] = None,
+    mirror: MirrorOption = "",
+    downloads: DownloadsOption = Path("data") / "downloads",
+    tokenizer: TokenizerOption = "spacy",
+    lowercase: LowercaseOption = True,
+    min_freq: Annotated[int, typer.Option(
+        "--min-freq", help="drop vocabulary entries seen fewer times in train (Shalev et al.: 5)")] = 5,
+    max_len: Annotated[int, typer.Option(
+        "--max-len", help="drop training pairs longer than this many tokens (Shalev et al.: 20; 0 = keep all)")
+    ] = 20,
+    subword: SubwordOption = "none",
+    valid_sets: Annotated[str, typer.Option(
+        "--valid-sets", help="comma-separated XML sets of the archive for valid")] = "IWSLT14.TED.dev2010",
+    test_sets: Annotated[str, typer.Option(
+        "--test-sets", help="comma-separated XML sets for test (concatenated)")
+    ] = "IWSLT14.TED.tst2010,IWSLT14.TED.tst2011,IWSLT14.TED.tst2012",
+) -> None:
+    """IWSLT 2014 German–English TED talks (fairseq's de-en.tgz): train from train.tags, valid dev2010, test
+    tst2010–2012; defaults are Shalev et al.'s appendix settings."""
+    # lazy: CLI start-up (the library and torch load only when the command runs)
+    from nlgkit.data.iwslt14 import prepare_iwslt14
+
+    src, tgt = _pair(pair)
+    out = out or Path("data") / f"iwslt14_{pair}"
+    manifest = prepare_iwslt14(out, src, tgt, mirror=mirror, cache_dir=downloads, tokenizer=tokenizer,
+                               lowercase=lowercase, min_freq=min_freq, max_len=max_len, subword=subword,
+                               valid_sets=valid_sets.split(","), test_sets=test_sets.split(","),
+                               log=lambda line: typer.echo(line, err=True))
+    _summary(out, manifest)
+
+
+@app.command("wmt14")
+@handle_errors
+def wmt14(
+    pair: Annotated[str, typer.Option("--pair", help="en-de or de-en")] = "en-de",
+    out: Annotated[Path | None, typer.Option("--out", help="data directory (default: data/wmt14_PAIR)")] = None,
+    mirror: MirrorOption = "",
+    downloads: DownloadsOption = Path("data") / "downloads",
+    tokenizer: Annotated[str, typer.Option(
+        "--tokenizer", help="moses (sacremoses, as fairseq), spacy or none")] = "moses",
+    lowercase: Annotated[bool, typer.Option("--lowercase/--no-lowercase")] = False,
+    bpe: Annotated[int, typer.Option("--bpe", help="BPE merges learned on both languages together")] = 32_000,
+    min_freq: Annotated[int, typer.Option("--min-freq", help="drop vocabulary entries seen fewer times")] = 1,
+    max_len: Annotated[int, typer.Option(
+        "--max-len", help="drop training pairs longer than this many BPE pieces (0 = keep all)")] = 250,
+    max_ratio: Annotated[float, typer.Option(
+        "--max-ratio", help="drop training pairs whose lengths differ by a larger factor (0 = keep all)")] = 1.5,
+    workers: Annotated[int, typer.Option("--workers", help="processes that tokenise and segment")] = 1,
+) -> None:
+    """WMT-14 English–German: Europarl v7, Common Crawl, News Commentary v9; newstest2013 valid, newstest2014
+    test; one joint BPE model and vocabulary."""
+    # lazy: CLI start-up (the library and torch load only when the command runs)
+    from nlgkit.data.wmt14 import prepare_wmt14
+
+    src, tgt = _pair(pair)
+    out = out or Path("data") / f"wmt14_{pair}"
+    manifest = prepare_wmt14(out, src, tgt, mirror=mirror, cache_dir=downloads, tokenizer=tokenizer,
+                             lowercase=lowercase, bpe=bpe, min_freq=min_freq, max_len=max_len, max_ratio=max_ratio,
+                             workers=workers, log=lambda line: typer.echo(line, err=True))
+    _summary(out, manifest)

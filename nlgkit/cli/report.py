@@ -16,7 +16,7 @@ import typer
 
 from nlgkit.cli.common import handle_errors
 from nlgkit.core.errors import ConfigError
-from nlgkit.metrics.corpus import METRICS
+from nlgkit.metrics.names import METRICS
 
 
 def report(

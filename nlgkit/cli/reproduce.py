@@ -91,12 +91,17 @@ def table3(output: Output = None) -> None:
 
 @app.command("table4")
 @handle_errors
-def table4(runs: Runs, output: Output = None,
-           wordsim_dir: Annotated[str | None, typer.Option(help="Word-similarity benchmarks directory")] = None) -> None:
-    """Shalev et al.'s Table 4: word similarity of target and input vectors beside the paper's."""
+def table4(runs: Runs, output: Output = None, records: Records = None,
+           wordsim_dir: Annotated[str | None, typer.Option(
+               help="Word-similarity benchmarks directory (read for runs with weights; default "
+                    "../shared/data/wordsim)")] = None) -> None:
+    """Shalev et al.'s Table 4 (word similarity of target and input vectors) and Fig. 2's norm–frequency ρ.
+
+    A run with weights is analysed and keeps its figures in RUN/vector_analysis.json; a run without is read from it.
+    """
     from nlgkit.experiments.shalev import table4 as build  # lazy: CLI start-up
 
-    _print(build(runs, output, wordsim_dir))
+    _print(build(_runs(runs, records), output, wordsim_dir))
 
 
 @app.command("tokarchuk")

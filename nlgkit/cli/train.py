@@ -20,6 +20,8 @@ def train(
     resume: Annotated[bool, typer.Option("--resume", help="Continue run.dir from its last checkpoint")] = False,
     device: Annotated[str | None, typer.Option(help="auto, cpu, cuda or cuda:N (train.device)")] = None,
     run_dir: Annotated[Path | None, typer.Option(help="Where the run is written (run.dir)")] = None,
+    tensorboard: Annotated[Path | None, typer.Option(help="Also write the logged metrics as TensorBoard events "
+                                                          "here (train.tensorboard)")] = None,
     dry_run: Annotated[bool, typer.Option(help="Build the model and print parameter counts; no training")] = False,
     vocab_size: Annotated[int, typer.Option(help="With --dry-run: count for vocabularies of N entries "
                                                  "(no data needed), e.g. 9490 for the paper's COCO")] = 0,
@@ -30,6 +32,8 @@ def train(
         extra.append(f"train.device={device!r}")
     if run_dir:
         extra.append(f"run.dir={str(run_dir)!r}")
+    if tensorboard:
+        extra.append(f"train.tensorboard={str(tensorboard)!r}")
     config = load_recipe(recipe, extra)
     console = Console(stderr=True)
     if dry_run:

@@ -13,6 +13,7 @@ INDEX counted from 0), best first. The work is done in ``nlgkit.generation``; th
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Annotated
 
@@ -27,10 +28,11 @@ def warn(message: str) -> None:
 
 @handle_errors
 def translate(
-    model: Annotated[Path, typer.Option("--model", "-m", envvar="NLGKIT_MODEL",
-                                        help="Run directory written by `nlgkit train` (or $NLGKIT_MODEL)")],
+    model: Annotated[list[Path], typer.Option("--model", "-m", envvar="NLGKIT_MODEL",
+                                              help="Run directory written by `nlgkit train` (or $NLGKIT_MODEL); "
+                                                   "repeat it to search with an ensemble")],
     checkpoint: Annotated[str, typer.Option(help="best, last, or a checkpoint directory")] = "best",
-    beam: Annotated[int | None, typer.Option(help="Beam size (1 = greedy); default from the run's [search]")] = None,
+    beam: Annotated[int | None, typer.Option(help="Beam size (1 = greedy); default from the run's \\[search]")] = None,
     nbest: Annotated[int | None, typer.Option(help="Hypotheses per input (Moses n-best format when > 1)")] = None,
     length_penalty: Annotated[float | None, typer.Option(help="Scores divided by length**this")] = None,
     max_len_a: Annotated[float | None, typer.Option(help="Output length limit: a * source length + b")] = None,
@@ -48,23 +50,42 @@ def translate(
     images: Annotated[Path | None, typer.Option(help="Multimodal models: the image of each input line, as a file "
                                                      "naming one image per line or a directory (its files in name "
                                                      "order)")] = None,
+    ensemble_mode: Annotated[str, typer.Option(help="Several --model: log_linear (mean log-probability) or linear "
+                                                    "(log of the mean probability)")] = "log_linear",
+    engine: Annotated[str, typer.Option(help="torch (nlgkit's search) or ct2: CTranslate2 with --model an export "
+                                             "directory written by `nlgkit export ct2`")] = "torch",
+    compute_type: Annotated[str, typer.Option(help="--engine ct2: default (as exported), float32, int8, "
+                                                   "int8_float32, int16…")] = "default",
 ) -> None:
     """Translate text with a trained run (stdin → stdout by default)."""
     # lazy: CLI start-up (the library and torch load only when the command runs)
     from nlgkit.core.errors import ConfigError
+    from nlgkit.generation.ensemble import load_ensemble
     from nlgkit.generation.output import SearchOptions, line_groups, read_text_input, write_lines
     from nlgkit.generation.translate import Translator, read_image_list
-    from nlgkit.runs.loading import load_trained
 
     if buffer_size < 0:
         raise ConfigError(f"--buffer-size {buffer_size}: must be 0 or positive")
 
-    run = load_trained(model, checkpoint, device)
-    options = SearchOptions.resolve(run.config.search, beam=beam, nbest=nbest, length_penalty=length_penalty,
-                                    max_len_a=max_len_a, max_len_b=max_len_b, max_len=max_len,
-                                    batch_size=batch_size)
-    translator = Translator(run, options, pretokenized=pretokenized, detokenize=detokenize,
-                            max_input_tokens=max_input_tokens, warn=warn)
+    if engine not in ("torch", "ct2"):
+        raise ConfigError(f"--engine {engine!r}: choose torch or ct2")
+    if engine == "torch" and compute_type != "default":
+        raise ConfigError(f"--compute-type {compute_type}: only for --engine ct2 (the torch engine runs the model as trained)")
+    resolve = functools.partial(SearchOptions.resolve, beam=beam, nbest=nbest, length_penalty=length_penalty,
+                                max_len_a=max_len_a, max_len_b=max_len_b, max_len=max_len, batch_size=batch_size)
+    translator: Translator | CT2Translator
+    if engine == "ct2":
+        # lazy: CTranslate2 is an optional extra, loaded only for this engine
+        from nlgkit.generation.ct2 import CT2Translator, single_export
+
+        export = single_export(model, checkpoint)
+        translator = CT2Translator(export, resolve(export.config.search), compute_type=compute_type, device=device,
+                                   pretokenized=pretokenized, detokenize=detokenize,
+                                   max_input_tokens=max_input_tokens, warn=warn)
+    else:
+        run = load_ensemble(model, checkpoint, device, ensemble_mode)  # one --model: that run as it is
+        translator = Translator(run, resolve(run.config.search), pretokenized=pretokenized, detokenize=detokenize,
+                                max_input_tokens=max_input_tokens, warn=warn)
     image_files = read_image_list(images) if images is not None else None
     if buffer_size == 0:
         lines, name = read_text_input(input, warn)

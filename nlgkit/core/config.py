@@ -74,11 +74,13 @@ class TrainConfig:
     max_updates: int = 0  # stop after this many updates (0 = no limit)
     max_minutes: float = 0.0  # stop (after a checkpoint) once this much wall time has passed (0 = no limit)
     valid_beam: int = 1  # beam size for the per-epoch validation BLEU (1 = greedy, fast)
+    keep_epochs: int = 3  # checkpoints/epoch_NNN of the last K and the K best epochs (`nlgkit average`)
     device: str = "auto"  # auto | cpu | cuda | cuda:N
     amp: bool = True  # bf16 autocast on CUDA; ignored on CPU
     compile: bool = False  # torch.compile the training step (model + head loss); dynamic shapes
     num_threads: int = 0  # CPU threads (0 = all cores)
     log_every: int = 50  # updates between metric lines
+    tensorboard: str = ""  # also write metrics.jsonl's scalars as TensorBoard events here ("" = off)
     optimizer: Literal["adam", "adamw"] = "adam"
     adam_betas: tuple[float, float] = (0.9, 0.999)  # (0.9, 0.98) for Transformers
     schedule: Literal["plateau", "inverse_sqrt", "none"] = "plateau"  # see nlgkit.train.schedules
@@ -237,8 +239,8 @@ def _run_config(data: dict[str, Any], source: str, saved: bool) -> RunConfig:
     hints = typing.get_type_hints(RunConfig)
     kwargs: dict[str, Any] = {}
     for name, registry in PLUGIN_REGISTRIES.items():
-        kwargs[name] = _plugin_from_dict(registry, data.get(name, {"type": registry.default()}), name, source,
-                                         saved)
+        section = data[name] if name in data else {"type": registry.default()}  # default(): loads every plug-in
+        kwargs[name] = _plugin_from_dict(registry, section, name, source, saved)
     data_class = getattr(kwargs["task"], "data_config", DataConfig)
     kwargs["data"] = from_dict(data_class, _table(data.get("data", {}), "data", source), "data", source, saved)
     for name in ("run", "train", "search", "embeddings"):
@@ -366,6 +368,8 @@ def validate(config: RunConfig, source: str) -> None:
     if 0 < t.stop_min_lr <= t.min_lr:
         raise ConfigError(f"{source}: train.stop_min_lr = {t.stop_min_lr} can never be passed: the schedule stops "
                           f"decaying at train.min_lr = {t.min_lr}")
+    if t.keep_epochs < 0:
+        raise ConfigError(f"{source}: train.keep_epochs = {t.keep_epochs}: must be 0 or positive")
     if not 0.0 < t.lr_decay <= 1.0:
         raise ConfigError(f"{source}: train.lr_decay = {t.lr_decay}: must be in (0, 1]")
     if config.search.nbest > config.search.beam:

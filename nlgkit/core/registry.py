@@ -66,6 +66,15 @@ class Registry(Generic[C]):
         for point in entry_points(group=self.group):
             point.load()
 
+    def _load_named(self, name: str) -> None:
+        """Import the plug-in module whose entry point is called ``name``, and no other: loading a run then
+        imports its own model, head and task, not every installed one (a captioner's vision stack for a
+        translation). An entry point may register other names than its own; those are found by loading all."""
+        if name in self._entries or self._installed_loaded or not self.group:
+            return
+        for point in entry_points(group=self.group, name=name):
+            point.load()
+
     def names(self) -> list[str]:
         self._load_installed()
         return sorted(self._entries)
@@ -76,7 +85,9 @@ class Registry(Generic[C]):
         return self._default
 
     def _entry(self, name: str, where: str) -> tuple[type[C], type[PluginConfig]]:
-        self._load_installed()
+        self._load_named(name)
+        if name not in self._entries:
+            self._load_installed()
         if name not in self._entries:
             hint = difflib.get_close_matches(name, self.names(), n=1)
             extra = f" (did you mean {hint[0]!r}?)" if hint else ""

@@ -14,6 +14,7 @@ from typing import Any
 
 from nlgkit.core.errors import ConfigError, DataError
 from nlgkit.core.io import read_json
+from nlgkit.data.moses import IMPORT_LOCK, detokenizer_class
 from nlgkit.data.subword import Segmenter, load_segmenter, parse_subword, subword_filename
 
 TOKENIZERS = ("spacy", "moses", "none")
@@ -33,16 +34,16 @@ def spacy_tokenizer(lang: str) -> Any:
 
 @functools.cache
 def moses_tokenizer(lang: str) -> Any:
-    from sacremoses import MosesTokenizer
+    with IMPORT_LOCK:  # not while nlgkit.data.moses holds the package back
+        from sacremoses import MosesTokenizer
 
     return MosesTokenizer(lang=lang)
 
 
 @functools.cache
 def moses_detokenizer(lang: str) -> Any:
-    from sacremoses import MosesDetokenizer
-
-    return MosesDetokenizer(lang=lang)
+    """sacremoses' detokenizer, without compiling its tokenizer's expressions (:mod:`nlgkit.data.moses`)."""
+    return detokenizer_class()(lang=lang)
 
 
 def check_tokenizer(name: str, lang: str, load: bool = True) -> None:

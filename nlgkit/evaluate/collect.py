@@ -26,7 +26,8 @@ from nlgkit.tasks import build_task
 # Settings that say where or how fast a run was executed, not what was trained: runs differing only in
 # these (and the seed) are repetitions of one experiment. The wall-time cap is one: it depends on the machine,
 # and a run that reached it shows so in its status (reports flag one stopped while still improving).
-EXECUTION_ONLY = {"train": {"seed", "device", "num_threads", "log_every", "max_minutes"}, "search": {"batch_size"}}
+EXECUTION_ONLY = {"train": {"seed", "device", "num_threads", "log_every", "max_minutes",
+                            "tensorboard", "keep_epochs"}, "search": {"batch_size"}}
 
 
 @dataclass

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, cast
 
 import torch
+from PIL import Image
 
 from nlgkit.core.errors import DataError
 from nlgkit.core.figures import save_png
@@ -23,7 +24,7 @@ from nlgkit.generation.decode import generate
 from nlgkit.generation.output import SearchOptions, output_lines
 from nlgkit.runs.loading import TrainedRun
 from nlgkit.search import Hypothesis
-from nlgkit.vision.encoders import build_encoder
+from nlgkit.vision.encoders import ImageEncoder, build_encoder
 from nlgkit.vision.images import ImageError, load_image
 
 
@@ -43,21 +44,27 @@ def check_captioning_run(run: TrainedRun) -> None:
 
 
 def caption_images(run: TrainedRun, paths: Sequence[str], options: SearchOptions, *,
-                   attention_dir: Path | None = None, warn: Callable[[str], None] = print) -> list[CaptionResult]:
-    """One result per path, in order; unreadable images are error results (and a warning), not failures."""
+                   attention_dir: Path | None = None, warn: Callable[[str], None] = print,
+                   encoder: ImageEncoder | None = None,
+                   load: Callable[[str], Image.Image] = load_image) -> list[CaptionResult]:
+    """One result per path, in order; unreadable images are error results (and a warning), not failures.
+
+    A server passes the run's ``encoder`` it built once and a ``load`` that returns the pictures it has
+    already read and checked (``paths`` are then its names for them); by default both are made here."""
 
     check_captioning_run(run)
     if attention_dir is not None and not hasattr(run.model, "attention"):
         raise DataError(f"--attention: the {run.config.model.type!r} model has no attention to draw "
                         f"(show_attend_tell has)")
-    encoder = build_encoder(run.config.task.encoder).to(run.device).eval()
+    if encoder is None:
+        encoder = build_encoder(run.config.task.encoder).to(run.device).eval()
     results = [CaptionResult(str(path)) for path in paths]
     for start in range(0, len(paths), options.batch_size):
         chunk = list(range(start, min(start + options.batch_size, len(paths))))
         good, pixels, pictures = [], [], []
         for i in chunk:
             try:
-                picture = load_image(paths[i])
+                picture = load(paths[i])
             except ImageError as exc:
                 results[i].error = str(exc)
                 warn(str(exc))
@@ -85,7 +92,6 @@ def draw_attention(run: TrainedRun, source: tuple[torch.Tensor, torch.Tensor], t
     """A PNG with the picture, then one panel per output word with its attention over the picture."""
     import numpy as np
     from matplotlib.figure import Figure
-    from PIL import Image
 
 
     vocab = run.tgt_vocab

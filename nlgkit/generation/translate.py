@@ -14,6 +14,7 @@ from nlgkit.core.errors import DataError
 from nlgkit.generation.decode import generate
 from nlgkit.generation.output import SearchOptions, output_lines
 from nlgkit.runs.loading import TrainedRun
+from nlgkit.search import Hypothesis
 
 
 class Translator:
@@ -38,6 +39,13 @@ class Translator:
         """The output lines for ``lines`` (numbered from ``first_number`` in warnings): one per input line,
         ``nbest`` per line with n-best output. ``images``: the image of each line (multimodal models); a line
         whose image is missing or unreadable gets an empty output line and a warning naming both."""
+        results = self.hypotheses(lines, name, first_number, images)
+        return output_lines(results, self.options.nbest, self.render, first_number - 1)
+
+    def hypotheses(self, lines: list[str], name: str = "<stdin>", first_number: int = 1,
+                   images: Sequence[Path] | None = None) -> list[list[Hypothesis]]:
+        """The n-best hypotheses of each line, best first, as :meth:`lines` prints them (none for an empty line
+        or a line whose image is missing): for callers that want scores and text apart (``nlgkit serve``)."""
         run = self.run
         attach = self.text_input.attach_image
         if images is not None:
@@ -66,15 +74,15 @@ class Translator:
         todo = [i for i, source in enumerate(sources) if source is not None]
         found = generate(run.model, run.task, [sources[i] for i in todo], run.tgt_vocab, device=run.device,
                          **self.options.search_kwargs())
-        results: list[list] = [[] for _ in sources]
+        results: list[list[Hypothesis]] = [[] for _ in sources]
         for i, hyps in zip(todo, found):
             results[i] = hyps
+        return results
 
-        def render(tokens: list[int]) -> str:
-            words = run.tgt_vocab.decode(tokens)
-            return self.detokenizer(words) if self.detokenize else " ".join(words)
-
-        return output_lines(results, self.options.nbest, render, first_number - 1)
+    def render(self, tokens: list[int]) -> str:
+        """A hypothesis's tokens as output text (subwords undone; detokenised unless told not to)."""
+        words = self.run.tgt_vocab.decode(tokens)
+        return self.detokenizer(words) if self.detokenize else " ".join(words)
 
 
 def translate_lines(run: TrainedRun, lines: list[str], options: SearchOptions, *, name: str = "<stdin>",

@@ -94,9 +94,12 @@ class OutputHead(nn.Module):
         Beam search ranks a row's words by the scores alone and subtracts the offset from the few candidates
         it keeps, instead of writing a normalised (B, V) matrix at every step. For the softmax the scores are
         the logits and the offset their logsumexp; a head with its own ``log_probs`` gives them with offset 0.
+        The scores are a new tensor that the caller may change in place (the search masks words in it).
         """
         if type(self).log_probs is not OutputHead.log_probs:
-            scores = self.log_probs(features).float()
+            scores = self.log_probs(features)
+            # a float32 log_probs may hand back a tensor it keeps: the caller gets a copy of its own
+            scores = scores.float() if scores.dtype != torch.float32 else scores.clone()
             return scores, scores.new_zeros(scores.shape[:-1])
         logits = self.logits(features).float()
         return logits, torch.logsumexp(logits, dim=-1)

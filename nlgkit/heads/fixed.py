@@ -12,11 +12,13 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 from nlgkit.core.errors import ConfigError
 from nlgkit.core.registry import HEADS
 from nlgkit.core.seeding import regenerable_generator
+from nlgkit.core.weight_cache import WeightCache
 from nlgkit.heads.base import HeadConfig, HeadContext, LinearHead
 
 BiasKind = Literal["fixed", "learned", "none"]
@@ -96,7 +98,18 @@ class FixedHead(LinearHead):
                              config.row_norm, generator)
         self.register_buffer("weight", weight, persistent=True)  # (V, d)
         attach_bias(self, config.bias, context.vocab_size)
+        self._zero_bias: WeightCache[bool] = WeightCache()
 
     @classmethod
     def from_config(cls, config: FixedHeadConfig, context: HeadContext) -> FixedHead:
         return cls(context, config)
+
+    def logits(self, features: Tensor) -> Tensor:
+        """W f + b; a fixed bias that is all zeros (``bias = "fixed"``) is left out: the product with a bias
+        starts from a copy of it, a whole (…, V) pass that adds nothing (beam search runs this every step)."""
+        bias = self.bias
+        if isinstance(bias, Tensor) and not isinstance(bias, nn.Parameter):
+            fixed = bias  # (V,) re-checked whenever it changes (a checkpoint loaded into it)
+            if self._zero_bias.get([fixed], lambda: not bool(fixed.any())):
+                bias = None
+        return F.linear(features, self.weight, bias)  # (…, d) → (…, V)

@@ -17,13 +17,12 @@ from sacrebleu.metrics.base import Metric
 from nlgkit.core.errors import ConfigError, DataError
 from nlgkit.metrics.captions import caption_scores, segment_refs
 from nlgkit.metrics.meteor import meteor_score
+from nlgkit.metrics.names import ALL_METRICS, METRICS
 from nlgkit.metrics.vocabulary import DEFAULT_EDGES, vocab_report
 
 if TYPE_CHECKING:
     from nlgkit.data.vocab import Vocabulary
 
-METRICS = ("bleu", "chrf", "ter")  # sacrebleu's corpus metrics (the ones with sufficient statistics)
-ALL_METRICS = (*METRICS, "meteor", "caption", "vu")
 HIGHER_IS_BETTER = {"bleu": True, "chrf": True, "ter": False}
 
 

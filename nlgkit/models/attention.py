@@ -29,8 +29,10 @@ def run_packed(rnn: nn.RNNBase, embedded: Tensor, lengths: Tensor) -> tuple[Tens
 
 
 def masked_context(scores: Tensor, values: Tensor, pad_mask: Tensor) -> Tensor:
-    """softmax over the unmasked scores (B, S), then the weighted sum of values (B, S, D) → (B, D)."""
-    weights = torch.softmax(scores.masked_fill(pad_mask, float("-inf")), dim=-1)
+    """softmax over the unmasked scores (B, S), then the weighted sum of values (B, S, D) → (B, D).
+
+    ``scores`` is masked in place: callers pass a tensor they have just computed and do not use again."""
+    weights = torch.softmax(scores.masked_fill_(pad_mask, float("-inf")), dim=-1)
     return torch.bmm(weights.unsqueeze(1), values).squeeze(1)
 
 
@@ -55,5 +57,5 @@ class AdditiveAttention(nn.Module):
 
     def forward(self, query: Tensor, keys: Tensor, values: Tensor, pad_mask: Tensor) -> Tensor:
         """Context (B, Dk) from a projected query (B, A), keys (B, S, A), values (B, S, Dk), pad_mask (B, S)."""
-        energy = torch.tanh(keys + query.unsqueeze(1))  # (B, S, A)
+        energy = (keys + query.unsqueeze(1)).tanh_()  # (B, S, A), in place: one (B, S, A) buffer per step, not two
         return masked_context(self.score(energy).squeeze(-1), values, pad_mask)  # (B, Dk)

@@ -240,7 +240,8 @@ class RNNModel(Generator):
         context_gates, context_pre = F.linear(context, tables.context_weight).split(tables.context_split, dim=1)
         hidden, cells = self.decoder(tables.word_gates.index_select(0, prev_tokens), context, hidden, cells,
                                      hidden_gates, context_gates=context_gates)
-        features = F.linear(hidden[-1], tables.output_weight) + context_pre + tables.word_pre.index_select(0, prev_tokens)
+        features = F.linear(hidden[-1], tables.output_weight).add_(context_pre).add_(
+            tables.word_pre.index_select(0, prev_tokens))  # (B, P), summed in place, in the same order
         if self.config.pre_output_activation == "tanh":
             features = torch.tanh(features)
         return features, self._next_state(state, hidden, cells)

@@ -4,26 +4,15 @@ from __future__ import annotations
 
 import os
 import platform
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import torch
 
 import nlgkit
+from nlgkit.core.version import git_revision
 
-
-def git_revision(cwd: Path | None = None) -> dict[str, Any]:
-    """Commit hash and whether the working tree had uncommitted changes (None outside a checkout)."""
-    root = cwd or Path(nlgkit.__file__).resolve().parents[1]
-    try:
-        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True,
-                                timeout=10, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
-                               capture_output=True, text=True, timeout=10, check=True).stdout.strip() != ""
-    except (OSError, subprocess.SubprocessError):
-        return {"commit": None, "dirty": None}
-    return {"commit": commit, "dirty": dirty}
+__all__ = ["cpu_name", "environment", "git_revision", "hardware_label", "thread_count"]
 
 
 def cpu_name() -> str:

@@ -156,7 +156,8 @@ def beam_search(
     # it runs on n rows and the state grows to n·k rows after it. A vocabulary smaller than the beam
     # cannot fill k beams from one row: then all k rows run from the start, beams 1… at −inf.
     beams = 1 if model.head.vocab_size >= k else k
-    state = model.reorder(state, active.repeat_interleave(beams))  # every tensor (n·beams, …)
+    if beams > 1 or len(ids) < batch_size:  # (with one row per sentence and none left out, nothing moves)
+        state = model.reorder(state, active.repeat_interleave(beams))  # every tensor (n·beams, …)
     scores = torch.full((n, beams), -math.inf, device=device)  # (n, beams) float32 cumulative log-probs
     scores[:, 0] = 0.0
     tokens = torch.empty(n * beams, 0, dtype=torch.long, device=device)  # (n·beams, t)
@@ -245,12 +246,12 @@ def _finalise_at_limit(
 def _step_scores(model: Generator, features: Tensor, eos: int, forbid_eos: bool,
                  never: tuple[int, ...]) -> tuple[Tensor, Tensor]:
     """Float32 word scores (B, V) and offsets (B,) whose difference is the head's log-scores
-    (``OutputHead.search_scores``); the ``never`` ids, and EOS before ``min_len`` tokens, are masked out
-    (out of place)."""
+    (``OutputHead.search_scores``); the ``never`` ids, and EOS before ``min_len`` tokens, are masked out in
+    place (the scores are the search's own tensor, see ``search_scores``): no copy of a (B, V) matrix per step."""
     word_scores, offset = model.head.search_scores(features)
     masked = (*never, eos) if forbid_eos else never
     if masked:
-        word_scores = word_scores.index_fill(1, torch.tensor(masked, device=word_scores.device), -math.inf)
+        word_scores.index_fill_(1, torch.tensor(masked, device=word_scores.device), -math.inf)
     return word_scores, offset
 
 

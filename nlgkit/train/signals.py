@@ -5,7 +5,10 @@ from __future__ import annotations
 import signal
 import threading
 import time
+from collections.abc import Mapping
 from typing import Any, Self
+
+import torch
 
 
 class StopOnSignal:
@@ -36,19 +39,28 @@ class StopOnSignal:
 
 
 class MetricWindow:
-    """Running sums between two ``train`` log lines."""
+    """Running sums between two ``train`` log lines.
+
+    Losses arrive as device tensors and are summed there: converting each to a float would make the host wait for
+    the accelerator after every update. :attr:`loss` and :meth:`aux_means` read them, once per log line.
+    """
 
     def __init__(self) -> None:
-        self.loss_sum, self.tokens, self.start = 0.0, 0, time.perf_counter()
-        self.aux_sums: dict[str, float] = {}
+        self.loss_total: torch.Tensor | float = 0.0
+        self.tokens, self.start = 0, time.perf_counter()
+        self.aux_sums: dict[str, torch.Tensor | float] = {}
         self.updates = 0
 
-    def add(self, loss_sum: float, aux: dict[str, float], tokens: int) -> None:
-        self.loss_sum += loss_sum
+    def add(self, loss_sum: torch.Tensor | float, aux: Mapping[str, torch.Tensor | float], tokens: int) -> None:
+        self.loss_total = self.loss_total + loss_sum
         self.tokens += tokens
         self.updates += 1
         for name, value in aux.items():
             self.aux_sums[name] = self.aux_sums.get(name, 0.0) + value
+
+    @property
+    def loss_sum(self) -> float:
+        return float(self.loss_total)
 
     @property
     def loss(self) -> float:
@@ -63,4 +75,4 @@ class MetricWindow:
         return self.tokens / self.seconds
 
     def aux_means(self) -> dict[str, float]:
-        return {f"aux_{name}": total / max(self.updates, 1) for name, total in self.aux_sums.items()}
+        return {f"aux_{name}": float(total) / max(self.updates, 1) for name, total in self.aux_sums.items()}

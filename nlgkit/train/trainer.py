@@ -40,7 +40,7 @@ from nlgkit.runs.build import (
 from nlgkit.runs.checkpoint import find_checkpoint
 from nlgkit.runs.data import copy_model_assets, ensure_data_dir
 from nlgkit.runs.embeddings import initialise_embeddings
-from nlgkit.runs.metrics_log import MetricsLog
+from nlgkit.runs.epochs import epoch_dir, prune_epoch_checkpoints
 from nlgkit.runs.provenance import environment, git_revision
 from nlgkit.tasks import build_task
 from nlgkit.train.checkpointing import check_run_dir, restore_training_checkpoint, save_training_checkpoint
@@ -49,6 +49,7 @@ from nlgkit.train.objective import TrainingObjective
 from nlgkit.train.optim import build_optimizer, build_scheduler
 from nlgkit.train.session import LoopState, Session
 from nlgkit.train.signals import MetricWindow, StopOnSignal
+from nlgkit.train.tensorboard import TensorBoardLog, open_metrics_log
 from nlgkit.train.update import optimizer_update
 
 
@@ -71,6 +72,8 @@ class Trainer:
         try:
             return self._run(session)
         finally:
+            if isinstance(session.log, TensorBoardLog):
+                session.log.close()
             session.ranks.leave()
 
     def _run(self, session: Session) -> dict[str, Any]:
@@ -95,8 +98,12 @@ class Trainer:
         session.log.write("end", reason=loop.stop_reason, update=loop.update, epoch=loop.epoch,
                           metric=session.task.metric, best=loop.best_score, wall_s=round(loop.wall_seconds, 1),
                           train_tokens=loop.train_tokens)
-        self.console.print(f"stopped: {loop.stop_reason}; best validation {session.task.metric} "
-                           f"{loop.best_score:.2f} (epoch {loop.best_epoch})")
+        if loop.best_epoch:
+            self.console.print(f"stopped: {loop.stop_reason}; best validation {session.task.metric} "
+                               f"{loop.best_score:.2f} (epoch {loop.best_epoch})")
+        else:  # stopped before the first epoch ended: no best score to report (-1 is "none yet")
+            self.console.print(f"stopped: {loop.stop_reason}; no validation ran yet (the first comes at the end "
+                               f"of epoch {loop.epoch})")
         return self._summary(loop, session)
 
     # -- set-up -------------------------------------------------------------------------------------------
@@ -132,7 +139,7 @@ class Trainer:
             objective = cast(torch.nn.Module, torch.compile(objective, dynamic=True))
         if ranks.rank > 0:  # same initial weights everywhere; each rank its own dropout and sampling draws
             torch.manual_seed(rank_seed(t.seed, ranks.rank))
-        log = MetricsLog(self.run_dir / "metrics.jsonl", enabled=ranks.is_main)
+        log = open_metrics_log(self.run_dir / "metrics.jsonl", is_main=ranks.is_main, tensorboard=t.tensorboard)
         return Session(task, data, model, optimizer, scheduler, device, autocast, log, count_parameters(model),
                        objective, ranks)
 
@@ -183,7 +190,7 @@ class Trainer:
 
     # -- one epoch's pieces -------------------------------------------------------------------------------
     def train_step(self, session: Session, batch: Batch,
-                   loss_tokens: float | None = None) -> tuple[float, dict[str, float]]:
+                   loss_tokens: float | None = None) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """One update of ``session`` (see :func:`~nlgkit.train.update.optimizer_update`)."""
         return optimizer_update(session.model, session.objective, session.optimizer, session.scheduler, batch,
                                 clip_norm=self.config.train.clip_norm, loss_tokens=loss_tokens,
@@ -219,8 +226,9 @@ class Trainer:
             loop.update += 1
             loop.wall_seconds = wall_at_start + time.perf_counter() - session_start
             lr = self._lr(session)
-            progress.update(bar, advance=1, loss=window.loss, tps=window.tokens_per_s * ranks.world_size, lr=lr)
+            progress.update(bar, advance=1, tps=window.tokens_per_s * ranks.world_size, lr=lr)
             if loop.update % t.log_every == 0:
+                progress.update(bar, loss=window.loss)  # reading the loss waits for the device: only here
                 loss_total, tokens_total = ranks.sum([window.loss_sum, float(window.tokens)], session.device)
                 session.log.write("train", update=loop.update, epoch=loop.epoch,
                                   loss=loss_total / max(tokens_total, 1.0), tokens=int(tokens_total),
@@ -257,8 +265,8 @@ class Trainer:
                               world_size=ranks.world_size)
 
     def _end_epoch(self, session: Session, loop: LoopState) -> None:
-        """Validate, step the schedule, decide whether to stop, and checkpoint (best and last)."""
-        metric = session.task.metric
+        """Validate, step the schedule, decide whether to stop, and checkpoint (best, last and the epoch)."""
+        metric, epoch = session.task.metric, loop.epoch
         metrics = self.validate(session)
         improved = metrics[metric] > loop.best_score
         if improved:
@@ -282,6 +290,10 @@ class Trainer:
         if improved:
             self._save(session, loop, self.best_dir, metrics, with_state=False)
         self._save(session, loop, self.last_dir, metrics)
+        if self.config.train.keep_epochs:  # for `nlgkit average`: this epoch's weights; the last and best K stay
+            self._save(session, loop, epoch_dir(self.run_dir, epoch), metrics, with_state=False)
+            if session.ranks.is_main:
+                prune_epoch_checkpoints(self.run_dir, self.config.train.keep_epochs, metric)
 
     @staticmethod
     def _lr(session: Session) -> float:

@@ -16,11 +16,15 @@ from nlgkit.data.batching import Batch
 
 def optimizer_update(model: torch.nn.Module, objective: torch.nn.Module, optimizer: torch.optim.Optimizer,
                      scheduler: Any, batch: Batch, *, clip_norm: float, loss_tokens: float | None = None,
-                     autocast: AbstractContextManager[Any] | None = None) -> tuple[float, dict[str, float]]:
+                     autocast: AbstractContextManager[Any] | None = None,
+                     ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """Forward, backward, gradient clipping (``clip_norm`` > 0), optimizer and per-update schedule step.
 
-    Returns the summed head loss and each auxiliary loss (already weighted). ``loss_tokens`` normalises the
-    loss (default: the batch's target tokens; see :class:`~nlgkit.train.objective.TrainingObjective`).
+    Returns the summed head loss and each auxiliary loss (already weighted) as detached 0-d tensors on the
+    model's device: reading them (``float``) waits for the accelerator, so the training loop reads them only
+    when it logs and the host can queue the next update while the GPU still runs this one. ``loss_tokens``
+    normalises the loss (default: the batch's target tokens; see
+    :class:`~nlgkit.train.objective.TrainingObjective`).
     """
     with autocast or nullcontext():
         loss, loss_sum, aux_losses = objective(batch, batch.num_target_tokens if loss_tokens is None else loss_tokens)
@@ -30,4 +34,4 @@ def optimizer_update(model: torch.nn.Module, objective: torch.nn.Module, optimiz
         torch.nn.utils.clip_grad_norm_([p for p in model.parameters() if p.requires_grad], clip_norm)
     optimizer.step()
     scheduler.after_update()
-    return float(loss_sum), {name: float(value) for name, value in aux_losses.items()}
+    return loss_sum.detach(), {name: value.detach() for name, value in aux_losses.items()}

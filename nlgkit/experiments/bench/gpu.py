@@ -1,8 +1,11 @@
 """GPU figures for ``make bench``, measured when the machine has a CUDA device (skipped otherwise).
 
-For each case: seconds of one whole training epoch of Multi30K (every batch of epoch 1, after three warm-up
-updates, bf16 autocast and fused Adam as the trainer uses them), target tokens/s, seconds of the per-epoch
-validation, and peak GPU memory; then beam-5 translation of test2016 on the GPU with a trained run.
+For each case: seconds of one training epoch of Multi30K (every batch of epoch 1 after three warm-up updates, or
+the first ``limit`` batches where the case names a limit), with the trainer's own update (bf16 autocast unless the
+case turns it off, fused Adam, ``torch.compile`` where the case turns it on), target tokens/s, seconds of the
+per-epoch validation, and peak GPU memory; then beam-5 translation of test2016 on the GPU with a trained run.
+Cases that differ in one setting (float32 against bf16, compiled against eager) run on the same batches, so
+their tokens/s compare directly.
 """
 
 from __future__ import annotations
@@ -21,18 +24,30 @@ from nlgkit.experiments.bench.process import ROOT
 from nlgkit.runs.data import copy_model_assets
 from nlgkit.train.trainer import Trainer
 
-# name → (recipe, overrides): the paper's RNN recipes and the Transformer base on the same data
-GPU_CASES: dict[str, tuple[str, list[str]]] = {
-    "multi30k_fixed (paper recipe)": ("recipes/multi30k_fixed.toml", []),
-    "multi30k_learned (paper recipe)": ("recipes/multi30k_learned.toml", []),
-    "transformer base, learned head": ("recipes/multi30k_transformer.toml", ["model.preset='base'", "model.output_dim=0"]),
+# name → (recipe, overrides, batches: 0 = the whole epoch): the paper's recipe whole, then one setting changed at a
+# time on the first SAMPLE batches, the fixed head, the Transformer base and ConvS2S (on the same sentences, their
+# SentencePiece vocabulary); compiling goes last
+# (the slowest to start)
+SAMPLE = 100
+LEARNED = "recipes/multi30k_learned.toml"
+GPU_CASES: dict[str, tuple[str, list[str], int]] = {
+    "multi30k_learned (paper recipe)": (LEARNED, [], 0),
+    "multi30k_learned, bf16": (LEARNED, [], SAMPLE),
+    "multi30k_learned, float32": (LEARNED, ["train.amp=false"], SAMPLE),
+    "multi30k_fixed, bf16": ("recipes/multi30k_fixed.toml", [], SAMPLE),
+    "transformer base, learned head": ("recipes/multi30k_transformer.toml",
+                                       ["model.preset='base'", "model.output_dim=0"], SAMPLE),
+    "ConvS2S (WMT-14 recipe's model), learned head": ("recipes/wmt14_en_de_learned.toml", [
+        "data.dir='data/multi30k_de-en_spm'", "data.src_lang='de'", "data.tgt_lang='en'"], SAMPLE),
+    "multi30k_learned, bf16 + torch.compile": (LEARNED, ["train.compile=true"], SAMPLE),
 }
 
 
 def measure_epoch(case: str, device: str = "cuda", limit: int = 0) -> dict[str, Any]:
     """One training epoch of ``case`` on ``device`` (the first ``limit`` batches when limit > 0)."""
 
-    recipe, overrides = GPU_CASES[case]
+    recipe, overrides, case_limit = GPU_CASES[case]
+    limit = limit or case_limit
     run_dir = Path(tempfile.mkdtemp(prefix="nlgkit-bench-"))  # validation reads the run's copied assets
     config = load_recipe(ROOT / recipe, [*overrides, f"train.device='{device}'", f"run.dir='{run_dir}'"])
     trainer = Trainer(config, show_progress=False)
@@ -58,9 +73,11 @@ def measure_epoch(case: str, device: str = "cuda", limit: int = 0) -> dict[str, 
     if on_gpu:
         torch.cuda.synchronize()
     epoch_seconds = time.perf_counter() - start
-    start = time.perf_counter()
-    trainer.validate(session)
-    valid_seconds = time.perf_counter() - start
+    valid_seconds = None
+    if not limit:  # the per-epoch validation belongs to whole epochs; the sampled cases skip it
+        start = time.perf_counter()
+        trainer.validate(session)
+        valid_seconds = time.perf_counter() - start
     shutil.rmtree(run_dir, ignore_errors=True)
     return {"case": case, "recipe": recipe, "overrides": overrides, "batches": len(batches),
             "epoch_s": epoch_seconds, "tokens_per_s": tokens / epoch_seconds, "valid_s": valid_seconds,

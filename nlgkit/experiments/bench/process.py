@@ -20,11 +20,14 @@ def peak_rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def spawn_json(*argv: str) -> dict[str, Any]:
+def spawn_json(*argv: str, timeout: float | None = None) -> dict[str, Any]:
     """Run ``python -m nlgkit bench argv…`` in a fresh process in the repository root and return the JSON
-    object its last output line prints."""
-    out = subprocess.run([sys.executable, "-m", "nlgkit", "bench", *argv], capture_output=True, text=True,
-                         cwd=ROOT, check=False)
+    object its last output line prints; a process still running after ``timeout`` seconds is stopped (an error)."""
+    try:
+        out = subprocess.run([sys.executable, "-m", "nlgkit", "bench", *argv], capture_output=True, text=True,
+                             cwd=ROOT, check=False, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise NlgkitError(f"benchmark {' '.join(argv)} stopped after {timeout:g} s") from None
     if out.returncode != 0:
         last = out.stderr.strip().splitlines()[-1:]
         raise NlgkitError(f"benchmark {' '.join(argv)} failed: {last[0] if last else f'exit code {out.returncode}'}")

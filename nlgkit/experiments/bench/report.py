@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from nlgkit.evaluate.markdown import md_table
+from nlgkit.experiments.bench.serve import serve_lines
 
 
 def render_benchmarks(results: dict[str, Any]) -> str:
@@ -32,8 +33,12 @@ def render_benchmarks(results: dict[str, Any]) -> str:
     lines += head_lines(results.get("heads", []))
     lines += decoding_lines(results.get("decoding", []))
     lines += debias_lines(results.get("debias", []))
+    if "serve" in results:  # JSON written before the serving benchmark existed has no section for it
+        lines += serve_lines(results["serve"])
+    if "ct2" in results:  # JSON written before the CTranslate2 benchmark existed has no section for it
+        lines += ct2_lines(results["ct2"])
     if "gpu" in results:  # JSON written before the GPU benchmark existed has no section for it
-        lines += gpu_lines(results["gpu"]["epochs"], results["gpu"]["translation"])
+        lines += gpu_lines(results["gpu"]["epochs"], results["gpu"]["translation"], results["gpu"].get("notes", []))
     return "\n".join([*lines, ""])
 
 
@@ -121,6 +126,31 @@ def captioning_lines(results: dict[str, Any]) -> list[str]:
     return lines
 
 
+def ct2_lines(section: dict[str, Any]) -> list[str]:
+    """nlgkit's beam search against its CTranslate2 export, float32 and int8 (:mod:`nlgkit.experiments.bench.ct2`):
+    BLEU, speed and outputs relative to nlgkit's row."""
+    lines = ["", f"## CTranslate2 export (test2016, beam {section['beam']}, CPU)", ""]
+    if section.get("missing"):
+        return [*lines, f"Not measured: {section['missing']}."]
+    rows = section["rows"]
+    base = rows[0]
+    dirty = " (dirty)" if section.get("dirty") else ""
+    lines += [(f"`{section['run']}` exported by `nlgkit export ct2` (CTranslate2 {section['ctranslate2']}) and "
+               f"translated from the same source ids by nlgkit's batched beam search and by CTranslate2 "
+               f"(`nlgkit translate --engine ct2`, the run's length limits), {section['threads']} thread(s) each, "
+               f"each pass in its own process after {section['warmup']} untimed sentences; the rows took turns "
+               f"for {section['rounds']} passes each and show their fastest; measured on "
+               f"{section['date']}, commit {str(section['commit'])[:10]}{dirty}. *identical*: outputs equal to "
+               f"nlgkit's, of {section['sentences']:,}."), ""]
+    lines += md_table(
+        ["engine", "computation", "BLEU", "Δ BLEU", "sentences/s", "× nlgkit", "identical", "peak RSS (MiB)"],
+        [[r["engine"], r["compute_type"], f"{r['bleu']:.2f}", f"{r['bleu'] - base['bleu']:+.2f}",
+          f"{r['sentences_per_s']:.1f}", f"{r['sentences_per_s'] / base['sentences_per_s']:.2f}×",
+          f"{r['identical']:,}" if "identical" in r else "–", f"{r['peak_rss_mib']:,.0f}"] for r in rows],
+        numeric=[False, False, True, True, True, True, True, True])
+    return lines
+
+
 def multimodal_lines(section: dict[str, Any], meta: dict[str, Any]) -> list[str]:
     """Each multimodal model's training speed and its ratio to the text-only row of the same run
     (:mod:`nlgkit.experiments.bench.multimodal`); the recipes not measured, and why."""
@@ -188,18 +218,35 @@ def decoding_lines(decoding: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
-def gpu_lines(epochs: list[dict[str, Any]], translation: dict[str, Any] | None) -> list[str]:
+def gpu_lines(epochs: list[dict[str, Any]], translation: dict[str, Any] | None,
+              notes: list[str] | None = None) -> list[str]:
+    """The GPU section; ``notes`` are measured remarks kept with the figures (training side by side, BLEU)."""
     if not epochs:
         return ["", "## GPU", "", "Not measured: no CUDA device on this machine (run `make bench` where there is one)."]
-    lines = ["", f"## GPU ({epochs[0]['device']}, bf16 autocast, fused Adam)", ""]
+    measured = [r for r in epochs if "error" not in r]
+    device = measured[0]["device"] if measured else "CUDA"
+    lines = ["", f"## GPU ({device}, fused Adam; bf16 autocast unless the case says float32)", "",
+             ("One process on an otherwise idle GPU. *batches*: the whole first epoch, or its first batches where "
+              "the case changes one setting (those rows share their batches, so their tokens/s compare directly)."),
+             ""]
     lines += md_table(
-        ["case", "batches", "epoch (s)", "target tokens/s", "validation (s)", "trainable params",
+        ["case", "batches", "seconds", "target tokens/s", "validation (s)", "trainable params",
          "peak GPU memory (MiB)"],
-        [[r["case"], r["batches"], f"{r['epoch_s']:.1f}", f"{r['tokens_per_s']:,.0f}", f"{r['valid_s']:.1f}",
-          f"{r['trainable_parameters']:,}", f"{r['peak_gpu_mib']:,.0f}"] for r in epochs])
+        [[r["case"], r["batches"], f"{r['epoch_s']:.1f}", f"{r['tokens_per_s']:,.0f}",
+          "–" if r.get("valid_s") is None else f"{r['valid_s']:.1f}",
+          f"{r['trainable_parameters']:,}", f"{r['peak_gpu_mib']:,.0f}"] if "error" not in r
+         else [r["case"], "–", "–", "–", "–", "–", f"failed: {r['error']}"] for r in epochs])
+    speed = {r["case"]: r["tokens_per_s"] for r in measured}
+    for case, base, what in (("multi30k_learned, float32", "multi30k_learned, bf16", "float32 against bf16"),
+                             ("multi30k_learned, bf16 + torch.compile", "multi30k_learned, bf16",
+                              "torch.compile against eager")):
+        if case in speed and base in speed:
+            lines.append(f"\n{what}: {speed[case] / speed[base]:.2f}× the target tokens/s")
     if translation:
         lines += ["", (f"Beam-5 translation of test2016 on the GPU with `{translation['run']}`: "
                        f"{translation['sentences_per_s']:.1f} sentences/s.")]
+    for note in notes or []:
+        lines += ["", note]
     return lines
 
 

@@ -24,6 +24,7 @@ from nlgkit.core.config import load_recipe
 from nlgkit.core.errors import NlgkitError
 from nlgkit.core.io import atomic_write
 from nlgkit.data.batching import bucketed_batches
+from nlgkit.experiments.bench.ct2 import ct2_benchmarks, measure_ct2
 from nlgkit.experiments.bench.debias import benchmark_debias, measure_debias
 from nlgkit.experiments.bench.efficiency import MatmulRecorder
 from nlgkit.experiments.bench.efficiency import efficiency as matmul_efficiency
@@ -39,6 +40,7 @@ from nlgkit.experiments.bench.research import (
     measure_head,
     measure_model_training,
 )
+from nlgkit.experiments.bench.serve import serve_benchmarks
 from nlgkit.generation.decode import generate
 from nlgkit.runs.loading import load_trained
 from nlgkit.runs.provenance import cpu_name, git_revision
@@ -46,8 +48,9 @@ from nlgkit.train.trainer import Trainer
 from nlgkit.vision.encoders import EncoderConfig, build_encoder
 from nlgkit.vision.images import load_image
 
-WORKERS = ("train", "generate", "extract", "head", "decode", "gpu-epoch", "debias")
-SECTIONS = ("multimodal",)  # what ``nlgkit bench --only`` can measure on its own
+WORKERS = ("train", "generate", "extract", "head", "decode", "gpu-epoch", "debias", "ct2")
+SECTIONS = ("multimodal", "gpu", "serve", "ct2")  # what ``nlgkit bench --only`` can measure on its own
+GPU_CASE_SECONDS = 100  # a GPU case still running then (a compiler stuck recompiling) is reported as stopped
 
 
 @dataclass(frozen=True)
@@ -64,6 +67,7 @@ class BenchSettings:
     images: str = "../shared/data/flickr8k/images"
     caption_updates: int = 20
     multimodal_updates: int = 30
+    ct2_run: str = "runs/ct2_transformer"  # a Transformer run for the CTranslate2 rows (nlgkit.experiments.bench.ct2)
     only: str = ""  # one of SECTIONS: measure that section alone, keep the rest of the JSON as it is
 
 
@@ -180,6 +184,8 @@ def worker(kind: str, recipe: str | None = None, run: str | None = None, updates
         return measure_model_training(**json.loads(case or "{}"))
     if kind == "debias":  # one case of nlgkit.experiments.bench.debias
         return measure_debias(**json.loads(case or "{}"))
+    if kind == "ct2":  # one row of nlgkit.experiments.bench.ct2
+        return measure_ct2(run or "", beam, limit, **json.loads(case or "{}"))
     if kind == "extract":
         return measure_extraction(images, limit or 256)
     if kind == "generate":
@@ -232,19 +238,16 @@ def run_benchmarks(settings: BenchSettings) -> str:
     decoding = [_spawn("--worker", "decode", "--recipe", name, "--beam", "5") for name in DECODERS]
     debiasing = benchmark_debias()
     multimodal = _multimodal(settings)
-    gpu: dict[str, Any] = {"epochs": [], "translation": None}
-    if torch.cuda.is_available():
-        gpu["epochs"] = [_spawn("--worker", "gpu-epoch", "--recipe", case, "--device", "cuda") for case in GPU_CASES]
-        if translation and translation.get("run") == settings.translate_run:
-            gpu["translation"] = _spawn("--worker", "generate", "--run", settings.translate_run, "--beam",
-                                        str(settings.beam), "--limit", str(settings.limit), "--device", "cuda")
+    serving = _serve(settings)
+    ct2 = _ct2(settings)
+    gpu = _gpu(settings, translation is not None and translation.get("run") == settings.translate_run)
     git = git_revision()
     meta = {"cpu": cpu_name(), "threads": training[0]["threads"], "torch": torch.__version__,
             "commit": git["commit"], "dirty": git["dirty"], "date": time.strftime("%Y-%m-%d"),
             "warmup": settings.warmup, "translate_run": settings.translate_run}
     results = {"meta": meta, "training": training, "translation": translation, "startup": startup,
                "captioning": captioning, "heads": heads, "decoding": decoding, "gpu": gpu, "debias": debiasing,
-               "multimodal": multimodal}
+               "multimodal": multimodal, "serve": serving, "ct2": ct2}
     if previous_translation:
         results["previous_translation"] = previous_translation
     output = ROOT / settings.output
@@ -263,10 +266,53 @@ def _run_section(settings: BenchSettings) -> str:
     if not results:
         raise NlgkitError(f"{output.with_suffix('.json')}: no benchmark figures to add a section to "
                           "(run `make bench` first)")
-    results["multimodal"] = _multimodal(settings)
+    if settings.only == "gpu":
+        results["gpu"] = _gpu(settings, (ROOT / settings.translate_run / "checkpoints" / "best").exists())
+    elif settings.only == "serve":
+        results["serve"] = _serve(settings)
+    elif settings.only == "ct2":
+        results["ct2"] = _ct2(settings)
+    else:
+        results["multimodal"] = _multimodal(settings)
     with atomic_write(output.with_suffix(".json")) as handle:
         json.dump(results, handle, indent=2)
     return _write_markdown(output)
+
+
+def _gpu(settings: BenchSettings, translate: bool) -> dict[str, Any]:
+    """Each GPU case's epoch (:mod:`nlgkit.experiments.bench.gpu`) and, with a trained ``translate_run``, beam
+    search on the GPU; empty without CUDA. A case that fails (``torch.compile`` where the compiler is missing)
+    is kept as its one-line error, so one case never costs the others' figures."""
+    gpu: dict[str, Any] = {"epochs": [], "translation": None}
+    if not torch.cuda.is_available():
+        return gpu
+    for case in GPU_CASES:
+        try:
+            gpu["epochs"].append(spawn_json("--worker", "gpu-epoch", "--recipe", case, "--device", "cuda",
+                                            timeout=GPU_CASE_SECONDS))
+        except NlgkitError as exc:
+            gpu["epochs"].append({"case": case, "error": str(exc)})
+    if translate:
+        gpu["translation"] = _spawn("--worker", "generate", "--run", settings.translate_run, "--beam",
+                                    str(settings.beam), "--limit", str(settings.limit), "--device", "cuda")
+    git = git_revision()
+    return {**gpu, "commit": git["commit"], "dirty": git["dirty"], "date": time.strftime("%Y-%m-%d")}
+
+
+def _serve(settings: BenchSettings) -> dict[str, Any]:
+    """The load test of ``nlgkit serve`` with ``translate_run`` (:mod:`nlgkit.experiments.bench.serve`), stamped
+    with the commit and date it was measured on."""
+    git = git_revision()
+    return {**serve_benchmarks(ROOT, settings.translate_run), "commit": git["commit"], "dirty": git["dirty"],
+            "date": time.strftime("%Y-%m-%d")}
+
+
+def _ct2(settings: BenchSettings) -> dict[str, Any]:
+    """nlgkit's beam search against its CTranslate2 export, float32 and int8 (:mod:`nlgkit.experiments.bench.ct2`),
+    stamped with the commit and date it was measured on."""
+    git = git_revision()
+    return {**ct2_benchmarks(ROOT, settings.ct2_run, settings.beam, settings.limit, _spawn), "commit": git["commit"],
+            "dirty": git["dirty"], "date": time.strftime("%Y-%m-%d")}
 
 
 def _multimodal(settings: BenchSettings) -> dict[str, Any]:

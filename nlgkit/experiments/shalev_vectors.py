@@ -1,0 +1,256 @@
+"""Shalev et al.'s Table 4 (word similarity) and Fig. 2 (norm–frequency ρ), from weights or from run records.
+
+A run that still has its weights is analysed from its best checkpoint, and the figures are written into the run
+directory as ``vector_analysis.json`` (atomically, with the SHA-256 of the checkpoint's ``meta.json``). That is a
+top-level JSON file, so ``nlgkit reproduce archive`` copies it into the run's weightless record, and once the weights
+are gone (trained on another machine, only the record came back) the same table is written from that file, byte for
+byte: both paths render the same JSON-shaped figures. A run with neither weights nor a current analysis keeps the
+cells re-emitted from ``results/table4.json`` (:mod:`nlgkit.experiments.kept`) where it has some, and is listed as
+not run yet otherwise.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Any
+
+from nlgkit.core.errors import DataError, NlgkitError
+from nlgkit.core.io import read_json, sha256_file, write_json
+from nlgkit.evaluate.analysis.norms import norm_frequency
+from nlgkit.evaluate.analysis.vectors import VectorSet, vector_sets
+from nlgkit.evaluate.analysis.wordsim import (
+    DEFAULT_DIR,
+    Pair,
+    benchmark_paths,
+    read_benchmark,
+    word_similarity,
+)
+from nlgkit.evaluate.markdown import md_table
+from nlgkit.experiments.common import log, write_output
+from nlgkit.experiments.kept import kept_figures, unrecorded_note
+from nlgkit.experiments.papers import load_table
+from nlgkit.runs.checkpoint import find_checkpoint
+from nlgkit.runs.loading import load_trained
+from nlgkit.runs.outputs import best_meta, is_record, run_config
+from nlgkit.runs.records import check_record
+from nlgkit.tasks import build_task
+
+ANALYSIS_FILE = "vector_analysis.json"  # in the run directory; `reproduce archive` copies it into the record
+KINDS = ("target", "input")
+# Fig. 2 has no table: Section 3.2's text gives the strength of ρ(‖w_j‖, count of word j) of the learned target
+# vectors (0.84, 0.93) and its direction: "target vectors with large magnitude are representing less frequent words",
+# a negative ρ in this table's convention.
+PAPER_NORM_RHO = {"de-en": -0.84, "en-de": -0.93}  # Multi30K
+
+INTRO = [
+    "# Shalev et al., Table 4: word similarity (Spearman ρ), target / input vectors", "",
+    "Written by `make reproduce-table4` (`nlgkit reproduce table4 RUN_DIR… --records results/runs`): Spearman ρ",
+    "between the cosine of two words' vectors and the human score, over the pairs whose words are both in the",
+    "vocabulary (covered/total); each run's best checkpoint. The English vectors: for DE-EN, target = the head's",
+    "rows and input = the decoder's input embeddings; for EN-DE, the encoder's input embeddings (the paper has no",
+    "EN-DE row). A run with weights is analysed and its figures kept in `RUN/vector_analysis.json`, which its run",
+    "record carries; a run whose weights are gone is read from that file (`make table2-report` reads the records).",
+    ""]
+FIG2_INTRO = [
+    "## Fig. 2: vector norm against training frequency", "",
+    "Spearman ρ between each word's vector L2 norm and its count in the training data (non-special words counted",
+    "at least once), for the head's rows (target) and the decoder's input embeddings (input), both over the target",
+    "vocabulary. The paper's text gives the strength of this ρ for learned target vectors (Multi30K DE-EN 0.84,",
+    "EN-DE 0.93) and its direction (\"target vectors with large magnitude are representing less frequent words\"):",
+    "negative here, so its column reads -0.84 and -0.93.", ""]
+
+
+def english_sets(src_lang: str | None, tgt_lang: str) -> dict[str, str | None]:
+    """Which vector set is Table 4's target and input for a run: only English vectors meet the benchmarks."""
+    if tgt_lang == "en":
+        return {"target": "tgt_output", "input": "tgt_input"}
+    return {"target": None, "input": "src_input" if src_lang == "en" else None}
+
+
+def read_benchmarks(wordsim_dir: str | None) -> dict[str, tuple[Path, list[Pair]]]:
+    """Every word-similarity benchmark by name, with its file (read only when some run has weights)."""
+    paths = benchmark_paths(Path(wordsim_dir) if wordsim_dir else DEFAULT_DIR)
+    return {name: (path, read_benchmark(path)) for name, path in paths.items()}
+
+
+def checkpoint_stamp(run_dir: Path) -> str:
+    """The SHA-256 of the best checkpoint's ``meta.json``: a record's copy has the same bytes, so it still names
+    the checkpoint whose weights were analysed."""
+    return hashlib.sha256(best_meta(run_dir).read_bytes()).hexdigest()
+
+
+def analyse_run(run_dir: Path, benchmarks: dict[str, tuple[Path, list[Pair]]]) -> dict[str, Any]:
+    """Table 4's and Fig. 2's figures of a run with weights, also written to ``RUN/vector_analysis.json``."""
+    run = load_trained(run_dir, "best", "cpu")
+    data = run.config.data
+    sets = vector_sets(run.model, run.source_vocab, run.tgt_vocab)
+    english = english_sets(getattr(data, "src_lang", None), data.tgt_lang)
+
+    def similarity(kind: str, pairs: list[Pair]) -> dict[str, Any] | None:
+        name = english[kind]
+        entry = sets.get(name) if name else None
+        return None if entry is None else dict(word_similarity(entry.matrix, entry.vocab, pairs).summary())
+
+    def norms(entry: VectorSet | None) -> dict[str, Any] | None:
+        if entry is None:
+            return None
+        return {"vectors": entry.name, **norm_frequency(entry.matrix, entry.vocab).summary()}
+
+    analysis = {
+        "checkpoint": checkpoint_stamp(run_dir),
+        "word_similarity": {
+            "vectors": english,
+            "benchmarks": {name: {"file": path.name, "sha256": sha256_file(path),
+                                  **{kind: similarity(kind, pairs) for kind in KINDS}}
+                           for name, (path, pairs) in benchmarks.items()}},
+        "norm_frequency": {"target": norms(sets.get("tgt_output")), "input": norms(sets.get("tgt_input"))},
+    }
+    write_json(Path(run_dir) / ANALYSIS_FILE, analysis)
+    return analysis
+
+
+def recorded_analysis(run_dir: Path) -> dict[str, Any] | None:
+    """The figures a run without weights kept (in its directory or its record), when they are its best
+    checkpoint's; None when it has none (or they are stale: written for an earlier best checkpoint)."""
+    path = Path(run_dir) / ANALYSIS_FILE
+    if not path.is_file():
+        return None
+    if is_record(run_dir):
+        check_record(Path(run_dir))  # committed data: an edited file would change the table silently
+    analysis = checked_analysis(read_json(path), path)
+    if analysis["checkpoint"] != checkpoint_stamp(Path(run_dir)):
+        log(f"{path}: written for another best checkpoint; not used")
+        return None
+    return analysis
+
+
+def checked_analysis(data: Any, path: Path) -> dict[str, Any]:
+    """``data`` when it has every figure the table reads; otherwise a one-line error naming the file and key."""
+    _need(data, path, "the file", dict)
+    _need(data.get("checkpoint"), path, "checkpoint", str)
+    similarity = _need(data.get("word_similarity"), path, "word_similarity", dict)
+    for name, cells in _need(similarity.get("benchmarks"), path, "word_similarity.benchmarks", dict).items():
+        where = f"word_similarity.benchmarks.{name}"
+        for kind in KINDS:
+            _figures(_need(cells, path, where, dict).get(kind), path, f"{where}.{kind}", ("rho", "covered", "total"))
+    norms = _need(data.get("norm_frequency"), path, "norm_frequency", dict)
+    for kind in KINDS:
+        _figures(norms.get(kind), path, f"norm_frequency.{kind}", ("rho", "words"))
+    return dict(data)
+
+
+def _need(value: Any, path: Path, key: str, kind: type | tuple[type, ...]) -> Any:
+    if not isinstance(value, kind):
+        raise DataError(f"{path}: {key}: missing or malformed; analyse the run again (nlgkit reproduce table4)")
+    return value
+
+
+def _figures(cell: Any, path: Path, where: str, keys: tuple[str, ...]) -> None:
+    """A set's figures (None where the run has no such vectors): ρ a number or None, counts integers."""
+    if _need(cell, path, where, (dict, type(None))) is not None:
+        for key in keys:
+            _need(cell.get(key), path, f"{where}.{key}", (int, float, type(None)) if key == "rho" else int)
+
+
+def table4(run_dirs: list[str], output: str | None, wordsim_dir: str | None = None) -> str:
+    """Shalev et al.'s Table 4 and Fig. 2's ρ for ``run_dirs`` (run directories or records), beside the paper's."""
+    paper = load_table("shalev2020_table4")
+    kept = kept_figures(output)
+    benchmarks: dict[str, tuple[Path, list[Pair]]] | None = None
+    body: list[list[str]] = []
+    norms_body: list[list[str]] = []
+    kept_names: set[str] = set()
+    missing: dict[str, list[str]] = {"waiting": [], "unanalysed": []}
+    for run_dir in run_dirs:
+        path, name = Path(run_dir), Path(run_dir).name
+        if find_checkpoint(path / "checkpoints" / "best") is not None:
+            benchmarks = read_benchmarks(wordsim_dir) if benchmarks is None else benchmarks
+            analysis: dict[str, Any] | None = analyse_run(path, benchmarks)
+        else:
+            analysis = recorded_analysis(path) if _trained(path) else None
+        if analysis is not None:
+            rows, norm_row = _rows(name, path, analysis, paper)
+            body += rows
+            norms_body.append(norm_row)
+            continue
+        cells = [row for row in kept["rows"] if Path(row["run"]).name == name] if kept else []
+        if cells:  # the cells kept from the original runs, marked so
+            kept_names.add(name)
+            body += [[f"`{name}` (unrecorded)", row["head"], row["benchmark"], *row["cells"]] for row in cells]
+        else:
+            missing["unanalysed" if _trained(path) else "waiting"].append(name)
+            log(f"{run_dir}: no weights and no current {ANALYSIS_FILE}; listed, not analysed")
+    notes = []
+    if kept is not None:  # written back as read (the runs asked for), as `make table2-report` expects
+        names = {Path(run_dir).name for run_dir in run_dirs}
+        write_json(Path(str(output)).with_suffix(".json"),
+                   kept | {"rows": [row for row in kept["rows"] if Path(row["run"]).name in names]})
+        if kept_names:
+            notes = unrecorded_note(kept, "table4")
+    return write_output(_text(body, norms_body, notes, missing), output)
+
+
+def _trained(run_dir: Path) -> bool:
+    """Whether ``run_dir`` is a trained run directory or record (it has a best checkpoint's ``meta.json``)."""
+    try:
+        best_meta(run_dir)
+    except NlgkitError:
+        return False
+    return True
+
+
+def _rows(name: str, run_dir: Path, analysis: dict[str, Any], paper: Any) -> tuple[list[list[str]], list[str]]:
+    """Table 4's rows (one per benchmark) and Fig. 2's row of one analysed run, from its figures and config alone,
+    so that a run read from its record gives the same text as the run analysed from its weights."""
+    config = run_config(run_dir)
+    head = config.head.type
+    pair = build_task(config).report_keys({}).get("pair")
+    row = paper.match({"dataset": "multi30k", "pair": pair, "model": config.model.type}) if head == "learned" else None
+    rows = []
+    for benchmark, cells in analysis["word_similarity"]["benchmarks"].items():
+        figures, covered = [], ""
+        for kind in KINDS:
+            theirs = row.values.get(f"{benchmark}_{kind}") if row else None
+            figures += [_rho(cells[kind]), _number(theirs)]
+            if cells[kind] is not None:
+                covered = f"{cells[kind]['covered']}/{cells[kind]['total']}"
+        rows.append([f"`{name}`", head, benchmark, *figures, covered])
+    norms = analysis["norm_frequency"]
+    theirs = PAPER_NORM_RHO.get(str(pair)) if head == "learned" else None
+    words = next((str(norms[kind]["words"]) for kind in KINDS if norms[kind] is not None), "")
+    return rows, [f"`{name}`", head, _rho(norms["target"]), _number(theirs), _rho(norms["input"]), words]
+
+
+def _rho(cell: dict[str, Any] | None) -> str:
+    return "–" if cell is None else _number(cell["rho"])
+
+
+def _number(value: float | None) -> str:
+    return "–" if value is None else f"{value:.2f}"
+
+
+def _text(body: list[list[str]], norms_body: list[list[str]], notes: list[str],
+          missing: dict[str, list[str]]) -> str:
+    """The document: Table 4, the closing remark, Fig. 2's table, any notes and the runs it could not read."""
+    lines = [*INTRO, *md_table(["run", "head", "benchmark", "target ρ (nlgkit)", "target ρ (paper)",
+                                "input ρ (nlgkit)", "input ρ (paper)", "pairs"], body, [False] * 3 + [True] * 5),
+             "", "A fixed head's target vectors are random by construction; the paper reports learned models only.",
+             "", *FIG2_INTRO]
+    if norms_body:
+        lines += [*md_table(["run", "head", "target ρ (nlgkit)", "target ρ (paper)", "input ρ (nlgkit)", "words"],
+                            norms_body, [False] * 2 + [True] * 4), ""]
+    if notes or not norms_body:
+        lines += ["No norms are known for runs marked unrecorded in Table 4." if notes else "No run analysed yet.", ""]
+    if notes:
+        lines += [*notes, ""]
+    if missing["unanalysed"]:
+        unanalysed = _names(missing["unanalysed"])
+        lines += [f"Trained, but neither weights nor a current `{ANALYSIS_FILE}` here: {unanalysed}.", ""]
+    if missing["waiting"]:
+        lines += [f"Not run yet: {_names(missing['waiting'])}.", ""]
+    return "\n".join(lines)
+
+
+def _names(names: list[str]) -> str:
+    return ", ".join(f"`{name}`" for name in names)

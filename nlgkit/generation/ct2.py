@@ -1,0 +1,167 @@
+"""Translating with a CTranslate2 export (``nlgkit translate --engine ct2``): the run's text pipeline around
+CTranslate2's beam search.
+
+Text goes through the exported run's own tokenizer, subword model and vocabulary (``task.text_input``), and back
+through its detokenizer, so both engines see the same source ids and print the same kind of text; awkward input
+behaves as with ``nlgkit translate`` (one output line per input line; empty line → empty output; a line longer
+than ``max_input_tokens`` is cut with a warning).
+
+The search is set up to be nlgkit's (:mod:`nlgkit.search.beam`), which CTranslate2's follows closely: each step
+ranks the best 2·beam candidates, EOS ones within the top beam finish, a sentence stops with beam finished
+hypotheses, and scores are log-probabilities / length**length_penalty with the EOS counted in the length
+(``return_end_token``); an empty output is allowed (``min_decoding_length`` 0), and each sentence has nlgkit's own
+length limit ``max_len_a · (source tokens + 1) + max_len_b``. CTranslate2 takes one limit per call, so a batch
+runs with its largest and returns every finished hypothesis: a sentence that stopped before its own limit
+searched exactly as it would have with it; the few that did not are searched again with their own limit.
+
+Padding and BOS are never output. nlgkit masks them after normalising; CTranslate2 can only suppress them before
+(its softmax then leaves out their mass, which shifts every step's scores by log(1 − p(pad) − p(BOS)) and can
+reorder near-tied beams of a barely trained model). So the search runs unsuppressed, which a softmax head that has
+learnt to give them no mass does not notice, and a sentence whose hypotheses contain one of them is searched again
+with them suppressed. What remains different is arithmetic (CTranslate2's kernels, and int8 when asked for).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from nlgkit.core.errors import ConfigError, DataError
+from nlgkit.data.vocab import BOS, EOS, PAD
+from nlgkit.export.ct2 import ExportedModel, ctranslate2_module, load_export
+from nlgkit.generation.output import SearchOptions, output_lines
+from nlgkit.models.transformer import TransformerConfig
+from nlgkit.search import Hypothesis
+
+
+class CT2Translator:
+    """An exported model ready for text, with the interface of :class:`nlgkit.generation.translate.Translator`."""
+
+    def __init__(self, export: ExportedModel, options: SearchOptions, *, compute_type: str = "default",
+                 device: str = "cpu", threads: int = 0, pretokenized: bool = False, detokenize: bool = True,
+                 max_input_tokens: int = 400, warn: Callable[[str], None] = print) -> None:
+        if max_input_tokens <= 0:
+            raise DataError(f"--max-input-tokens = {max_input_tokens}: must be positive")
+        ct2 = ctranslate2_module()
+        name, _, index = device.partition(":")
+        if name not in ("auto", "cpu", "cuda") or (index and not index.isdigit()):
+            raise ConfigError(f"--device {device!r}: the ct2 engine runs on auto, cpu, cuda or cuda:N")
+        try:
+            self.engine = ct2.Translator(str(export.directory), device=name, device_index=int(index or 0),
+                                         compute_type=compute_type, intra_threads=threads or torch.get_num_threads())
+        except (RuntimeError, ValueError) as exc:
+            reason = " ".join(str(exc).split())
+            raise ConfigError(f"{export.directory}: CTranslate2 cannot load it ({reason})") from None
+        self.export, self.options, self.warn = export, options, warn
+        self.pretokenized, self.detokenize, self.max_input_tokens = pretokenized, detokenize, max_input_tokens
+        self.text_input = export.task.text_input(export.assets, export.vocabs)
+        self.detokenizer = export.task.detokenizer(export.assets)
+        model = export.config.model
+        self.max_positions = model.max_positions if isinstance(model, TransformerConfig) else 1024
+
+    def lines(self, lines: list[str], name: str = "<stdin>", first_number: int = 1,
+              images: Sequence[Path] | None = None) -> list[str]:
+        """The output lines for ``lines``: one per input line (``nbest`` per line with n-best output)."""
+        results = self.hypotheses(lines, name, first_number, images)
+        return output_lines(results, self.options.nbest, self.render, first_number - 1)
+
+    def hypotheses(self, lines: list[str], name: str = "<stdin>", first_number: int = 1,
+                   images: Sequence[Path] | None = None) -> list[list[Hypothesis]]:
+        """The n-best hypotheses of each line, best first (none for an empty line)."""
+        if images is not None:
+            raise DataError(f"{self.export.directory}: the ct2 engine translates text only (no --images)")
+        sources: list[list[int] | None] = []
+        for number, line in enumerate(lines, start=first_number):
+            tokens = line.split() if self.pretokenized else self.text_input.tokenize(line)
+            if len(tokens) > self.max_input_tokens:
+                self.warn(f"{name}: line {number}: {len(tokens)} tokens, cut to {self.max_input_tokens}")
+                tokens = tokens[: self.max_input_tokens]
+            sources.append(self.text_input.encode(tokens) if tokens else None)
+        todo = [i for i, source in enumerate(sources) if source is not None]
+        found = self.search([s for s in sources if s is not None])
+        results: list[list[Hypothesis]] = [[] for _ in sources]
+        for i, hyps in zip(todo, found, strict=True):
+            results[i] = hyps
+        return results
+
+    def render(self, tokens: list[int]) -> str:
+        """A hypothesis's tokens as output text (subwords undone; detokenised unless told not to)."""
+        words = self.export.tgt_vocab.decode(tokens)
+        return self.detokenizer(words) if self.detokenize else " ".join(words)
+
+    def search(self, sources: Sequence[list[int]]) -> list[list[Hypothesis]]:
+        """``nbest`` hypotheses per source (token ids without </s>), in input order, as
+        :func:`nlgkit.generation.decode.generate` returns them."""
+        options = self.options
+        limits = self.length_limits(sources)
+        order = sorted(range(len(sources)), key=lambda i: len(sources[i]))
+        never = {self.export.tgt_vocab.pad_index, self.export.tgt_vocab.bos_index}
+        found: dict[int, list[Hypothesis]] = {}
+        again: dict[tuple[int, bool], list[int]] = {}  # (own limit, suppress) → sentences to search again so
+
+        def settle(indices: list[int], limit: int, suppress: bool) -> None:
+            translated = self._translate([sources[i] for i in indices], limit, suppress)
+            for i, (hyps, stopped) in zip(indices, translated, strict=True):
+                if not suppress and any(never.intersection(h.tokens) for h in hyps):
+                    again.setdefault((limits[i], True), []).append(i)
+                elif limits[i] < limit and stopped >= limits[i]:
+                    again.setdefault((limits[i], suppress), []).append(i)
+                else:
+                    found[i] = hyps
+
+        for start in range(0, len(order), options.batch_size):
+            chunk = order[start : start + options.batch_size]
+            settle(chunk, max(limits[i] for i in chunk), False)
+        while again:  # each sentence at most twice more: its own limit, then suppression (neither comes back)
+            (limit, suppress), indices = again.popitem()
+            settle(indices, limit, suppress)
+        return [found[i][: options.nbest] for i in range(len(sources))]
+
+    def length_limits(self, sources: Sequence[list[int]]) -> list[int]:
+        """Each source's output limit in decoding steps, computed as ``generate`` computes it (float32)."""
+        options = self.options
+        for source in sources:
+            if len(source) + 1 > self.max_positions:
+                raise ConfigError(f"model.max_positions = {self.max_positions}: a sequence of {len(source) + 1} "
+                                  "tokens is longer")
+        lengths = torch.tensor([len(s) + 1 for s in sources], dtype=torch.long)  # with </s>
+        limits = (lengths.float() * options.max_len_a + options.max_len_b).long().clamp(min=1)
+        if options.max_len > 0:
+            limits = limits.clamp(max=options.max_len)
+        return limits.clamp(max=self.max_positions).tolist()
+
+    def _translate(self, sources: list[list[int]], limit: int,
+                   suppress: bool) -> list[tuple[list[Hypothesis], int]]:
+        """Every finished hypothesis (beam of them) of each source under one length limit, best first, and the
+        step its search stopped at: the longest of them, EOS included (at least one finished at that step, as
+        fewer than beam had finished before it)."""
+        options = self.options
+        src_vocab, tgt_vocab = self.export.src_vocab, self.export.tgt_vocab
+        results: list[Any] = self.engine.translate_batch(
+            [src_vocab.decode(s) for s in sources], beam_size=options.beam, num_hypotheses=options.beam,
+            length_penalty=options.length_penalty, max_decoding_length=limit, min_decoding_length=0,
+            max_input_length=0, return_scores=True, return_end_token=True,
+            suppress_sequences=[[PAD], [BOS]] if suppress else None)
+        out = []
+        for result in results:
+            hyps = []
+            for tokens, score in zip(result.hypotheses, result.scores, strict=True):
+                length = len(tokens)  # EOS included when it ended the hypothesis, as nlgkit counts
+                words = tokens[:-1] if tokens and tokens[-1] == EOS else tokens
+                penalty = length**options.length_penalty if options.length_penalty and length else 1.0
+                hyps.append(Hypothesis(tgt_vocab.encode(words), score, score * penalty))
+            out.append((hyps, max((len(tokens) for tokens in result.hypotheses), default=0)))
+        return out
+
+
+def single_export(models: Sequence[Path], checkpoint: str = "best") -> ExportedModel:
+    """``translate --engine ct2``'s one ``--model``: an export directory (no ensemble, no checkpoint choice)."""
+    if len(models) != 1:
+        raise ConfigError(f"--engine ct2: {len(models)} --model given; it translates with one export directory")
+    if checkpoint != "best":
+        raise ConfigError(f"--checkpoint {checkpoint}: an export holds one checkpoint (choose it with "
+                          "`nlgkit export ct2 --checkpoint`)")
+    return load_export(models[0])

@@ -1,0 +1,85 @@
+"""The per-epoch checkpoints of a run: ``checkpoints/epoch_NNN/``, which ones are kept, and how to list them.
+
+``best`` and ``last`` are one checkpoint each; checkpoint averaging (``nlgkit average --last N | --best N``)
+needs the weights of several epochs. After each validated epoch the trainer writes the epoch's weights and
+metadata (no training state) to ``checkpoints/epoch_NNN`` and :func:`prune_epoch_checkpoints` keeps those of
+the last ``train.keep_epochs`` epochs and of the ``train.keep_epochs`` best ones by the task's validation
+metric (so at most twice that many; usually fewer, as the best epochs are often recent ones).
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from nlgkit.core.errors import CheckpointError
+from nlgkit.runs.checkpoint import find_checkpoint, load_meta
+
+EPOCH_PATTERN = re.compile(r"^epoch_(\d+)$")
+
+
+@dataclass(frozen=True)
+class EpochCheckpoint:
+    """One kept epoch: its directory, number and validation score (``metric``; None when it has none)."""
+
+    path: Path
+    epoch: int
+    score: float | None
+
+
+def epoch_dir(run_dir: Path, epoch: int) -> Path:
+    """Where the checkpoint of ``epoch`` goes."""
+    return Path(run_dir) / "checkpoints" / f"epoch_{epoch:03d}"
+
+
+def epoch_checkpoints(run_dir: Path, metric: str) -> list[EpochCheckpoint]:
+    """The run's complete epoch checkpoints in epoch order, each with its score under ``metric``."""
+    root = Path(run_dir) / "checkpoints"
+    found = []
+    for path in sorted(root.iterdir()) if root.is_dir() else []:
+        match = EPOCH_PATTERN.match(path.name)
+        if match is None or find_checkpoint(path) is None:
+            continue
+        score = load_meta(path).get("metrics", {}).get(metric)
+        found.append(EpochCheckpoint(path, int(match.group(1)), None if score is None else float(score)))
+    return sorted(found, key=lambda c: c.epoch)
+
+
+def last_epochs(checkpoints: list[EpochCheckpoint], n: int) -> list[EpochCheckpoint]:
+    """The ``n`` most recent epochs (oldest first)."""
+    return checkpoints[-n:] if n > 0 else []
+
+
+def best_epochs(checkpoints: list[EpochCheckpoint], n: int) -> list[EpochCheckpoint]:
+    """The ``n`` epochs with the highest score (best first; a tie goes to the later epoch)."""
+    scored = [c for c in checkpoints if c.score is not None]
+    return sorted(scored, key=lambda c: (c.score, c.epoch), reverse=True)[:n] if n > 0 else []
+
+
+def select_epochs(run_dir: Path, metric: str, *, last: int = 0, best: int = 0) -> list[EpochCheckpoint]:
+    """``last`` most recent or ``best`` best epoch checkpoints (exactly one of them positive); fewer kept than
+    asked for is an error naming what the run has and the recipe key that keeps more."""
+    if (last > 0) == (best > 0):
+        raise CheckpointError("give exactly one of --last N and --best N (N >= 1)")
+    checkpoints = epoch_checkpoints(run_dir, metric)
+    wanted = last or best
+    chosen = last_epochs(checkpoints, last) if last else best_epochs(checkpoints, best)
+    if len(chosen) < wanted:
+        have = ", ".join(str(c.epoch) for c in checkpoints) or "none"
+        raise CheckpointError(f"{Path(run_dir) / 'checkpoints'}: {wanted} epoch checkpoints wanted, only "
+                              f"{len(chosen)} kept (epochs kept: {have}); train.keep_epochs sets how many a run "
+                              f"keeps")
+    return chosen
+
+
+def prune_epoch_checkpoints(run_dir: Path, keep: int, metric: str) -> list[Path]:
+    """Delete the epoch checkpoints that are neither among the last ``keep`` nor the best ``keep``; returns
+    the deleted directories. ``keep = 0`` deletes them all."""
+    checkpoints = epoch_checkpoints(run_dir, metric)
+    kept = {c.path for c in last_epochs(checkpoints, keep)} | {c.path for c in best_epochs(checkpoints, keep)}
+    removed = [c.path for c in checkpoints if c.path not in kept]
+    for path in removed:
+        shutil.rmtree(path, ignore_errors=True)
+    return removed

@@ -1,0 +1,165 @@
+"""The HTTP app of ``nlgkit serve``: four endpoints and a web page over the served models.
+
+- ``POST /translate`` JSON ``{"lines": [...], "model", "beam", "nbest", "scores"}`` → ``{"model",
+  "translations": [{"text", "score"?, "nbest"?: [{"text", "score"?}]}]}``, one per line, in order;
+- ``POST /caption`` multipart image files (+ ``model``, ``beam``, ``nbest``, ``attention`` fields) →
+  ``{"model", "results": [{"image", "captions": [{"text", "score"}], "attention_png"?}]}``;
+- ``GET /models`` (what each served model does) and ``GET /health``; ``GET /`` the page (``static/``).
+
+Errors are JSON ``{"error": "one line"}`` with a 4xx status: 400 unreadable body, 404 unknown model or
+path, 413 over a limit, 415 not a multipart upload, 422 a body of the wrong shape or a model that does
+not do what is asked; 503 (with Retry-After) when the model's queue is full. A failure of the server itself
+is a 500 with one line, logged with its traceback; it never ends the server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import torch
+from fastapi import FastAPI, Request
+from fastapi.concurrency import run_in_threadpool
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import HTMLResponse, JSONResponse, Response
+from fastapi.staticfiles import StaticFiles
+from starlette.exceptions import HTTPException
+
+from nlgkit.core.errors import NlgkitError
+from nlgkit.serve.batching import QueueFull
+from nlgkit.serve.inputs import RequestError, parse_caption, parse_translate, read_body
+from nlgkit.serve.limits import ServeLimits
+from nlgkit.serve.served import CAPTION, TRANSLATE, ServedModel
+
+LOG = logging.getLogger("nlgkit.serve")
+STATIC = Path(__file__).resolve().parent / "static"
+
+
+def create_app(models: Mapping[str, ServedModel], limits: ServeLimits | None = None) -> FastAPI:
+    """The app over ``models`` (loaded already); their batchers run while the app does (its lifespan)."""
+    limits = limits or ServeLimits()
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        for model in models.values():
+            model.batcher.start()
+        try:
+            yield
+        finally:
+            for model in models.values():
+                await run_in_threadpool(model.batcher.stop)
+
+    app = FastAPI(title="nlgkit serve", lifespan=lifespan, docs_url=None, redoc_url=None)  # no CDN pages
+    add_error_handlers(app)
+    app.mount("/static", StaticFiles(directory=STATIC), name="static")
+    page = (STATIC / "index.html").read_text(encoding="utf-8")
+    decoding = asyncio.Semaphore(limits.max_decoding)  # full-size pictures in memory at once
+
+    @app.get("/", response_class=HTMLResponse)
+    async def index() -> HTMLResponse:
+        return HTMLResponse(page)
+
+    @app.get("/health")
+    async def health() -> dict[str, Any]:
+        return {"status": "ok", "search_threads": torch.get_num_threads(),
+                "models": {name: {"waiting": m.batcher.waiting, "batches": m.batcher.batches}
+                           for name, m in models.items()}}
+
+    @app.get("/models")
+    async def list_models() -> dict[str, Any]:
+        return {"models": [m.describe() for m in models.values()], "limits": limits.describe()}
+
+    @app.post("/translate")
+    async def translate(request: Request) -> dict[str, Any]:
+        body = parse_translate(await read_body(request, limits.max_body_bytes), limits)
+        model = pick(models, body.model, TRANSLATE)
+        options = model.options(body.beam, body.nbest)
+        found = await asyncio.wrap_future(model.batcher.submit(options, body.lines))
+        translations = []
+        for hyps in found:
+            best: dict[str, Any] = {"text": hyps[0]["text"] if hyps else ""}
+            if body.scores:
+                best["score"] = hyps[0]["score"] if hyps else None
+            if options.nbest > 1:
+                best["nbest"] = [h if body.scores else {"text": h["text"]} for h in hyps]
+            translations.append(best)
+        return {"model": model.name, "translations": translations}
+
+    @app.post("/caption")
+    async def caption(request: Request) -> dict[str, Any]:
+        body = await parse_caption(request, limits)
+        model = pick(models, body.model, CAPTION)
+        options = model.options(body.beam, body.nbest)
+        if body.attention and not model.attention:
+            raise RequestError(422, f"attention: model {model.name!r} ({model.run.config.model.type}) has no "
+                                    "attention to draw (show_attend_tell has)")
+        model.batcher.check_room()  # a full queue refuses before the uploads are decoded
+        pictures = []
+        for name, data in body.images:
+            async with decoding:
+                pictures.append(await run_in_threadpool(model.read_picture, name, data))
+        answers = await asyncio.wrap_future(model.batcher.submit((options, body.attention), pictures))
+        return {"model": model.name,
+                "results": [{"image": p.name, **answer} for p, answer in zip(pictures, answers)]}
+
+    return app
+
+
+def pick(models: Mapping[str, ServedModel], name: str | None, does: str) -> ServedModel:
+    """The model a request names (404 when none is served by that name; 422 when it does another task), or
+    the first served model that does ``does``."""
+    if name is None:
+        for model in models.values():
+            if model.does == does:
+                return model
+        served = ", ".join(f"{m.name} ({m.run.config.task.type})" for m in models.values())
+        raise RequestError(422, f"no served model does /{does} (served: {served})")
+    if name not in models:
+        raise RequestError(404, f"model {name[:80]!r} is not served (served: {', '.join(models)})")
+    model = models[name]
+    if model.does != does:
+        needs = "reads text" if does == TRANSLATE else "reads images"
+        raise RequestError(422, f"model {name!r} is a {model.run.config.task.type!r} model, served at "
+                                f"/{model.does}: /{does} needs a model that {needs}")
+    return model
+
+
+def add_error_handlers(app: FastAPI) -> None:
+    """Every error as ``{"error": "one line"}`` with its status."""
+
+    def error(status: int, message: str, headers: Mapping[str, str] | None = None) -> JSONResponse:
+        return JSONResponse({"error": " ".join(str(message).split())}, status_code=status, headers=headers)
+
+    async def refused(_: Request, exc: Exception) -> Response:
+        assert isinstance(exc, RequestError)
+        return error(exc.status, exc.message)
+
+    async def user_error(_: Request, exc: Exception) -> Response:  # a DataError from the search options…
+        return error(400, str(exc))
+
+    async def busy(_: Request, exc: Exception) -> Response:
+        return error(503, str(exc), {"Retry-After": "1"})
+
+    async def http_error(_: Request, exc: Exception) -> Response:
+        assert isinstance(exc, HTTPException)
+        return error(exc.status_code, str(exc.detail), exc.headers)
+
+    async def invalid(_: Request, exc: Exception) -> Response:
+        assert isinstance(exc, RequestValidationError)
+        first = exc.errors()[0] if exc.errors() else {"loc": (), "msg": "invalid request"}
+        return error(422, f"{'.'.join(str(p) for p in first['loc'])}: {first['msg']}")
+
+    async def crashed(_: Request, exc: Exception) -> Response:
+        LOG.exception("internal error")
+        return error(500, f"internal error: {type(exc).__name__}: {exc}")
+
+    app.add_exception_handler(RequestError, refused)
+    app.add_exception_handler(NlgkitError, user_error)
+    app.add_exception_handler(QueueFull, busy)
+    app.add_exception_handler(HTTPException, http_error)
+    app.add_exception_handler(RequestValidationError, invalid)
+    app.add_exception_handler(Exception, crashed)

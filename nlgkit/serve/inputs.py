@@ -1,0 +1,156 @@
+"""Reading requests: every body is checked against the limits before a model sees it.
+
+Whatever a client sends (random bytes, a body larger than the limit, text that is not UTF-8, JSON that is
+not the request's shape, a form without images) becomes a :class:`RequestError`: an HTTP status and one
+line saying what is wrong and where. The shapes are pydantic models, so their errors name the field.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+from starlette.datastructures import FormData, UploadFile
+from starlette.requests import Request
+
+from nlgkit.serve.limits import ServeLimits
+
+
+class RequestError(Exception):
+    """A request the server refuses: ``status`` (4xx) and a one-line reason."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = " ".join(message.split())
+
+
+class TranslateRequest(BaseModel):
+    """``POST /translate``: ``{"lines": [...], "model": NAME, "beam": N, "nbest": N, "scores": bool}``."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    lines: list[str]
+    model: str | None = None  # default: the first served translation model
+    beam: int | None = None  # default: the run's [search] beam
+    nbest: int | None = None  # hypotheses per line (default: the run's [search] nbest)
+    scores: bool = False  # add each hypothesis's score
+
+
+@dataclass(frozen=True)
+class CaptionRequest:
+    """``POST /caption`` (multipart): the image files in order, and the form's ``model``, ``beam``, ``nbest``
+    and ``attention`` fields."""
+
+    images: list[tuple[str, bytes]]  # (display name, bytes)
+    model: str | None = None
+    beam: int | None = None
+    nbest: int | None = None
+    attention: bool = False
+
+
+async def read_body(request: Request, limit: int) -> bytes:
+    """The body, refused (413) as soon as it is known to exceed ``limit`` bytes: by its Content-Length when
+    it declares one, else while it streams in."""
+    declared = request.headers.get("content-length")
+    if declared is not None:
+        if not declared.isdigit():
+            raise RequestError(400, f"Content-Length {declared[:40]!r} is not a number")
+        if int(declared) > limit:
+            raise RequestError(413, f"request body of {int(declared):,} bytes: at most {limit:,} bytes")
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise RequestError(413, f"request body over {limit:,} bytes")
+        chunks.append(chunk)
+    body = b"".join(chunks)
+    request._body = body  # Starlette's own cache: request.form() reads the body again from here
+    return body
+
+
+def parse_translate(body: bytes, limits: ServeLimits) -> TranslateRequest:
+    """A /translate body → its request, or the RequestError that names what is wrong."""
+    if not body.strip():
+        raise RequestError(400, 'empty request body: expected JSON {"lines": [...]}')
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise RequestError(400, f"request body is not UTF-8 (byte {exc.start})") from None
+    try:
+        request = TranslateRequest.model_validate_json(text)
+    except ValidationError as exc:
+        raise RequestError(422, validation_message(exc)) from None
+    if not request.lines:
+        raise RequestError(422, "lines: empty list: nothing to translate")
+    if len(request.lines) > limits.max_lines:
+        raise RequestError(413, f"lines: {len(request.lines):,} lines: at most {limits.max_lines} per request")
+    for number, line in enumerate(request.lines, start=1):
+        if len(line) > limits.max_line_chars:
+            raise RequestError(413, f"lines: line {number}: {len(line):,} characters: at most "
+                                    f"{limits.max_line_chars:,}")
+    return request
+
+
+def validation_message(exc: ValidationError) -> str:
+    """A pydantic error as one line: the first problem with its field path (and how many more there are)."""
+    errors = exc.errors(include_url=False, include_input=False)
+    first = errors[0]
+    where = ".".join(str(part) for part in first["loc"])
+    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+    return f"{where + ': ' if where else ''}{first['msg']}{more}"
+
+
+async def parse_caption(request: Request, limits: ServeLimits) -> CaptionRequest:
+    """A /caption multipart form → its request; a malformed form, a missing or oversized image, an unknown
+    field or a bad number is a RequestError."""
+    await read_body(request, limits.max_caption_body_bytes)
+    if not request.headers.get("content-type", "").startswith("multipart/form-data"):
+        raise RequestError(415, "expected a multipart/form-data upload with one or more image files")
+    form = await request.form(max_files=limits.max_images, max_fields=8, max_part_size=64 << 10)
+    try:
+        return await _caption_request(form, limits)
+    finally:
+        await form.close()
+
+
+async def _caption_request(form: FormData, limits: ServeLimits) -> CaptionRequest:
+    images: list[tuple[str, bytes]] = []
+    fields: dict[str, str] = {}
+    for key, value in form.multi_items():
+        if isinstance(value, UploadFile):
+            number = f"image {len(images) + 1}"
+            name = " ".join((value.filename or number).split())[:120] or number  # one line, and not too long
+            data = await value.read(limits.max_image_bytes + 1)
+            if len(data) > limits.max_image_bytes:
+                raise RequestError(413, f"image {name!r}: over {limits.max_image_bytes:,} bytes")
+            images.append((name, data))
+        elif key in fields:
+            raise RequestError(422, f"form field {key!r} given twice")
+        elif key in ("model", "beam", "nbest", "attention"):
+            fields[key] = value
+        else:
+            raise RequestError(422, f"unknown form field {key[:40]!r} (expected image files and model, beam, "
+                                    "nbest, attention)")
+    if not images:
+        raise RequestError(422, "no image uploaded: send one or more files (multipart field 'image')")
+    return CaptionRequest(images, fields.get("model") or None, _integer(fields, "beam"), _integer(fields, "nbest"),
+                          _flag(fields, "attention"))
+
+
+def _integer(fields: dict[str, str], key: str) -> int | None:
+    text = fields.get(key, "").strip()
+    if not text:
+        return None
+    if not text.isascii() or not text.isdigit() or len(text) > 6:
+        raise RequestError(422, f"{key}: {text[:20]!r} is not a positive integer")
+    return int(text)
+
+
+def _flag(fields: dict[str, str], key: str) -> bool:
+    text = fields.get(key, "").strip().lower()
+    if text in ("", "0", "false", "no", "off"):
+        return False
+    if text in ("1", "true", "yes", "on"):
+        return True
+    raise RequestError(422, f"{key}: {text[:20]!r} is not true or false")

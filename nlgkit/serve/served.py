@@ -1,0 +1,204 @@
+"""The models a server holds: each trained run loaded once, with the one batcher that searches for it.
+
+Every ``--model`` is one served model, named by its run directory (or ``NAME=RUN_DIR``). A model serves
+the task its run reads: text (``/translate``: translation, and multimodal translation without images) or
+images (``/caption``: captioning). The searching is ``nlgkit.generation``'s, the same code as ``nlgkit
+translate`` and ``nlgkit caption``: a line gets the words the offline command prints for it.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import logging
+import os
+import tempfile
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from PIL import Image
+
+from nlgkit.core.errors import DataError, NlgkitError
+from nlgkit.generation.caption import caption_images, check_captioning_run
+from nlgkit.generation.output import SearchOptions
+from nlgkit.generation.translate import Translator
+from nlgkit.runs.loading import TrainedRun, load_trained
+from nlgkit.search import Hypothesis
+from nlgkit.serve.batching import DynamicBatcher
+from nlgkit.serve.limits import ServeLimits
+from nlgkit.vision.encoders import RESAMPLE, ImageEncoder, build_encoder
+from nlgkit.vision.images import load_image
+
+LOG = logging.getLogger("nlgkit.serve")
+TRANSLATE, CAPTION = "translate", "caption"  # what a served model does: its endpoint
+
+
+@dataclass(frozen=True)
+class Picture:
+    """An uploaded image, read and checked, at the size the encoder reads it (so a queued request holds a few
+    hundred kB whatever was uploaded); ``name``: the upload's file name, for messages."""
+
+    name: str
+    image: Image.Image
+
+
+@dataclass
+class ServedModel:
+    """One trained run being served: what it does, its search defaults, and its batcher."""
+
+    name: str
+    run: TrainedRun
+    does: str  # TRANSLATE or CAPTION
+    limits: ServeLimits
+    translator: Translator | None = None
+    encoder: ImageEncoder | None = None
+    batcher: DynamicBatcher = field(init=False)
+    _by_options: dict[SearchOptions, Translator] = field(default_factory=dict, init=False)
+
+    def __post_init__(self) -> None:
+        process = self._translate if self.does == TRANSLATE else self._caption
+        self.batcher = DynamicBatcher(self.name, process, max_batch=self.limits.max_batch,
+                                      max_wait_s=self.limits.max_wait_ms / 1000, queue_size=self.limits.queue_size)
+
+    @property
+    def attention(self) -> bool:
+        """Whether the model can show where it looked for each word (show-attend-tell)."""
+        return self.does == CAPTION and hasattr(self.run.model, "attention")
+
+    def options(self, beam: int | None, nbest: int | None) -> SearchOptions:
+        """The run's ``[search]`` with a request's beam and n-best (DataError when they do not fit)."""
+        if beam is not None and beam > self.limits.max_beam:
+            raise DataError(f"beam {beam}: this server allows at most {self.limits.max_beam}")
+        try:
+            return SearchOptions.resolve(self.run.config.search, beam=beam, nbest=nbest,
+                                         batch_size=self.limits.max_batch)
+        except DataError:
+            default = self.run.config.search
+            raise DataError(f"beam {default.beam if beam is None else beam} / nbest "
+                            f"{default.nbest if nbest is None else nbest}: need 1 <= nbest <= beam") from None
+
+    def describe(self) -> dict[str, Any]:
+        config = self.run.config
+        search = config.search
+        return {"name": self.name, "endpoint": f"/{self.does}", "task": config.task.type,
+                "model": config.model.type, "head": config.head.type, "checkpoint": str(self.run.checkpoint),
+                "device": str(self.run.device), "beam": search.beam, "nbest": search.nbest,
+                "attention": self.attention}
+
+    # -- the batches, in the batcher's worker thread ------------------------------------------------------------
+    def _translate(self, key: Hashable, lines: list[Any]) -> list[Any]:
+        assert isinstance(key, SearchOptions) and self.translator is not None
+        translator = self._by_options.get(key)
+        if translator is None:  # the same tokenizer and detokenizer, another search
+            translator = self._by_options[key] = copy.copy(self.translator)
+            translator.options = key
+        found = translator.hypotheses(lines, name=f"request to {self.name}")
+        return [hypotheses(hyps, translator.render) for hyps in found]
+
+    def _caption(self, key: Hashable, pictures: list[Any]) -> list[Any]:
+        assert isinstance(key, tuple)
+        options: SearchOptions = key[0]
+        attention: bool = key[1]
+        by_label = {f"upload{i:05d}.png": picture for i, picture in enumerate(pictures)}
+        detokenize = self.run.detokenizer()
+
+        def render(tokens: list[int]) -> str:
+            return detokenize(self.run.tgt_vocab.decode(tokens))
+
+        with tempfile.TemporaryDirectory(prefix="nlgkit-serve-") as tmp:
+            results = caption_images(self.run, list(by_label), options, encoder=self.encoder,
+                                     attention_dir=Path(tmp) if attention else None,
+                                     load=lambda label: by_label[label].image, warn=LOG.warning)
+            answers = []
+            for result in results:
+                if result.error:  # pictures were read before they were queued: this is the model failing
+                    raise DataError(result.error)
+                answer: dict[str, Any] = {"captions": hypotheses(result.hypotheses, render)}
+                if result.attention_png:
+                    answer["attention_png"] = base64.b64encode(Path(result.attention_png).read_bytes()).decode()
+                answers.append(answer)
+        return answers
+
+    # -- reading an upload, in the request's thread -------------------------------------------------------------
+    def read_picture(self, name: str, data: bytes) -> Picture:
+        """An uploaded file → a checked picture at the encoder's input size (the same resize the encoder
+        applies first, so the caption equals ``nlgkit caption``'s); a broken, truncated, non-image or
+        too-large file is a DataError naming the upload."""
+        assert self.encoder is not None
+        size = self.encoder.config.image_size
+        with tempfile.TemporaryDirectory(prefix="nlgkit-upload-") as tmp:
+            path = Path(tmp) / "upload"
+            path.write_bytes(data)
+            try:
+                picture = load_image(path, max_pixels=self.limits.max_pixels)
+            except DataError as exc:
+                raise DataError(str(exc).replace(str(path), name, 1)) from None
+        resample = RESAMPLE[self.encoder.preprocessing["interpolation"]]
+        return Picture(name, picture.convert("RGB").resize((size, size), resample))
+
+
+def hypotheses(found: Sequence[Hypothesis], render: Any) -> list[dict[str, Any]]:
+    """Hypotheses, best first, as ``{"text", "score"}`` records."""
+    return [{"text": render(h.tokens), "score": round(float(h.score), 4)} for h in found]
+
+
+def parse_spec(spec: str) -> tuple[str, Path]:
+    """``RUN_DIR`` (named by its last part) or ``NAME=RUN_DIR``."""
+    name, sep, path = spec.partition("=")
+    if sep and name and "/" not in name:
+        return name, Path(path)
+    path_ = Path(spec)
+    return path_.resolve().name or spec, path_
+
+
+def load_model(spec: str, checkpoint: str, device: str, limits: ServeLimits) -> ServedModel:
+    """Load one ``--model`` for serving (its CNN too, for captioning); an NlgkitError names what failed."""
+    name, run_dir = parse_spec(spec)
+    run = load_trained(run_dir, checkpoint, device)
+    try:
+        translator = Translator(run, SearchOptions.resolve(run.config.search, batch_size=limits.max_batch),
+                                max_input_tokens=400, warn=LOG.warning)
+    except DataError:
+        translator = None
+    if translator is not None:
+        try:
+            translator.text_input.encode(["."])  # a model that needs an image with each sentence says so here
+        except DataError:
+            raise DataError(f"{run.checkpoint}: model.type = {run.config.model.type!r} reads an image with each "
+                            "sentence, and `nlgkit serve` takes none with text (serve a text-only or IMAGINATION "
+                            "model)") from None
+        return ServedModel(name, run, TRANSLATE, limits, translator=translator)
+    try:
+        check_captioning_run(run)
+    except DataError:
+        raise DataError(f"{run.checkpoint}: a {run.config.task.type!r} model reads neither text nor images: "
+                        "nothing to serve") from None
+    encoder = build_encoder(run.config.task.encoder).to(run.device).eval()
+    return ServedModel(name, run, CAPTION, limits, encoder=encoder)
+
+
+def set_threads(threads: int = 0) -> int:
+    """Intra-op threads of the searches (0: one fewer than the cores, at least one). A server leaves a core to
+    its HTTP side: search threads that spin on every core starve the event loop that feeds them, and a single
+    request's latency grows tenfold on a busy machine."""
+    count = threads or max(1, (os.cpu_count() or 1) - 1)
+    torch.set_num_threads(count)
+    return count
+
+
+def load_models(specs: Sequence[str], checkpoint: str = "best", device: str = "auto",
+                limits: ServeLimits | None = None) -> dict[str, ServedModel]:
+    """Every ``--model``, loaded once, by name (in the order given); two models of one name are an error."""
+    limits = limits or ServeLimits()
+    if not specs:
+        raise DataError("no model given (--model RUN_DIR, once per model)")
+    models: dict[str, ServedModel] = {}
+    for spec in specs:
+        model = load_model(spec, checkpoint, device, limits)
+        if model.name in models:
+            raise NlgkitError(f"--model {spec}: a second model named {model.name!r} (name them: NAME=RUN_DIR)")
+        models[model.name] = model
+    return models

@@ -1,0 +1,163 @@
+// The page of `nlgkit serve`: a text box for /translate and an image drop zone for /caption.
+// Plain JavaScript, no build step; every text from the server is shown with textContent (never as HTML).
+"use strict";
+
+const $ = (id) => document.getElementById(id);
+
+function showError(message) {
+  const box = $("error");
+  box.textContent = message ? `error: ${message}` : "";
+  box.hidden = !message;
+}
+
+async function call(path, options) {
+  const response = await fetch(path, options);
+  let body;
+  try {
+    body = await response.json();
+  } catch (_) {
+    throw new Error(`${path}: HTTP ${response.status}`);
+  }
+  if (!response.ok) throw new Error(body.error || `${path}: HTTP ${response.status}`);
+  return body;
+}
+
+function element(tag, className, text) {
+  const node = document.createElement(tag);
+  if (className) node.className = className;
+  if (text !== undefined) node.textContent = text;
+  return node;
+}
+
+// An n-best list: each hypothesis with its score.
+function nbestList(hypotheses) {
+  const list = element("ol", "nbest");
+  for (const h of hypotheses) {
+    const item = element("li", "hypothesis");
+    item.append(element("span", "text", h.text));
+    if (h.score !== undefined && h.score !== null) item.append(element("span", "score", h.score.toFixed(3)));
+    list.append(item);
+  }
+  return list;
+}
+
+function numberField(id) {
+  const value = $(id).value.trim();
+  return value === "" ? undefined : Number(value);
+}
+
+let models = [];
+
+async function loadModels() {
+  const { models: served } = await call("/models");
+  models = served;
+  for (const [endpoint, select, section] of [["/translate", "translate-model", "translate-section"],
+                                             ["/caption", "caption-model", "caption-section"]]) {
+    const mine = served.filter((m) => m.endpoint === endpoint);
+    $(section).hidden = mine.length === 0;
+    for (const m of mine) {
+      const option = element("option", "", `${m.name} (${m.model}, ${m.head} head)`);
+      option.value = m.name;
+      $(select).append(option);
+    }
+  }
+  $("served").textContent = `Serving ${served.map((m) => `${m.name} (${m.task})`).join(", ")}.`;
+  updateAttention();
+}
+
+function updateAttention() {
+  const model = models.find((m) => m.name === $("caption-model").value);
+  $("attention-label").hidden = !(model && model.attention);
+}
+
+async function translate() {
+  showError("");
+  const lines = $("source").value.split("\n").filter((line) => line.trim() !== "");
+  if (lines.length === 0) return showError("type a sentence first");
+  let nbest = numberField("translate-nbest") || 1;
+  const beam = numberField("translate-beam");
+  if (beam !== undefined && nbest > beam) nbest = beam;
+  const request = { lines, model: $("translate-model").value, nbest, scores: true };
+  if (beam !== undefined) request.beam = beam;
+  $("translations").classList.add("busy");
+  try {
+    const answer = await call("/translate", {
+      method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(request),
+    });
+    const out = $("translations");
+    out.replaceChildren();
+    answer.translations.forEach((t, i) => {
+      const item = element("li", "translation");
+      item.append(element("div", "source", lines[i]));
+      item.append(nbestList(t.nbest || [{ text: t.text, score: t.score }]));
+      out.append(item);
+    });
+  } catch (error) {
+    showError(error.message);
+  } finally {
+    $("translations").classList.remove("busy");
+  }
+}
+
+async function caption(files) {
+  showError("");
+  const images = [...files].filter((f) => f.type === "" || f.type.startsWith("image/"));
+  if (images.length === 0) return showError("drop image files (JPEG, PNG, …)");
+  const form = new FormData();
+  for (const file of images) form.append("image", file, file.name);
+  form.append("model", $("caption-model").value);
+  const beam = numberField("caption-beam");
+  let nbest = numberField("caption-nbest") || 1;
+  if (beam !== undefined) {
+    form.append("beam", String(beam));
+    nbest = Math.min(nbest, beam);
+  }
+  form.append("nbest", String(nbest));
+  const attention = !$("attention-label").hidden && $("attention").checked;
+  form.append("attention", attention ? "true" : "false");
+  $("captions").classList.add("busy");
+  try {
+    const answer = await call("/caption", { method: "POST", body: form });
+    const out = $("captions");
+    out.replaceChildren();
+    answer.results.forEach((result, i) => {
+      const row = element("div", "result");
+      const thumb = element("img", "thumb");
+      thumb.src = URL.createObjectURL(images[i]);
+      thumb.alt = result.image;
+      const text = element("div", "captions");
+      text.append(element("div", "image-name", result.image), nbestList(result.captions));
+      if (result.attention_png) {
+        const map = element("img", "attention");
+        map.src = `data:image/png;base64,${result.attention_png}`;
+        map.alt = `attention of each word of "${result.captions[0].text}" over the image`;
+        text.append(map);
+      }
+      row.append(thumb, text);
+      out.append(row);
+    });
+  } catch (error) {
+    showError(error.message);
+  } finally {
+    $("captions").classList.remove("busy");
+  }
+}
+
+function setUp() {
+  $("translate-button").addEventListener("click", translate);
+  $("caption-model").addEventListener("change", updateAttention);
+  const zone = $("dropzone");
+  zone.addEventListener("click", () => $("files").click());
+  zone.addEventListener("keydown", (e) => { if (e.key === "Enter" || e.key === " ") $("files").click(); });
+  $("files").addEventListener("change", () => caption($("files").files));
+  zone.addEventListener("dragover", (e) => { e.preventDefault(); zone.classList.add("over"); });
+  zone.addEventListener("dragleave", () => zone.classList.remove("over"));
+  zone.addEventListener("drop", (e) => {
+    e.preventDefault();
+    zone.classList.remove("over");
+    caption(e.dataTransfer.files);
+  });
+  loadModels().catch((error) => showError(error.message));
+}
+
+document.addEventListener("DOMContentLoaded", setUp);

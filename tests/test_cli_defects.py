@@ -1,0 +1,127 @@
+"""What a new user meets first: ``--version``, help texts that show their brackets, one-line errors only, and a
+run stopped before its first validation saying so (issue 33)."""
+
+from __future__ import annotations
+
+import pickle
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import typer
+from helpers import tiny_recipe
+from typer.testing import CliRunner
+
+import nlgkit
+from nlgkit.cli.main import app
+from nlgkit.core.version import version_line
+from nlgkit.runs.checkpoint import STATE_FILE
+
+ROOT = Path(__file__).resolve().parents[1]
+WIDE = {"COLUMNS": "400", "TERMINAL_WIDTH": "400", "TERM": "dumb", "NO_COLOR": "1"}  # one help entry per line, no wrapping
+
+
+def invoke(*args: str) -> Any:
+    return CliRunner().invoke(app, list(args), env=WIDE)
+
+
+def test_version_names_the_package_version_and_the_checkouts_revision() -> None:
+    result = invoke("--version")
+    assert result.exit_code == 0, result.output
+    line = result.output.strip()
+    assert line.startswith(f"nlgkit {nlgkit.__version__}")
+    if (ROOT / ".git").exists():  # run from a checkout, as the tests are
+        assert re.fullmatch(rf"nlgkit {re.escape(nlgkit.__version__)} \(git [0-9a-f]{{10}}(, uncommitted changes)?\)",
+                            line), line
+
+
+def test_an_installed_copy_reports_no_revision(tmp_path: Path) -> None:
+    """Outside a checkout (no .git beside the package) there is no revision to report, even inside another
+    repository."""
+    assert version_line(tmp_path) == f"nlgkit {nlgkit.__version__}"
+
+
+def commands(command: Any, path: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], Any]]:
+    """Every command and group of the CLI with the words that reach it."""
+    found = [(path, command)]
+    for name, sub in sorted(getattr(command, "commands", {}).items()):
+        found += commands(sub, (*path, name))
+    return found
+
+
+def literal_brackets(text: str) -> list[str]:
+    r"""The bracketed parts a help text means to show (written ``\[…]`` so that rich prints them as they are)."""
+    return [" ".join(part.split()) for part in re.findall(r"\\?(\[[^\]]*\])", text)]
+
+
+def test_every_help_text_shows_its_square_brackets() -> None:
+    """rich reads ``[search]`` as a style tag and drops it: every bracket a help text holds must come out."""
+    checked = 0
+    for path, command in commands(typer.main.get_command(app)):
+        texts = [command.help or ""] + [getattr(param, "help", None) or "" for param in command.params]
+        wanted = [part for text in texts for part in literal_brackets(text)]
+        if not wanted:
+            continue
+        result = invoke(*path, "--help")
+        assert result.exit_code == 0, result.output
+        shown = " ".join(result.output.split())
+        assert [part for part in wanted if part not in shown] == [], " ".join(path)
+        checked += 1
+    assert checked >= 3  # translate, caption and embed train have some
+
+
+@pytest.mark.parametrize("command", ["translate", "caption"])
+def test_the_beam_option_says_where_its_default_comes_from(command: str) -> None:
+    shown = " ".join(invoke(command, "--help").output.split())
+    assert "default from the run's [search]" in shown
+
+
+@pytest.fixture(scope="module")
+def stopped_early(paper: tuple[Path, dict], tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, str]:
+    """A run stopped by max_updates after 3 of its 12 updates an epoch: before its first validation."""
+    tmp = tmp_path_factory.mktemp("early")
+    run_dir = tmp / "run"
+    recipe = tiny_recipe(tmp, paper[0], run_dir, max_updates=3, valid_limit=20)
+    result = invoke("train", str(recipe))
+    assert result.exit_code == 0, result.output
+    return recipe, run_dir, result.output
+
+
+def test_a_run_stopped_before_its_first_validation_says_none_ran(stopped_early: tuple[Path, Path, str]) -> None:
+    output = " ".join(stopped_early[2].split())
+    assert "stopped: train.max_updates = 3 reached; no validation ran yet (the first comes at the end of epoch 1)" \
+        in output
+    assert "-1.00" not in output and "epoch 0" not in output
+
+
+def test_a_longer_run_still_reports_its_best_validation(paper: tuple[Path, dict], tmp_path: Path) -> None:
+    recipe = tiny_recipe(tmp_path, paper[0], tmp_path / "run", max_updates=13, valid_limit=20)  # epoch 1 is 12
+    result = invoke("train", str(recipe))
+    assert result.exit_code == 0, result.output
+    assert re.search(r"stopped: train\.max_updates = 13 reached; best validation bleu \d+\.\d\d \(epoch 1\)",
+                     " ".join(result.output.split())), result.output
+
+
+class Payload:
+    """What a tampered training state asks the unpickler to build (never built: the file is refused)."""
+
+    def __reduce__(self) -> tuple[Any, tuple[str]]:
+        return (print, ("the tampered state ran code",))
+
+
+def test_resuming_a_tampered_state_prints_only_nlgkits_line(stopped_early: tuple[Path, Path, str]) -> None:
+    """torch's weights-only loader warns about a plain pickle's protocol before refusing it; the user sees one
+    ``error:`` line (a fresh process, as a user runs it: warnings are printed, not collected by pytest)."""
+    recipe, run_dir, _ = stopped_early
+    state = run_dir / "checkpoints" / "last" / STATE_FILE
+    state.write_bytes(pickle.dumps({"loop": Payload()}, protocol=4))
+    result = subprocess.run([sys.executable, "-m", "nlgkit", "train", str(recipe), "--resume"], capture_output=True,
+                            text=True, cwd=ROOT, check=False)
+    assert result.returncode != 0
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0] == f"error: {state}: not a valid nlgkit training state; it was not loaded (UnpicklingError)"
+    assert "ran code" not in result.stdout + result.stderr

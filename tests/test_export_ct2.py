@@ -1,0 +1,314 @@
+"""`nlgkit export ct2` and `nlgkit translate --engine ct2`: CTranslate2 computes what nlgkit computes.
+
+Two levels. The spec: for every architecture option and Linear-type head, CTranslate2's forced-decoding
+log-probabilities of given targets equal nlgkit's (float32, to 1e-4 nats per token; the differences measured
+are ~1e-6, CTranslate2's own kernels). The search: a tiny Transformer trained a few updates on a Multi30K slice,
+exported, gives nlgkit's best hypothesis token for token, greedy and beam, also where the length limits cut
+the search short.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from helpers import with_head
+from safetensors.torch import load_file, save_file
+from typer.testing import CliRunner
+
+ctranslate2 = pytest.importorskip("ctranslate2")
+
+from nlgkit.cli.main import app
+from nlgkit.data.prepare import prepare_parallel
+from nlgkit.data.vocab import SPECIALS
+from nlgkit.experiments.bench.ct2 import ct2_benchmarks, measure_ct2
+from nlgkit.experiments.bench.report import ct2_lines
+from nlgkit.export.ct2 import load_export
+from nlgkit.export.ct2_spec import transformer_spec
+from nlgkit.generation.ct2 import CT2Translator
+from nlgkit.generation.decode import generate
+from nlgkit.generation.output import SearchOptions
+from nlgkit.models.base import ModelContext
+from nlgkit.models.transformer import TransformerConfig, TransformerModel
+from nlgkit.runs.loading import load_trained
+
+RAW_NAMES = {"train": "train", "valid": "val", "test": "test_2016_flickr"}
+
+
+def cli(*args: str, input: bytes | str | None = None):  # type: ignore[no-untyped-def]
+    return CliRunner().invoke(app, list(args), input=input)
+
+
+# -- the spec: every weight where CTranslate2 expects it -------------------------------------------------------
+
+
+def random_model(norm: str, positions: str, head: str, output_dim: int, shared: bool, vocab: int = 30) -> TransformerModel:
+    """A small Transformer with every parameter moved off its initial value (norms ≠ 1, biases ≠ 0)."""
+    torch.manual_seed(0)
+    src_vocab = vocab if shared else vocab + 10
+    config = TransformerConfig(encoder_layers=2, decoder_layers=2, dim=32, ffn_dim=64, heads=4, norm=norm,  # type: ignore[arg-type]
+                               positions=positions, max_positions=64, share_embeddings=shared,  # type: ignore[arg-type]
+                               output_dim=output_dim, dropout=0.0)
+    model = TransformerModel(config, ModelContext(task="translation", tgt_vocab_size=vocab, pad_index=1,
+                                                  inputs={"src_vocab_size": src_vocab}))
+    with_head(model, head, vocab)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(0.05 * torch.randn_like(p))
+    return model.eval()
+
+
+@pytest.mark.parametrize("norm, positions, head, output_dim, shared", [
+    ("pre", "sinusoidal", "learned", 0, False),
+    ("post", "learned", "learned", 0, False),
+    ("pre", "learned", "fixed", 0, False),
+    ("post", "sinusoidal", "tied", 0, False),
+    ("pre", "sinusoidal", "tied", 0, True),  # one embedding for source, target and output
+    ("pre", "sinusoidal", "learned", 16, False),  # output_dim Linear folded into the head's matrix
+    ("post", "learned", "tied", 16, False),  # the tied head's projection 16 → 32 folded too
+    ("pre", "sinusoidal", "fixed", 16, False),
+])
+def test_the_spec_gives_nlgkits_log_probabilities(norm: str, positions: str, head: str, output_dim: int,
+                                                   shared: bool, tmp_path: Path) -> None:
+    model = random_model(norm, positions, head, output_dim, shared)
+    src_tokens = list(SPECIALS) + [f"s{i}" for i in range(model.src_embed.num_embeddings - len(SPECIALS))]
+    tgt_tokens = src_tokens if shared else list(SPECIALS) + [f"t{i}" for i in range(30 - len(SPECIALS))]
+    spec = transformer_spec(ctranslate2.specs, model, src_tokens, tgt_tokens)
+    spec.validate()
+    spec.optimize(quantization="float32")
+    spec.save(str(tmp_path))
+    translator = ctranslate2.Translator(str(tmp_path), intra_threads=1)
+    sources, targets = [[4, 5, 6, 7, 8, 9], [10, 11, 4]], [[5, 6, 7, 8], [12, 13, 29, 4, 4]]
+    scored = translator.score_batch([[src_tokens[i] for i in s] for s in sources],
+                                    [[tgt_tokens[i] for i in t] for t in targets])
+    for source, target, result in zip(sources, targets, scored, strict=True):
+        state = model.encode({"src": torch.tensor([source + [3]]), "src_lengths": torch.tensor([len(source) + 1])})
+        expected = []
+        with torch.no_grad():
+            for prev, gold in zip([2, *target], [*target, 3], strict=True):  # BOS … → … EOS
+                features, state = model.step(torch.tensor([prev]), state)
+                expected.append(model.head.log_probs(features)[0, gold].item())
+        assert result.log_probs == pytest.approx(expected, abs=1e-4)
+
+
+# -- a trained run, exported -------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory: pytest.TempPathFactory, multi30k_source: Path) -> Path:
+    """The first 600 / 20 / 40 Multi30K DE-EN pairs, Moses-tokenised, SentencePiece 300 per language."""
+    root = tmp_path_factory.mktemp("ct2data")
+    for split, count in (("train", 600), ("valid", 20), ("test", 40)):
+        for lang in ("de", "en"):
+            with gzip.open(multi30k_source / "task1" / "raw" / f"{RAW_NAMES[split]}.{lang}.gz", "rt",
+                           encoding="utf-8") as handle:
+                (root / f"{split}.{lang}").write_text("".join(next(handle) for _ in range(count)), encoding="utf-8")
+    out = root / "prepared"
+    prepare_parallel(out, str(root / "train"), str(root / "valid"), str(root / "test"), "de", "en",
+                     tokenizer="moses", subword="spm:300", min_freq=1)
+    return out
+
+
+def train_run(tmp: Path, data: Path, name: str, head: str = 'type = "learned"', updates: int = 30,
+              model: str = 'type = "transformer"\nencoder_layers = 2\ndecoder_layers = 2\ndim = 32\n'
+                           'ffn_dim = 64\nheads = 4') -> Path:
+    recipe = tmp / f"{name}.toml"
+    recipe.write_text(f"""
+[run]
+dir = "{tmp / name}"
+[data]
+dir = "{data}"
+valid_limit = 10
+[data.prepare]
+corpus = "none"
+[model]
+{model}
+dropout = 0.0
+[head]
+{head}
+[train]
+lr = 0.005
+batch_size = 40
+max_updates = {updates}
+seed = 3
+log_every = 10
+[search]
+beam = 5
+""")
+    result = cli("train", str(recipe))
+    assert result.exit_code == 0, result.output
+    return tmp / name
+
+
+@pytest.fixture(scope="module")
+def exported(data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """(run directory, its float32 export)."""
+    tmp = tmp_path_factory.mktemp("ct2run")
+    run_dir = train_run(tmp, data_dir, "run")
+    result = cli("export", "ct2", str(run_dir), "-o", str(tmp / "ct2"))
+    assert result.exit_code == 0, result.output
+    return run_dir, tmp / "ct2"
+
+
+@pytest.mark.parametrize("beam, max_len_a, max_len_b", [(1, 1.5, 10), (5, 1.5, 10), (1, 0.5, 2), (4, 0.5, 2)])
+def test_the_export_searches_as_nlgkit_does(exported: tuple[Path, Path], data_dir: Path, beam: int,
+                                            max_len_a: float, max_len_b: int) -> None:
+    """The same best hypothesis for every test sentence, scores to 1e-4 (measured: < 1e-6). a = 0.5, b = 2 cuts
+    most searches short at sentence-specific limits (CTranslate2 searches again with its own limit any sentence
+    its batch's limit let run past it)."""
+    run_dir, export_dir = exported
+    run = load_trained(run_dir, "best", "cpu")
+    sources = run.task.split_sources(data_dir, "test", run.vocabs)
+    options = SearchOptions(beam=beam, nbest=1, length_penalty=1.0, max_len_a=max_len_a, max_len_b=max_len_b,
+                            batch_size=16)
+    expected = [h[0] for h in generate(run.model, run.task, sources, run.tgt_vocab, **options.search_kwargs())]
+    translator = CT2Translator(load_export(export_dir), options, threads=1)
+    found = [h[0] for h in translator.search(sources)]
+    assert [h.tokens for h in found] == [h.tokens for h in expected]
+    assert [h.score for h in found] == pytest.approx([h.score for h in expected], abs=1e-4)
+    if max_len_a < 1:  # the limits did cut: outputs end at their own, different, limits
+        limits = translator.length_limits(sources)
+        assert len({limit for h, limit in zip(expected, limits, strict=True) if len(h.tokens) == limit}) > 1
+
+
+def test_padding_and_bos_are_never_output(exported: tuple[Path, Path], data_dir: Path, tmp_path: Path) -> None:
+    """A model that puts nearly all its mass on <pad>: nlgkit masks it, CTranslate2 searches such sentences again
+    with it suppressed. Greedy choices are the same either way (one step's scores shift alike)."""
+    run_dir, _ = exported
+    shutil.copytree(run_dir, tmp_path / "run")
+    weights = tmp_path / "run" / "checkpoints" / "best" / "model.safetensors"
+    tensors = load_file(weights)
+    tensors["head.bias"][1] += 30.0  # <pad>
+    save_file(tensors, weights)
+    result = cli("export", "ct2", str(tmp_path / "run"), "-o", str(tmp_path / "ct2"))
+    assert result.exit_code == 0, result.output
+    run = load_trained(tmp_path / "run", "best", "cpu")
+    sources = run.task.split_sources(data_dir, "test", run.vocabs)[:10]
+    options = SearchOptions(beam=1, nbest=1, length_penalty=1.0, max_len_a=1.5, max_len_b=10)
+    expected = generate(run.model, run.task, sources, run.tgt_vocab, **options.search_kwargs())
+    found = CT2Translator(load_export(tmp_path / "ct2"), options, threads=1).search(sources)
+    assert [h[0].tokens for h in found] == [h[0].tokens for h in expected]
+    assert not any({1, 2} & set(h[0].tokens) for h in found)
+
+
+def test_int8_weights_translate(exported: tuple[Path, Path], data_dir: Path) -> None:
+    run_dir, export_dir = exported
+    int8_dir = export_dir.parent / "ct2-int8"
+    result = cli("export", "ct2", str(run_dir), "-o", str(int8_dir), "--quantization", "int8")
+    assert result.exit_code == 0, result.output
+    assert load_export(int8_dir).meta["quantization"] == "int8"
+    float_bytes, int8_bytes = ((d / "model.bin").stat().st_size for d in (export_dir, int8_dir))
+    assert int8_bytes < 0.6 * float_bytes  # int8 matrices and their scales (the position table stays float32)
+    run = load_trained(run_dir, "best", "cpu")
+    sources = run.task.split_sources(data_dir, "test", run.vocabs)[:10]
+    options = SearchOptions(beam=5, nbest=1, length_penalty=1.0, max_len_a=1.5, max_len_b=10)
+    for directory, compute_type in ((int8_dir, "default"), (export_dir, "int8")):  # stored or converted on load
+        translator = CT2Translator(load_export(directory), options, compute_type=compute_type, threads=1)
+        assert translator.engine.compute_type.startswith("int8")
+        found = translator.search(sources)
+        assert len(found) == len(sources) and all(h and h[0].tokens for h in found)
+
+
+def test_translate_with_the_ct2_engine_keeps_one_line_per_input(exported: tuple[Path, Path],
+                                                                tmp_path: Path) -> None:
+    run_dir, export_dir = exported
+    raw = ("ein mann fährt fahrrad .\n\n   \n" + " ".join(["ein"] * 500) + "\nzwei hunde \xff spielen\n")
+    source = tmp_path / "in.de"
+    source.write_bytes(raw.encode("utf-8").replace("\xff".encode(), b"\xff"))  # a byte that is not UTF-8
+    outputs = {}
+    for engine, model in (("ct2", export_dir), ("torch", run_dir)):
+        out = tmp_path / f"{engine}.en"
+        result = cli("translate", "--engine", engine, "--model", str(model), "--input", str(source), "--output",
+                     str(out), "--max-input-tokens", "50", "--device", "cpu")
+        assert result.exit_code == 0, result.output
+        assert "line 4: 500 tokens, cut to 50" in result.stderr and "line 5: invalid UTF-8" in result.stderr
+        outputs[engine] = out.read_text(encoding="utf-8").split("\n")[:-1]
+    lines = outputs["ct2"]
+    assert len(lines) == 5 and lines[0].strip() and lines[1] == lines[2] == "" and lines[4].strip()
+    assert lines == outputs["torch"]  # same tokenizer, search and detokenizer
+    result = cli("translate", "--engine", "ct2", "--model", str(export_dir), "--beam", "3", "--nbest", "2",
+                 input="ein hund .\n\n")
+    assert result.exit_code == 0, result.output
+    assert [row.split(" ||| ")[0] for row in result.stdout.splitlines()] == ["0", "0", "1", "1"]
+
+
+@pytest.mark.parametrize("head, model, named", [
+    ('type = "hadamard"', None, ("head.type = 'hadamard' cannot be exported to CTranslate2: its target vectors "
+                                 "are applied by a fast Walsh–Hadamard transform")),
+    ('type = "continuous"\ndim = 16', None, "head.type = 'continuous' cannot be exported to CTranslate2"),
+    ('type = "learned"', ('type = "rnn"\nembedding_dim = 16\nencoder_dim = 16\ndecoder_dim = 16\n'
+                          'attention_dim = 16\npre_output_dim = 16'), "model.type = 'rnn': only the Transformer exports"),
+])
+def test_what_ctranslate2_cannot_express_is_refused_in_one_line(data_dir: Path, tmp_path: Path, head: str,
+                                                                model: str | None, named: str) -> None:
+    kwargs = {"model": model} if model else {}
+    run_dir = train_run(tmp_path, data_dir, "refused", head=head, updates=1, **kwargs)
+    result = cli("export", "ct2", str(run_dir), "-o", str(tmp_path / "out"))
+    assert result.exit_code != 0
+    assert result.stderr.count("\n") == 1 and result.stderr.startswith("error: ") and named in result.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_bad_uses_give_one_line_errors(exported: tuple[Path, Path], tmp_path: Path) -> None:
+    run_dir, export_dir = exported
+    before = sorted(p.name for p in export_dir.iterdir())
+    checks = [
+        (("export", "ct2", str(run_dir), "-o", str(export_dir)), "already exists (--force replaces"),
+        (("export", "ct2", str(run_dir), "-o", str(tmp_path), "--force"), "is not an nlgkit CTranslate2 export"),
+        (("export", "ct2", str(run_dir), "-o", str(tmp_path / "q"), "--quantization", "int3"), "--quantization 'int3'"),
+        (("translate", "--engine", "ct2", "--model", str(run_dir)), "not an nlgkit CTranslate2 export"),
+        (("translate", "--engine", "ct2", "--model", str(export_dir), "--model", str(export_dir)), "2 --model given"),
+        (("translate", "--engine", "ct2", "--model", str(export_dir), "--compute-type", "int3"), "cannot load it"),
+        (("translate", "--engine", "onnx", "--model", str(export_dir)), "--engine 'onnx': choose torch or ct2"),
+        (("translate", "--model", str(run_dir), "--compute-type", "int8"), "only for --engine ct2"),
+    ]
+    for argv, message in checks:
+        result = cli(*argv, input="ein hund .\n")
+        assert result.exit_code != 0, argv
+        assert result.stderr.count("\n") == 1 and message in result.stderr, (argv, result.stderr)
+    assert sorted(p.name for p in export_dir.iterdir()) == before and not (tmp_path / "q").exists()
+    result = cli("export", "ct2", str(run_dir), "-o", str(export_dir), "--force")  # replaces an earlier export
+    assert result.exit_code == 0, result.output
+    assert sorted(p.name for p in export_dir.iterdir()) == before
+
+
+@pytest.mark.parametrize("argv", [["export"], ["export", "ct2"]])
+def test_export_help_loads_neither_torch_nor_ctranslate2(argv: list[str]) -> None:
+    code = ("import sys\nfrom nlgkit.cli.main import main\ntry:\n"
+            f"    main({argv + ['--help']!r})\nexcept SystemExit:\n    pass\n"
+            "print([m for m in ('torch', 'ctranslate2') if m in sys.modules])\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert "Usage" in out.stdout and out.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_the_bench_section_measures_both_engines(exported: tuple[Path, Path]) -> None:
+    """`make bench`'s CTranslate2 rows (each worker called in this process instead of its own), then rendered."""
+    run_dir, _ = exported
+
+    def worker(*argv: str) -> dict:
+        options = dict(zip(argv[::2], argv[1::2], strict=True))
+        assert options["--worker"] == "ct2"
+        return measure_ct2(options["--run"], int(options["--beam"]), int(options["--limit"]),
+                           **json.loads(options["--case"]))
+
+    section = ct2_benchmarks(run_dir.parent, run_dir.name, 3, 8, worker)
+    assert [(r["engine"], r["compute_type"][:4]) for r in section["rows"]] == [
+        ("nlgkit", "floa"), ("ct2", "floa"), ("ct2", "int8")]
+    nlgkit_row, ct2_row, _ = section["rows"]
+    assert section["sentences"] == 8 and ct2_row["identical"] == 8 and ct2_row["bleu"] == nlgkit_row["bleu"]
+    assert "outputs" not in ct2_row
+    section.update(commit="0123456789abcdef", date="2025-01-01", dirty=False)
+    for row, speed in zip(section["rows"], (10.0, 25.0, 30.0), strict=True):
+        row["sentences_per_s"] = speed
+    table = ct2_lines(section)
+    header = table.index("| engine | computation | BLEU | Δ BLEU | sentences/s | × nlgkit | identical | peak RSS (MiB) |")
+    assert table[header + 2].startswith("| nlgkit | float32 |") and "| 10.0 | 1.00× | – |" in table[header + 2]
+    assert "| 25.0 | 2.50× | 8 |" in table[header + 3] and "| 3.00× |" in table[header + 4]
+    missing = ct2_benchmarks(run_dir.parent, "no-such-run", 5, 0, worker)
+    assert ct2_lines(missing)[-1].startswith("Not measured: no trained run at `no-such-run`")

@@ -1,0 +1,440 @@
+"""``nlgkit serve``: answers equal the offline commands', bad input is a one-line 4xx, batching and the queue's
+bound, 1,000 fuzzed requests without a 5xx, and the command's start-up errors.
+
+The runs are small untrained models saved as `nlgkit train` saves them (seeded weights, hand-made
+vocabularies): what is tested is that the server searches exactly as `nlgkit translate` / `caption` do, which
+needs no training.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import random
+import socket
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from fastapi.testclient import TestClient
+from PIL import Image
+from typer.testing import CliRunner
+
+from nlgkit.cli.main import app as cli_app
+from nlgkit.cli.main import main
+from nlgkit.core.config import config_from_dict, to_dict
+from nlgkit.core.io import write_json
+from nlgkit.data.vocab import SPECIALS, Vocabulary
+from nlgkit.runs.build import build_model
+from nlgkit.runs.checkpoint import save_checkpoint
+from nlgkit.serve.app import create_app
+from nlgkit.serve.batching import DynamicBatcher, QueueFull
+from nlgkit.serve.limits import ServeLimits
+from nlgkit.serve.served import load_models
+from nlgkit.tasks import build_task
+
+DE = ["ein", "eine", "mann", "frau", "hund", "kind", "fährt", "läuft", "spielt", "mit", "dem", "der", "die", "im",
+      "park", "fahrrad", "ball", "straße", "."]
+EN = ["a", "man", "woman", "dog", "child", "rides", "runs", "plays", "with", "the", "in", "park", "bike", "ball",
+      "street", "on", "."]
+LINES = ["Ein Mann fährt mit dem Fahrrad .", "", "Eine Frau läuft im Park", "Der Hund spielt mit dem Ball .",
+         "Ein Kind läuft auf der Straße ."]
+
+
+def vocabulary(words: list[str]) -> Vocabulary:
+    return Vocabulary(list(SPECIALS) + words, [0] * len(SPECIALS) + list(range(len(words) * 10, 0, -10)))
+
+
+def save_run(root: Path, config: dict[str, Any], vocabs: dict[str, Vocabulary], manifest: dict[str, Any]) -> Path:
+    """A run directory as `nlgkit train` leaves it (config, vocabularies, manifest, best checkpoint), with
+    seeded untrained weights."""
+    parsed = config_from_dict(config)
+    task = build_task(parsed)
+    for lang, vocab in vocabs.items():
+        vocab.save(root / "data" / f"vocab.{lang}.txt")
+    write_json(root / "data" / "manifest.json", manifest)
+    torch.manual_seed(11)
+    model = build_model(parsed, task.model_context(vocabs), vocabs[task.target_lang])
+    meta = {"config": to_dict(parsed), "vocab_checksums": {lang: v.checksum() for lang, v in vocabs.items()}}
+    save_checkpoint(root / "checkpoints" / "best", model, meta)
+    return root
+
+
+def translation_run(root: Path) -> Path:
+    """A small RNN DE→EN run (Moses tokenizer, lowercased), beam 4 by default."""
+    config = {"data": {"src_lang": "de", "tgt_lang": "en"},
+              "model": {"type": "rnn", "embedding_dim": 16, "encoder_dim": 24, "decoder_dim": 24,
+                        "attention_dim": 16, "pre_output_dim": 24},
+              "head": {"type": "learned"}, "search": {"beam": 4, "max_len_b": 6}}
+    manifest = {"src_lang": "de", "tgt_lang": "en", "tokenizer": "moses", "lowercase": True, "subword": "none"}
+    return save_run(root, config, {"de": vocabulary(DE), "en": vocabulary(EN)}, manifest)
+
+
+def doubly_attentive_run(root: Path) -> Path:
+    """A multimodal translation run whose model reads an image with every sentence (on covered pairs only)."""
+    config = {"task": {"type": "multimodal_translation"},
+              "data": {"src_lang": "de", "tgt_lang": "en", "dir": str(root / "data"),
+                       "prepare": {"corpus": "none", "covered_only": True}},
+              "model": {"type": "doubly_attentive", "embedding_dim": 16, "encoder_dim": 16, "decoder_dim": 16,
+                        "attention_dim": 16, "pre_output_dim": 16},
+              "head": {"type": "learned"}}
+    manifest = {"src_lang": "de", "tgt_lang": "en", "tokenizer": "moses", "lowercase": True, "subword": "none",
+                "covered_only": True}
+    return save_run(root, config, {"de": vocabulary(DE), "en": vocabulary(EN)}, manifest)
+
+
+def caption_run(root: Path) -> Path:
+    """A small show-attend-tell captioner over EfficientNet-Lite0 features, beam 3 by default."""
+    config = {"task": {"type": "captioning"}, "data": {"tgt_lang": "en"},
+              "model": {"type": "show_attend_tell", "embedding_dim": 16, "hidden_dim": 24, "attention_dim": 16},
+              "head": {"type": "learned"}, "search": {"beam": 3, "max_len_a": 0.0, "max_len_b": 5}}
+    return save_run(root, config, {"en": vocabulary(EN)}, {"tgt_lang": "en"})
+
+
+def picture(seed: int, size: tuple[int, int] = (180, 120), fmt: str = "JPEG") -> bytes:
+    """A small photograph-like picture (smooth colour gradients and noise) in ``fmt``."""
+    generator = torch.Generator().manual_seed(seed)
+    w, h = size
+    ramp = torch.linspace(0, 1, w)[None, :] * torch.linspace(1, 0, h)[:, None]
+    pixels = torch.stack([ramp, 1 - ramp, torch.rand(h, w, generator=generator)], -1)
+    image = Image.fromarray((pixels * 255).to(torch.uint8).numpy(), "RGB")
+    out = io.BytesIO()
+    image.save(out, fmt)
+    return out.getvalue()
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("serve_runs")
+    return {"translation": translation_run(root / "de-en"), "captioning": caption_run(root / "captioner")}
+
+
+LIMITS = ServeLimits(max_body_bytes=64 << 10, max_lines=32, max_line_chars=300, max_images=3,
+                     max_image_bytes=512 << 10, max_pixels=1_000_000, max_beam=8, max_batch=16, queue_size=32)
+
+
+@pytest.fixture(scope="module")
+def served(runs: dict[str, Path]) -> dict[str, Any]:
+    return load_models([f"de-en={runs['translation']}", f"captioner={runs['captioning']}"], device="cpu",
+                       limits=LIMITS)
+
+
+@pytest.fixture(scope="module")
+def client(served: dict[str, Any]) -> Any:
+    with TestClient(create_app(served, LIMITS)) as client:
+        yield client
+
+
+def cli(*args: str, input: str | None = None) -> Any:
+    return CliRunner().invoke(cli_app, list(args), input=input)
+
+
+# -- answers equal the offline commands' ----------------------------------------------------------------------
+
+def test_translate_answers_as_the_offline_command_does(client: TestClient, runs: dict[str, Path]) -> None:
+    answer = client.post("/translate", json={"lines": LINES, "model": "de-en", "nbest": 3, "scores": True})
+    assert answer.status_code == 200, answer.text
+    translations = answer.json()["translations"]
+    assert len(translations) == len(LINES) and translations[1] == {"text": "", "score": None, "nbest": []}
+
+    offline = cli("translate", "--model", str(runs["translation"]), "--nbest", "3", "--device", "cpu",
+                  input="\n".join(LINES) + "\n")
+    assert offline.exit_code == 0, offline.output
+    moses = [line.split(" ||| ") for line in offline.stdout.splitlines()]
+    assert len(moses) == 3 * len(LINES)
+    for i, t in enumerate(translations):
+        expected = [(text, float(score)) for index, text, score in moses if int(index) == i and score != "-inf"]
+        assert [h["text"] for h in t["nbest"]] == [text for text, _ in expected]
+        assert [h["score"] for h in t["nbest"]] == pytest.approx([score for _, score in expected], abs=1e-4)
+        assert t["text"] == (expected[0][0] if expected else "")
+
+    plain = client.post("/translate", json={"lines": LINES[:1], "beam": 1})  # greedy, the first model by default
+    assert plain.json() == {"model": "de-en", "translations": [{"text": cli(
+        "translate", "--model", str(runs["translation"]), "--beam", "1", "--device", "cpu",
+        input=LINES[0]).stdout.strip()}]}
+
+
+def test_caption_answers_as_the_offline_command_does(client: TestClient, runs: dict[str, Path],
+                                                     tmp_path: Path) -> None:
+    files = {"one.jpg": picture(1), "two.png": picture(2, (90, 160), "PNG")}
+    for name, data in files.items():
+        (tmp_path / name).write_bytes(data)
+    answer = client.post("/caption", data={"nbest": "2", "attention": "true"},
+                         files=[("image", (name, data, "image/jpeg")) for name, data in files.items()])
+    assert answer.status_code == 200, answer.text
+    results = answer.json()["results"]
+    assert [r["image"] for r in results] == list(files)
+
+    offline = cli("caption", "--model", str(runs["captioning"]), *(str(tmp_path / n) for n in files), "--json",
+                  "--nbest", "2", "--device", "cpu")
+    assert offline.exit_code == 0, offline.output
+    records = [json.loads(line) for line in offline.stdout.splitlines()]
+    for result, record in zip(results, records):
+        assert result["captions"] == record["captions"]
+        png = base64.b64decode(result["attention_png"])
+        assert png[:8] == b"\x89PNG\r\n\x1a\n" and Image.open(io.BytesIO(png)).size[0] > 200
+
+
+def test_models_and_health_describe_what_is_served(client: TestClient) -> None:
+    models = {m["name"]: m for m in client.get("/models").json()["models"]}
+    assert models["de-en"]["endpoint"] == "/translate" and models["de-en"]["beam"] == 4
+    assert models["captioner"]["endpoint"] == "/caption" and models["captioner"]["attention"] is True
+    assert models["captioner"]["task"] == "captioning"
+    health = client.get("/health").json()
+    assert health["status"] == "ok" and set(health["models"]) == {"de-en", "captioner"}
+    page = client.get("/")
+    assert page.status_code == 200 and 'id="dropzone"' in page.text and 'id="source"' in page.text
+    assert "fetch(" in client.get("/static/app.js").text
+
+
+# -- bad input: one line, a 4xx, and the server carries on --------------------------------------------------
+
+def bomb() -> bytes:
+    """A 2,000 × 2,000 PNG of one colour: a few kB that decode to 4 Mpx (the test server allows 1 Mpx)."""
+    out = io.BytesIO()
+    Image.new("L", (2000, 2000), 255).save(out, "PNG")
+    return out.getvalue()
+
+
+TRANSLATE_CASES = [
+    (b"\xff\xfe\x00bad", 400, "not UTF-8"),
+    (b"", 400, "empty request body"),
+    (b'{"lines": ["a"', 422, "Invalid JSON"),
+    (b'{"lines": "ein mann"}', 422, "lines: Input should be a valid array"),
+    (b'{"lines": ["a"], "beem": 3}', 422, "beem: Extra inputs are not permitted"),
+    (b'{"lines": []}', 422, "nothing to translate"),
+    (json.dumps({"lines": ["a"] * 33}).encode(), 413, "at most 32 per request"),
+    (json.dumps({"lines": ["a", "b" * 301]}).encode(), 413, "line 2: 301 characters"),
+    (json.dumps({"lines": ["a" * 250] * 300}).encode(), 413, "at most 65,536 bytes"),
+    (b'{"lines": ["a"], "beam": 9}', 400, "at most 8"),
+    (b'{"lines": ["a"], "beam": 2, "nbest": 3}', 400, "beam 2 / nbest 3"),
+    (b'{"lines": ["a"], "beam": "2"}', 422, "beam: Input should be a valid integer"),
+    (b'{"lines": ["a"], "model": "nope"}', 404, "model 'nope' is not served (served: de-en, captioner)"),
+    (b'{"lines": ["a"], "model": "captioner"}', 422, "'captioning' model"),
+    (b"[" * 50_000, 422, "recursion limit"),
+]
+
+
+@pytest.mark.parametrize(("body", "status", "reason"), TRANSLATE_CASES, ids=lambda c: str(c)[:30])
+def test_bad_translate_requests_get_a_one_line_4xx(client: TestClient, body: bytes, status: int,
+                                                    reason: str) -> None:
+    answer = client.post("/translate", content=body, headers={"content-type": "application/json"})
+    assert (answer.status_code, reason in answer.json()["error"]) == (status, True), answer.text
+    assert "\n" not in answer.json()["error"]
+
+
+def caption_cases() -> list[tuple[Any, int, str]]:
+    jpeg = picture(3)
+    return [
+        ({"files": [("image", ("cat.jpg", b"not an image at all", "image/jpeg"))]}, 400,
+         "cat.jpg: not an image"),
+        ({"files": [("image", ("cut.jpg", jpeg[: len(jpeg) // 2], "image/jpeg"))]}, 400, "cut.jpg: unreadable"),
+        ({"files": [("image", ("bomb.png", bomb(), "image/png"))]}, 400, "exceeds the limit of 1,000,000"),
+        ({"files": [("image", ("empty.jpg", b"", "image/jpeg"))]}, 400, "empty.jpg: empty file"),
+        ({"files": [("image", ("big.jpg", b"x" * (600 << 10), "image/jpeg"))]}, 413, "over 524,288 bytes"),
+        ({"files": [("image", (f"{i}.jpg", jpeg, "image/jpeg")) for i in range(4)]}, 400, "Too many files"),
+        ({"content": b'--x\r\nContent-Disposition: form-data; name="model"\r\n\r\ncaptioner\r\n--x--\r\n',
+          "headers": {"content-type": "multipart/form-data; boundary=x"}}, 422, "no image uploaded"),
+        ({"data": {"colour": "red"}, "files": [("image", ("a.jpg", jpeg, "image/jpeg"))]}, 422,
+         "unknown form field 'colour'"),
+        ({"data": {"beam": "three"}, "files": [("image", ("a.jpg", jpeg, "image/jpeg"))]}, 422,
+         "beam: 'three' is not a positive integer"),
+        ({"data": {"model": "de-en"}, "files": [("image", ("a.jpg", jpeg, "image/jpeg"))]}, 422,
+         "model 'de-en' is a 'translation' model, served at /translate"),
+        ({"content": b'--x\r\nContent-Disposition: form-data; name="image"; filename="a.jpg"\r\nabc\r\n--x--\r\n',
+          "headers": {"content-type": "multipart/form-data; boundary=x"}}, 400, "Invalid multipart data"),
+        ({"content": b"--x\r\n", "headers": {"content-type": "multipart/form-data"}}, 400, "Missing boundary"),
+        ({"content": jpeg, "headers": {"content-type": "image/jpeg"}}, 415, "expected a multipart/form-data"),
+    ]
+
+
+@pytest.mark.parametrize("case", range(13))
+def test_bad_caption_requests_get_a_one_line_4xx(client: TestClient, case: int) -> None:
+    request, status, reason = caption_cases()[case]
+    answer = client.post("/caption", **request)
+    assert (answer.status_code, reason in answer.json()["error"]) == (status, True), answer.text
+    assert answer.json()["error"] and "\n" not in answer.json()["error"]
+
+
+# -- batching and the queue's bound ---------------------------------------------------------------------------
+
+def test_requests_that_wait_together_are_searched_together_by_key() -> None:
+    calls: list[tuple[object, list[int]]] = []
+    gate = threading.Event()
+
+    def process(key: object, items: list[int]) -> list[int]:
+        gate.wait(5)
+        calls.append((key, list(items)))
+        return [10 * item for item in items]
+
+    batcher = DynamicBatcher("test", process, max_batch=100, max_wait_s=0.0, queue_size=10)
+    batcher.start()
+    first = batcher.submit("a", [0])  # taken at once; the worker waits at the gate while the rest queue up
+    time.sleep(0.1)
+    futures = [batcher.submit("a", [1, 2]), batcher.submit("b", [3]), batcher.submit("a", [4])]
+    gate.set()
+    assert first.result(5) == [0]
+    assert [f.result(5) for f in futures] == [[10, 20], [30], [40]]
+    batcher.stop()
+    assert calls == [("a", [0]), ("a", [1, 2, 4]), ("b", [3])]
+
+
+def test_a_full_queue_is_refused_not_grown_and_the_batch_size_is_kept() -> None:
+    gate = threading.Event()
+    sizes: list[int] = []
+
+    def process(key: object, items: list[int]) -> list[int]:
+        gate.wait(5)
+        sizes.append(len(items))
+        if 13 in items:
+            raise ValueError("unlucky")
+        return items
+
+    batcher = DynamicBatcher("test", process, max_batch=3, max_wait_s=0.0, queue_size=4)
+    batcher.start()
+    busy = batcher.submit("k", [0])
+    time.sleep(0.1)
+    queued = [batcher.submit("k", [i]) for i in range(1, 5)]
+    with pytest.raises(QueueFull, match="4 requests waiting"):
+        batcher.submit("k", [5])
+    with pytest.raises(QueueFull):
+        batcher.check_room()  # what /caption asks before it decodes the uploads
+    gate.set()
+    assert busy.result(5) == [0] and [f.result(5) for f in queued] == [[1], [2], [3], [4]]
+    assert sizes == [1, 3, 1]  # at most max_batch items per batch
+    failed = batcher.submit("k", [13])
+    with pytest.raises(ValueError, match="unlucky"):
+        failed.result(5)
+    assert batcher.submit("k", [7]).result(5) == [7]  # a failed batch does not end the worker
+    batcher.stop()
+
+
+def test_the_server_answers_503_while_the_queue_is_full(runs: dict[str, Path]) -> None:
+    limits = ServeLimits(queue_size=1, max_wait_ms=0)
+    models = load_models([str(runs["translation"])], device="cpu", limits=limits)
+    model = models["de-en"]
+    gate = threading.Event()
+    search = model.batcher.process
+    model.batcher.process = lambda key, items: (gate.wait(10), search(key, items))[1]
+    with TestClient(create_app(models, limits)) as client:
+        options = model.options(None, None)
+        running = model.batcher.submit(options, ["ein mann"])  # the worker holds it at the gate
+        time.sleep(0.1)
+        waiting = model.batcher.submit(options, ["eine frau"])  # fills the queue
+        answer = client.post("/translate", json={"lines": ["der hund"]})
+        assert answer.status_code == 503 and answer.headers["retry-after"] == "1"
+        assert "1 requests waiting" in answer.json()["error"]
+        gate.set()
+        assert len(running.result(10)) == len(waiting.result(10)) == 1
+        assert client.post("/translate", json={"lines": ["der hund"]}).status_code == 200
+
+
+# -- fuzzing ------------------------------------------------------------------------------------------------------
+
+def fuzzed_request(rng: random.Random, images: list[bytes]) -> dict[str, Any]:
+    """One random request: random bytes, huge or odd JSON, malformed multipart, images that are not images,
+    and now and then a valid one."""
+    kind = rng.randrange(10)
+    noise = rng.randbytes(rng.randrange(0, 3000))
+    if kind == 0:
+        return {"method": "POST", "url": "/translate", "content": noise}
+    if kind == 1:
+        return {"method": "POST", "url": "/translate",
+                "content": json.dumps({"lines": ["x" * rng.randrange(100, 1000)] * rng.randrange(1, 200)})}
+    if kind == 2:
+        def char() -> str:  # ASCII, other scripts, emoji, NUL, a right-to-left override
+            return chr(rng.choice([rng.randrange(32, 127), rng.randrange(0x80, 0x3000), rng.randrange(0x1F300, 0x1F600),
+                                   0, 0x202E]))
+
+        words = ["".join(char() for _ in range(rng.randrange(12))) for _ in range(rng.randrange(0, 6))]
+        body: dict[str, Any] = {"lines": words}
+        for key, values in (("beam", [1, 2, 0, -3, 8, 9, 10**30, "3", None, 2.5]), ("nbest", [1, 2, 5, 0, True]),
+                            ("scores", [True, False, "yes", 1]), ("model", ["de-en", "captioner", "", None, 7])):
+            if rng.random() < 0.4:
+                body[key] = rng.choice(values)
+        if rng.random() < 0.1:
+            body = rng.choice([[], "lines", 3, {"lines": [["nested"]]}, {"lines": [None]}, {"extra": 1}])
+        return {"method": "POST", "url": "/translate", "content": json.dumps(body)}
+    if kind in (3, 4):
+        boundary = "b" + str(rng.randrange(10**6))
+        head = (f"--{boundary}\r\nContent-Disposition: form-data; name=\"image\"; "
+                'filename="f.jpg"\r\n\r\n').encode()
+        body_bytes = rng.choice([head + noise, head + noise + f"\r\n--{boundary}--\r\n".encode(), noise,
+                                 head[: rng.randrange(len(head))], f"--{boundary}--\r\n".encode()])
+        header = rng.choice([f"multipart/form-data; boundary={boundary}", "multipart/form-data",
+                             f"multipart/form-data; boundary={boundary}x", "application/json", "text/plain"])
+        return {"method": "POST", "url": "/caption", "content": body_bytes, "headers": {"content-type": header}}
+    if kind in (5, 6, 7):
+        data = rng.choice(images)
+        data = rng.choice([noise, data[: rng.randrange(len(data))], data[:20] + noise, b"GIF89a" + noise,
+                           data if rng.random() < 0.5 else noise])
+        name = rng.choice(["a.jpg", "", "../../etc/passwd", "x\x00y.png", "é" * 300, "a\nb.png"])
+        fields = {key: rng.choice(values) for key, values in (("nbest", ["1", "2", "x", "-1", "99999999"]),
+                                                               ("attention", ["true", "no", "maybe"]),
+                                                               ("model", ["captioner", "de-en", "other"]))
+                  if rng.random() < 0.3}
+        return {"method": "POST", "url": "/caption", "data": fields,
+                "files": [("image", (name, data, "image/jpeg")) for _ in range(rng.choice([1, 1, 2, 4]))]}
+    if kind == 8:
+        return {"method": rng.choice(["GET", "PUT", "DELETE", "POST"]),
+                "url": rng.choice(["/", "/health", "/models", "/nope", "/static/../../etc/passwd", "/translate",
+                                   "/static/app.js", "/caption/x", "/%ff%fe"])}
+    return {"method": "POST", "url": "/translate", "content": noise, "headers": {"content-type": rng.choice(
+        ["application/json; charset=utf-16", "multipart/form-data; boundary=z", "", "image/png"])}}
+
+
+def test_the_server_survives_1000_fuzzed_requests_without_a_5xx(served: dict[str, Any]) -> None:
+    rng = random.Random(20240533)
+    images = [picture(i) for i in range(3)] + [picture(4, (64, 64), "PNG"), bomb()]
+    statuses: dict[int, int] = {}
+    answered: dict[str, int] = {}  # 200s of the model endpoints: valid requests were among the noise
+    with TestClient(create_app(served, LIMITS), raise_server_exceptions=False) as client:
+        for _ in range(1000):
+            request = fuzzed_request(rng, images)
+            answer = client.request(**request)
+            statuses[answer.status_code] = statuses.get(answer.status_code, 0) + 1
+            if answer.status_code == 200 and request["method"] == "POST":
+                answered[request["url"]] = answered.get(request["url"], 0) + 1
+            assert answer.status_code < 500 or answer.status_code == 503, (answer.status_code, answer.text)
+            if answer.status_code >= 400 and answer.headers.get("content-type") == "application/json":
+                assert "\n" not in answer.json()["error"]
+        assert client.post("/translate", json={"lines": LINES}).status_code == 200
+        assert all(m.batcher.running for m in served.values())
+    assert sum(statuses.values()) == 1000 and answered["/translate"] >= 10 and answered["/caption"] >= 1, \
+        (statuses, answered)
+    assert len([s for s in statuses if 400 <= s < 500]) >= 5, statuses
+
+
+# -- the command ---------------------------------------------------------------------------------------------
+
+def test_serve_stops_at_start_with_one_line_when_a_model_does_not_load(runs: dict[str, Path], tmp_path: Path,
+                                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    broken = tmp_path / "broken"
+    translation_run(broken)
+    (broken / "checkpoints" / "best" / "model.safetensors").write_bytes(b"not a safetensors file")
+    for argv, reason in (
+        (["--model", str(tmp_path / "missing")], "run directory not found"),
+        (["--model", str(broken)], "model.safetensors"),
+        (["--model", str(doubly_attentive_run(tmp_path / "mm"))], "reads an image with each sentence"),
+        (["--model", str(runs["translation"]), "--model", str(runs["translation"])], "a second model named"),
+        (["--model", str(runs["translation"]), "--limit", "max_line=3"], "did you mean 'max_lines'"),
+        (["--model", str(runs["translation"]), "--port", "70000"], "--port 70000"),
+    ):
+        result = cli("serve", *argv)
+        assert result.exit_code == 2, result.output
+        assert result.stderr.startswith("error: ") and reason in result.stderr, result.stderr
+        assert result.stderr.count("\n") == 1
+
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        result = cli("serve", "--model", str(runs["translation"]), "--port", str(taken.getsockname()[1]))
+    assert result.exit_code == 2 and "cannot listen there" in result.stderr and result.stderr.count("\n") == 1
+
+    with pytest.raises(SystemExit) as stopped:  # a usage error, through the console entry point
+        main(["serve", "--model", str(runs["translation"]), "--threads", "-1"])
+    err = capsys.readouterr().err
+    assert stopped.value.code == 2 and err.startswith("error: ") and err.count("\n") == 1
+    assert "--threads': Input should be greater than or equal to 0" in err

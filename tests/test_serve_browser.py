@@ -1,0 +1,123 @@
+"""``nlgkit serve`` as a real process: HTTP on 127.0.0.1, the load test of ``make bench`` on a small run, and
+the web page in a real headless Chromium (Selenium) that types a sentence, drops an image and reads the
+answers. The browser test is skipped, saying why, only where no Chromium and chromedriver are installed
+(``make browser`` installs them with apt)."""
+
+from __future__ import annotations
+
+import base64
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from test_serve import LINES, caption_run, picture, translation_run
+
+from nlgkit.experiments.bench.serve import measure_serving, running_server, serve_lines
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("served_runs")
+    return {"translation": translation_run(root / "de-en"), "captioning": caption_run(root / "captioner")}
+
+
+@pytest.fixture(scope="module")
+def server(runs: dict[str, Path]) -> Iterator[str]:
+    with running_server(["--model", f"de-en={runs['translation']}", "--model", f"captioner={runs['captioning']}",
+                         "--device", "cpu"]) as url:
+        yield url
+
+
+def test_a_real_server_answers_over_http(server: str) -> None:
+    answer = httpx.post(f"{server}translate", json={"lines": LINES}, timeout=60)
+    assert answer.status_code == 200 and len(answer.json()["translations"]) == len(LINES), answer.text
+    bad = httpx.post(f"{server}caption", files={"image": ("x.jpg", b"GIF89a-not-really")}, timeout=60)
+    assert bad.status_code == 400 and bad.json()["error"].startswith("x.jpg: "), bad.text
+    assert httpx.get(f"{server}health", timeout=10).json()["status"] == "ok"
+
+
+def test_the_load_test_checks_every_answer_against_the_offline_command(runs: dict[str, Path], server: str) -> None:
+    figures = measure_serving(str(runs["translation"]), LINES, clients=3, seconds=1.5, single=5, url=server)
+    load = figures["load"]
+    assert load["sent"] == load["answered"] > 0 and load["different"] == load["failed"] == 0, load
+    assert figures["single"]["requests"] == 5 and figures["single"]["different"] == 0
+    assert load["p50_ms"] <= load["p99_ms"]
+    table = "\n".join(serve_lines(figures))
+    assert f"{load['sent']} requests from 3 clients" in table and "(0 lost or failed), 0 different" in table
+    assert serve_lines({"skipped": "no trained run"})[-1] == "Not measured: no trained run."
+
+
+def browser() -> tuple[str, str] | None:
+    """Chromium and its driver, where the machine has them."""
+    binary = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+    driver = shutil.which("chromedriver")
+    return (binary, driver) if binary and driver else None
+
+
+DROP = """
+const [data, name, done] = [arguments[0], arguments[1], arguments[arguments.length - 1]];
+const bytes = Uint8Array.from(atob(data), (c) => c.charCodeAt(0));
+const transfer = new DataTransfer();
+transfer.items.add(new File([bytes], name, {type: "image/jpeg"}));
+const zone = document.getElementById("dropzone");
+for (const type of ["dragenter", "dragover", "drop"]) {
+  zone.dispatchEvent(new DragEvent(type, {bubbles: true, cancelable: true, dataTransfer: transfer}));
+}
+done(true);
+"""
+
+
+@pytest.fixture(scope="module")
+def chrome() -> Iterator[Any]:
+    found = browser()
+    if found is None:
+        pytest.skip("no Chromium with chromedriver on this machine (`make browser` installs them with apt)")
+    webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed (pip install -e '.[dev]')")
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = found[0]
+    for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
+                 "--window-size=1200,1000"):
+        options.add_argument(flag)
+    driver = webdriver.Chrome(options=options, service=Service(executable_path=found[1]))
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def test_the_page_translates_a_typed_sentence_and_captions_a_dropped_image(chrome: Any, server: str) -> None:
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as ready
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    wait = WebDriverWait(chrome, 60)
+    chrome.get(server)
+    wait.until(ready.presence_of_element_located((By.CSS_SELECTOR, "#translate-model option")))
+    assert "de-en" in chrome.find_element(By.ID, "served").text
+
+    sentence = "Ein Mann fährt mit dem Fahrrad ."
+    chrome.find_element(By.ID, "source").send_keys(sentence)
+    chrome.find_element(By.ID, "translate-button").click()
+    wait.until(ready.presence_of_element_located((By.CSS_SELECTOR, "#translations li.translation .hypothesis")))
+    shown = [e.text for e in chrome.find_elements(By.CSS_SELECTOR, "#translations .hypothesis .text")]
+    api = httpx.post(f"{server}translate", json={"lines": [sentence], "model": "de-en", "nbest": 3, "scores": True},
+                     timeout=60).json()["translations"][0]
+    assert shown == [h["text"] for h in api["nbest"]] and len(shown) == 3
+    assert chrome.find_element(By.CSS_SELECTOR, "#translations .source").text == sentence
+
+    image = picture(7)
+    chrome.execute_async_script(DROP, base64.b64encode(image).decode(), "street.jpg")
+    wait.until(ready.presence_of_element_located((By.CSS_SELECTOR, "#captions .result .hypothesis")))
+    wait.until(lambda d: d.execute_script(
+        "const m = document.querySelector('#captions img.attention'); return m && m.complete && m.naturalWidth > 0"))
+    shown = [e.text for e in chrome.find_elements(By.CSS_SELECTOR, "#captions .hypothesis .text")]
+    api = httpx.post(f"{server}caption", data={"model": "captioner", "nbest": "3", "attention": "true"},
+                     files={"image": ("street.jpg", image, "image/jpeg")}, timeout=60).json()["results"][0]
+    assert shown == [c["text"] for c in api["captions"]]
+    assert chrome.find_element(By.CSS_SELECTOR, "#captions .image-name").text == "street.jpg"
+    assert chrome.find_element(By.ID, "error").get_attribute("hidden") is not None  # no error shown
