@@ -6,12 +6,18 @@ import json
 from pathlib import Path
 from typing import Any
 
-from nlgkit.core.config import RunConfig
+import torch
+
+from nlgkit.core.config import RunConfig, load_recipe
+from nlgkit.core.io import read_lines
 from nlgkit.data.vocab import Vocabulary
+from nlgkit.generation.decode import generate
 from nlgkit.heads import HEADS, HeadContext, build_head
+from nlgkit.metrics.corpus import bleu
 from nlgkit.models.base import Generator, ModelContext
 from nlgkit.models.rnn import RNNConfig, RNNModel
 from nlgkit.runs.build import build_model
+from nlgkit.runs.loading import load_trained
 from nlgkit.tasks import build_task
 
 
@@ -131,3 +137,20 @@ def nlgkit_command(argv: list[str]) -> None:
 def reproduce(argv: list[str]) -> None:
     """``nlgkit reproduce argv…`` (see :func:`nlgkit_command`)."""
     nlgkit_command(["reproduce", *argv])
+
+
+def trained_and_untrained_bleu(recipe: Path, run_dir: Path, data_dir: Path) -> tuple[float, float]:
+    """BLEU (beam 3) on 100 memorised training sentences of the run's last checkpoint and of the same model
+    untrained (seed 3)."""
+    sources = [line.split() for line in read_lines(data_dir / "train.de")[:100]]
+    refs = read_lines(data_dir / "train.en")[:100]
+    run = load_trained(run_dir, "last", "cpu")
+    detokenize = run.detokenizer()
+
+    def score(model) -> float:  # type: ignore[no-untyped-def]
+        hyps = generate(model, run.task, [run.source_vocab.encode(s) for s in sources], run.tgt_vocab, beam=3)
+        return bleu([detokenize(run.tgt_vocab.decode(h[0].tokens)) for h in hyps], refs)
+
+    torch.manual_seed(3)
+    untrained = model_for(load_recipe(recipe), run.source_vocab, run.tgt_vocab).eval()
+    return score(run.model), score(untrained)

@@ -7,14 +7,13 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers import model_for, tiny_recipe
+from helpers import tiny_recipe, trained_and_untrained_bleu
 from safetensors.torch import load_file
 from typer.testing import CliRunner
 
 from nlgkit.cli.main import app
 from nlgkit.core.config import load_recipe
 from nlgkit.core.io import read_lines
-from nlgkit.generation.decode import generate
 from nlgkit.metrics.corpus import bleu
 from nlgkit.runs.loading import load_trained
 
@@ -33,23 +32,6 @@ def trained(paper: tuple[Path, dict], tmp_path_factory: pytest.TempPathFactory) 
     result = cli("train", str(recipe))
     assert result.exit_code == 0, result.output
     return recipe, run_dir
-
-
-def trained_and_untrained_bleu(recipe: Path, run_dir: Path, data_dir: Path) -> tuple[float, float]:
-    """BLEU (beam 3) on 100 memorised training sentences of the run's last checkpoint and of the same model
-    untrained (seed 3)."""
-    sources = [line.split() for line in read_lines(data_dir / "train.de")[:100]]
-    refs = read_lines(data_dir / "train.en")[:100]
-    run = load_trained(run_dir, "last", "cpu")
-    detokenize = run.detokenizer()
-
-    def score(model) -> float:  # type: ignore[no-untyped-def]
-        hyps = generate(model, run.task, [run.source_vocab.encode(s) for s in sources], run.tgt_vocab, beam=3)
-        return bleu([detokenize(run.tgt_vocab.decode(h[0].tokens)) for h in hyps], refs)
-
-    torch.manual_seed(3)
-    untrained = model_for(load_recipe(recipe), run.source_vocab, run.tgt_vocab).eval()
-    return score(run.model), score(untrained)
 
 
 def test_training_beats_an_untrained_model_by_a_clear_margin(trained: tuple[Path, Path], paper) -> None:  # type: ignore[no-untyped-def]

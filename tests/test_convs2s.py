@@ -9,16 +9,19 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers import check_one_search, model_for, nlgkit_command, tiny_recipe, with_head
+from helpers import (
+    check_one_search,
+    nlgkit_command,
+    tiny_recipe,
+    trained_and_untrained_bleu,
+    with_head,
+)
 
 from nlgkit.core.config import load_recipe
 from nlgkit.core.errors import ConfigError
-from nlgkit.core.io import read_lines
 from nlgkit.core.registry import HEADS
 from nlgkit.data.batching import Batch
 from nlgkit.experiments.papers import load_table
-from nlgkit.generation.decode import generate
-from nlgkit.metrics.corpus import bleu
 from nlgkit.models import MODELS
 from nlgkit.models.base import ModelContext
 from nlgkit.models.convs2s import ConvS2SConfig, ConvS2SModel
@@ -227,17 +230,6 @@ def test_a_tiny_convs2s_learns_multi30k_through_the_trainer(paper, tmp_path: Pat
     nlgkit_command(["train", str(recipe)])
     events = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     assert events[-1]["event"] == "end"
-    sources = [line.split() for line in read_lines(data_dir / "train.de")[:100]]
-    refs = read_lines(data_dir / "train.en")[:100]
-    run = load_trained(tmp_path / "run", "last", "cpu")
-    assert isinstance(run.model, ConvS2SModel)
-    detokenize = run.detokenizer()
-
-    def score(model) -> float:  # type: ignore[no-untyped-def]
-        hyps = generate(model, run.task, [run.source_vocab.encode(s) for s in sources], run.tgt_vocab, beam=3)
-        return bleu([detokenize(run.tgt_vocab.decode(h[0].tokens)) for h in hyps], refs)
-
-    torch.manual_seed(3)
-    untrained = model_for(load_recipe(recipe), run.source_vocab, run.tgt_vocab).eval()
-    trained_bleu, untrained_bleu = score(run.model), score(untrained)
+    assert isinstance(load_trained(tmp_path / "run", "last", "cpu").model, ConvS2SModel)
+    trained_bleu, untrained_bleu = trained_and_untrained_bleu(recipe, tmp_path / "run", data_dir)
     assert trained_bleu > untrained_bleu + 10, (trained_bleu, untrained_bleu)

@@ -74,7 +74,7 @@ def translation_lines(results: dict[str, Any], translate_run: str) -> list[str]:
     lines = ["", "## Translation (test2016, batched beam search)", ""]
     t = results.get("translation")
     if t:
-        return lines + md_table(
+        return lines + _measured_alone(t, "translation") + md_table(
             ["run", "beam", "sentences", "sentences/s", "output tokens/s", "peak RSS (MiB)"],
             [[f"`{t['run']}`", t["beam"], t["sentences"], f"{t['sentences_per_s']:.1f}",
               f"{t['output_tokens_per_s']:,.0f}", f"{t['peak_rss_mib']:,.0f}"]])
@@ -86,8 +86,19 @@ def translation_lines(results: dict[str, Any], translate_run: str) -> list[str]:
     return lines
 
 
+def _measured_alone(section: dict[str, Any], name: str) -> list[str]:
+    """The stamp of a section measured on its own (``nlgkit bench --only NAME``); nothing otherwise."""
+    stamp = section.get("measured")
+    if not stamp:
+        return []
+    dirty = " (dirty)" if stamp["dirty"] else ""
+    return [(f"Measured on its own (`nlgkit bench --only {name}`) on {stamp['date']}, commit "
+            f"{stamp['commit'][:10]}{dirty}."), ""]
+
+
 def startup_lines(startup: dict[str, Any]) -> list[str]:
     lines = ["", "## CLI start-up (wall seconds, median of 3 runs, as a user runs the commands)", "",
+             *_measured_alone(startup, "translation"),
              (f"`nlgkit --help`: {startup['help_s']:.2f} s. `python -c 'import torch'` alone: "
               f"{startup['import_torch_s']:.2f} s.")]
     if "translate_one_line_s" in startup:

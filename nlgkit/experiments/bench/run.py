@@ -49,7 +49,7 @@ from nlgkit.vision.encoders import EncoderConfig, build_encoder
 from nlgkit.vision.images import load_image
 
 WORKERS = ("train", "generate", "extract", "head", "decode", "gpu-epoch", "debias", "ct2")
-SECTIONS = ("multimodal", "gpu", "serve", "ct2")  # what ``nlgkit bench --only`` can measure on its own
+SECTIONS = ("multimodal", "gpu", "serve", "ct2", "translation")  # what ``nlgkit bench --only`` can measure on its own
 GPU_CASE_SECONDS = 100  # a GPU case still running then (a compiler stuck recompiling) is reported as stopped
 
 
@@ -272,11 +272,26 @@ def _run_section(settings: BenchSettings) -> str:
         results["serve"] = _serve(settings)
     elif settings.only == "ct2":
         results["ct2"] = _ct2(settings)
+    elif settings.only == "translation":
+        results.update(_translation_alone(settings))
     else:
         results["multimodal"] = _multimodal(settings)
     with atomic_write(output.with_suffix(".json")) as handle:
         json.dump(results, handle, indent=2)
     return _write_markdown(output)
+
+
+def _translation_alone(settings: BenchSettings) -> dict[str, Any]:
+    """Beam search over test2016 and the CLI start-up with ``translate_run``, stamped with their own commit and date
+    (the rest of the file keeps the stamp of the ``make bench`` that measured it)."""
+    if not (ROOT / settings.translate_run / "checkpoints" / "best").exists():
+        raise NlgkitError(f"--translate-run {settings.translate_run}: no trained run there (train it first)")
+    translation = _spawn("--worker", "generate", "--run", settings.translate_run, "--beam", str(settings.beam),
+                         "--limit", str(settings.limit))
+    git = git_revision()
+    stamp = {"commit": git["commit"], "dirty": git["dirty"], "date": time.strftime("%Y-%m-%d")}
+    return {"translation": {**translation, "measured": stamp},
+            "startup": {**measure_startup(settings.translate_run), "measured": stamp}}
 
 
 def _gpu(settings: BenchSettings, translate: bool) -> dict[str, Any]:
