@@ -52,6 +52,9 @@ def serve(
         listener = socket.create_server((host, port), family=family, backlog=2048)
     except OSError as exc:
         raise DataError(f"--host {host} --port {port}: cannot listen there ({exc.strerror or exc})") from None
+    # answers go out in several writes (headers, body): without TCP_NODELAY each small answer waits for the
+    # client's delayed ACK (about 40 ms on Linux); accepted connections inherit the option
+    listener.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     bound = listener.getsockname()[1]
     threads = set_threads(threads)
     names = ", ".join(f"{m.name} ({m.run.config.task.type} → /{m.does})" for m in models.values())
