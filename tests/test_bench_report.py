@@ -101,5 +101,5 @@ def test_bench_keeps_its_figures_and_carries_what_it_could_not_measure(tmp_path:
     text = output.read_text()
     assert text == render_benchmarks(new)
     assert f"Not measured: no trained run at `{tmp_path / 'none'}`" in text
-    assert "The previous `make bench` (same file) measured `/root/nlgkit-runs/multi30k_fixed` at beam 5" in text
+    assert f"The previous `make bench` (same file) measured `{old['translation']['run']}` at beam 5" in text
     assert "nlgkit translate --model" not in text
