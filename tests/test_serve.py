@@ -179,6 +179,19 @@ def test_caption_answers_as_the_offline_command_does(client: TestClient, runs: d
         assert png[:8] == b"\x89PNG\r\n\x1a\n" and Image.open(io.BytesIO(png)).size[0] > 200
 
 
+def test_an_ensemble_of_two_copies_serves_what_the_single_model_does(runs: dict[str, Path]) -> None:
+    """``--model NAME=RUN+RUN``: one ensemble inside the one search, answering as ``translate -m RUN -m RUN``."""
+    one = runs["translation"]
+    models = load_models([f"pair={one}+{one}", str(one)], device="cpu")
+    assert list(models) == ["pair", one.resolve().name]
+    with TestClient(create_app(models)) as client:
+        answers = [client.post("/translate", json={"lines": LINES, "model": name, "nbest": 2, "scores": True}).json()
+                   for name in models]
+    assert answers[0]["translations"] == answers[1]["translations"]
+    offline = cli("translate", "-m", str(one), "-m", str(one), "--device", "cpu", input="\n".join(LINES) + "\n")
+    assert [t["text"] for t in answers[0]["translations"]] == offline.stdout.splitlines()
+
+
 def test_models_and_health_describe_what_is_served(client: TestClient) -> None:
     models = {m["name"]: m for m in client.get("/models").json()["models"]}
     assert models["de-en"]["endpoint"] == "/translate" and models["de-en"]["beam"] == 4

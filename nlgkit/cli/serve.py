@@ -20,7 +20,7 @@ from nlgkit.cli.common import handle_errors
 def serve(
     model: Annotated[list[str], typer.Option(
         "--model", "-m", help="Run directory to serve, as RUN_DIR or NAME=RUN_DIR (repeat for more models; "
-                              "each is selected by its name)")],
+                              "each is selected by its name); RUN_A+RUN_B serves an ensemble of those runs")],
     host: Annotated[str, typer.Option(help="Address to listen on")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port to listen on (0: any free port, printed at start)")] = 8080,
     checkpoint: Annotated[str, typer.Option(help="best, last, or a checkpoint directory")] = "best",
@@ -31,6 +31,8 @@ def serve(
     threads: Annotated[int, typer.Option(min=0, help="CPU threads of the searches (0: one fewer than the cores, "
                                                      "at least 1: a core is left to the HTTP side)")] = 0,
     access_log: Annotated[bool, typer.Option(help="Log every request")] = False,
+    ensemble_mode: Annotated[str, typer.Option(help="For RUN_A+RUN_B: log_linear (mean log-probability) or linear "
+                                                    "(log of the mean probability)")] = "log_linear",
 ) -> None:
     """Serve trained runs over HTTP: POST /translate, POST /caption, GET /models, GET /health, and a page at /."""
     # lazy: CLI start-up (FastAPI, uvicorn, torch and the models load only when the command runs)
@@ -46,7 +48,7 @@ def serve(
     limits = parse_limits(limit or [])
     if not 0 <= port <= 65535:
         raise DataError(f"--port {port}: expected 0 to 65535")
-    models = load_models(model, checkpoint, device, limits)
+    models = load_models(model, checkpoint, device, limits, ensemble_mode)
     try:
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         listener = socket.create_server((host, port), family=family, backlog=2048)

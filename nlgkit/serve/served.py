@@ -23,9 +23,10 @@ from PIL import Image
 
 from nlgkit.core.errors import DataError, NlgkitError
 from nlgkit.generation.caption import caption_images, check_captioning_run
+from nlgkit.generation.ensemble import load_ensemble
 from nlgkit.generation.output import SearchOptions
 from nlgkit.generation.translate import Translator
-from nlgkit.runs.loading import TrainedRun, load_trained
+from nlgkit.runs.loading import TrainedRun
 from nlgkit.search import Hypothesis
 from nlgkit.serve.batching import DynamicBatcher
 from nlgkit.serve.limits import ServeLimits
@@ -145,19 +146,22 @@ def hypotheses(found: Sequence[Hypothesis], render: Any) -> list[dict[str, Any]]
     return [{"text": render(h.tokens), "score": round(float(h.score), 4)} for h in found]
 
 
-def parse_spec(spec: str) -> tuple[str, Path]:
-    """``RUN_DIR`` (named by its last part) or ``NAME=RUN_DIR``."""
-    name, sep, path = spec.partition("=")
-    if sep and name and "/" not in name:
-        return name, Path(path)
-    path_ = Path(spec)
-    return path_.resolve().name or spec, path_
+def parse_spec(spec: str) -> tuple[str, list[Path]]:
+    """``RUN_DIR`` (named by its last part) or ``NAME=RUN_DIR``; ``RUN_A+RUN_B…`` is an ensemble of those runs
+    (named by their names joined with +), unless a directory of that very name exists."""
+    name, sep, paths = spec.partition("=")
+    if not (sep and name and "/" not in name):
+        name, paths = "", spec
+    run_dirs = [Path(paths)] if Path(paths).exists() or "+" not in paths else [Path(p) for p in paths.split("+")]
+    return name or "+".join(run_dir.resolve().name or str(run_dir) for run_dir in run_dirs), run_dirs
 
 
-def load_model(spec: str, checkpoint: str, device: str, limits: ServeLimits) -> ServedModel:
-    """Load one ``--model`` for serving (its CNN too, for captioning); an NlgkitError names what failed."""
-    name, run_dir = parse_spec(spec)
-    run = load_trained(run_dir, checkpoint, device)
+def load_model(spec: str, checkpoint: str, device: str, limits: ServeLimits,
+               ensemble_mode: str = "log_linear") -> ServedModel:
+    """Load one ``--model`` for serving (its CNN too, for captioning); several runs joined by + are searched as
+    one ensemble (``ensemble_mode``, as ``translate --ensemble-mode``); an NlgkitError names what failed."""
+    name, run_dirs = parse_spec(spec)
+    run = load_ensemble(run_dirs, checkpoint, device, ensemble_mode)
     try:
         translator = Translator(run, SearchOptions.resolve(run.config.search, batch_size=limits.max_batch),
                                 max_input_tokens=400, warn=LOG.warning)
@@ -190,14 +194,14 @@ def set_threads(threads: int = 0) -> int:
 
 
 def load_models(specs: Sequence[str], checkpoint: str = "best", device: str = "auto",
-                limits: ServeLimits | None = None) -> dict[str, ServedModel]:
+                limits: ServeLimits | None = None, ensemble_mode: str = "log_linear") -> dict[str, ServedModel]:
     """Every ``--model``, loaded once, by name (in the order given); two models of one name are an error."""
     limits = limits or ServeLimits()
     if not specs:
         raise DataError("no model given (--model RUN_DIR, once per model)")
     models: dict[str, ServedModel] = {}
     for spec in specs:
-        model = load_model(spec, checkpoint, device, limits)
+        model = load_model(spec, checkpoint, device, limits, ensemble_mode)
         if model.name in models:
             raise NlgkitError(f"--model {spec}: a second model named {model.name!r} (name them: NAME=RUN_DIR)")
         models[model.name] = model
