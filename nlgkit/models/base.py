@@ -49,6 +49,18 @@ class ModelContext:
         return int(self.inputs[name])
 
 
+def source_embedding(shared: bool, target: nn.Embedding, src_vocab_size: int,
+                     build: Callable[[], nn.Embedding]) -> nn.Embedding:
+    """The target embedding itself when ``model.share_embeddings`` (one joint vocabulary, else a ConfigError naming
+    both sizes), otherwise a new one from ``build``."""
+    if not shared:
+        return build()
+    if src_vocab_size != target.num_embeddings:
+        raise ConfigError(f"model.share_embeddings: the source vocabulary has {src_vocab_size} entries, "
+                          f"the target {target.num_embeddings} (share needs one joint vocabulary)")
+    return target
+
+
 def check_model_options(config: Any, source: str, positive: tuple[str, ...]) -> None:
     """What every model config checks: its sizes are positive and its dropout lies in [0, 1)."""
     for key in positive:

@@ -29,7 +29,7 @@ from nlgkit.core.registry import MODELS, PluginConfig
 from nlgkit.core.weight_cache import WeightCache
 from nlgkit.data.batching import Batch
 from nlgkit.models.attention import padding_mask
-from nlgkit.models.base import Generator, Inputs, ModelContext, State, check_model_options
+from nlgkit.models.base import Generator, Inputs, ModelContext, State, check_model_options, source_embedding
 from nlgkit.models.convs2s_layers import ConvDecoder, ConvEncoder
 
 Blocks = tuple[tuple[int, ...], ...]
@@ -73,13 +73,8 @@ class ConvS2SModel(Generator):
         self.config = config
         dim, pad = config.embedding_dim, context.pad_index
         self.tgt_embed = self._embedding(context.tgt_vocab_size, dim, pad)
-        if config.share_embeddings:
-            if src_vocab_size != context.tgt_vocab_size:
-                raise ConfigError(f"model.share_embeddings: the source vocabulary has {src_vocab_size} entries, "
-                                  f"the target {context.tgt_vocab_size} (share needs one joint vocabulary)")
-            self.src_embed = self.tgt_embed
-        else:
-            self.src_embed = self._embedding(src_vocab_size, dim, pad)
+        self.src_embed = source_embedding(config.share_embeddings, self.tgt_embed, src_vocab_size,
+                                          lambda: self._embedding(src_vocab_size, dim, pad))
         decoder_layers = config.layers("decoder")
         self.encoder = ConvEncoder(dim, config.layers("encoder"), config.max_positions, config.dropout,
                                    config.weight_norm, gradient_scale=1.0 / (2.0 * len(decoder_layers)))

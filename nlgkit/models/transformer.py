@@ -24,7 +24,7 @@ from nlgkit.core.errors import ConfigError
 from nlgkit.core.registry import MODELS, PluginConfig
 from nlgkit.data.batching import Batch
 from nlgkit.models.attention import padding_mask
-from nlgkit.models.base import Generator, Inputs, ModelContext, State
+from nlgkit.models.base import Generator, Inputs, ModelContext, State, source_embedding
 
 PRESETS = {"base": {"layers": 6, "dim": 512, "ffn_dim": 2048, "heads": 8},
            "small": {"layers": 3, "dim": 256, "ffn_dim": 1024, "heads": 4}}
@@ -165,13 +165,8 @@ class TransformerModel(Generator):
         dim = config.size("dim")
         self.scale = math.sqrt(dim)
         self.tgt_embed = self._embedding(context.tgt_vocab_size, dim, context.pad_index)
-        if config.share_embeddings:
-            if src_vocab_size != context.tgt_vocab_size:
-                raise ConfigError(f"model.share_embeddings: the source vocabulary has {src_vocab_size} entries, "
-                                  f"the target {context.tgt_vocab_size} (share needs one joint vocabulary)")
-            self.src_embed = self.tgt_embed
-        else:
-            self.src_embed = self._embedding(src_vocab_size, dim, context.pad_index)
+        self.src_embed = source_embedding(config.share_embeddings, self.tgt_embed, src_vocab_size,
+                                          lambda: self._embedding(src_vocab_size, dim, context.pad_index))
         if config.positions == "learned":
             self.positions: nn.Embedding | None = nn.Embedding(config.max_positions, dim)
         else:
