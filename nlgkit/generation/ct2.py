@@ -32,7 +32,7 @@ import torch
 from nlgkit.core.errors import ConfigError, DataError
 from nlgkit.data.vocab import BOS, EOS, PAD
 from nlgkit.export.ct2 import ExportedModel, ctranslate2_module, load_export
-from nlgkit.generation.output import SearchOptions, output_lines
+from nlgkit.generation.output import SearchOptions, cut_tokens, output_lines, placed
 from nlgkit.models.transformer import TransformerConfig
 from nlgkit.search import Hypothesis
 
@@ -75,17 +75,10 @@ class CT2Translator:
             raise DataError(f"{self.export.directory}: the ct2 engine translates text only (no --images)")
         sources: list[list[int] | None] = []
         for number, line in enumerate(lines, start=first_number):
-            tokens = line.split() if self.pretokenized else self.text_input.tokenize(line)
-            if len(tokens) > self.max_input_tokens:
-                self.warn(f"{name}: line {number}: {len(tokens)} tokens, cut to {self.max_input_tokens}")
-                tokens = tokens[: self.max_input_tokens]
+            tokens = cut_tokens(line.split() if self.pretokenized else self.text_input.tokenize(line),
+                                self.max_input_tokens, self.warn, f"{name}: line {number}")
             sources.append(self.text_input.encode(tokens) if tokens else None)
-        todo = [i for i, source in enumerate(sources) if source is not None]
-        found = self.search([s for s in sources if s is not None])
-        results: list[list[Hypothesis]] = [[] for _ in sources]
-        for i, hyps in zip(todo, found, strict=True):
-            results[i] = hyps
-        return results
+        return placed(sources, self.search([s for s in sources if s is not None]))
 
     def render(self, tokens: list[int]) -> str:
         """A hypothesis's tokens as output text (subwords undone; detokenised unless told not to)."""

@@ -90,6 +90,22 @@ def line_groups(path: Path | None, size: int, warn: Callable[[str], None]) -> It
             handle.close()
 
 
+def cut_tokens(tokens: list[str], limit: int, warn: Callable[[str], None], where: str) -> list[str]:
+    """``tokens``, cut to ``limit`` with a warning naming ``where`` (an over-long line still gets its output)."""
+    if len(tokens) > limit:
+        warn(f"{where}: {len(tokens)} tokens, cut to {limit}")
+        return tokens[:limit]
+    return tokens
+
+
+def placed(sources: Sequence[object | None], found: Sequence[list[Hypothesis]]) -> list[list[Hypothesis]]:
+    """``found`` (one list per source that is not None, in order) back at its sources' places; none elsewhere."""
+    results: list[list[Hypothesis]] = [[] for _ in sources]
+    for i, hyps in zip([i for i, source in enumerate(sources) if source is not None], found, strict=True):
+        results[i] = hyps
+    return results
+
+
 def output_lines(results: Sequence[list[Hypothesis]], nbest: int, render: Callable[[list[int]], str],
                  first_index: int = 0) -> list[str]:
     """One line per input (empty when it has no hypothesis); with nbest > 1, Moses n-best lines

@@ -12,7 +12,7 @@ from typing import Any
 
 from nlgkit.core.errors import DataError
 from nlgkit.generation.decode import generate
-from nlgkit.generation.output import SearchOptions, output_lines
+from nlgkit.generation.output import SearchOptions, cut_tokens, output_lines, placed
 from nlgkit.runs.loading import TrainedRun
 from nlgkit.search import Hypothesis
 
@@ -55,10 +55,8 @@ class Translator:
                 raise DataError(f"{name}: {len(lines)} lines but {len(images)} images")
         sources: list[Any] = []
         for i, (number, line) in enumerate(enumerate(lines, start=first_number)):
-            tokens = line.split() if self.pretokenized else self.text_input.tokenize(line)
-            if len(tokens) > self.max_input_tokens:
-                self.warn(f"{name}: line {number}: {len(tokens)} tokens, cut to {self.max_input_tokens}")
-                tokens = tokens[: self.max_input_tokens]
+            tokens = cut_tokens(line.split() if self.pretokenized else self.text_input.tokenize(line),
+                                self.max_input_tokens, self.warn, f"{name}: line {number}")
             if not tokens:
                 sources.append(None)
             elif images is None or attach is None:
@@ -74,10 +72,7 @@ class Translator:
         todo = [i for i, source in enumerate(sources) if source is not None]
         found = generate(run.model, run.task, [sources[i] for i in todo], run.tgt_vocab, device=run.device,
                          **self.options.search_kwargs())
-        results: list[list[Hypothesis]] = [[] for _ in sources]
-        for i, hyps in zip(todo, found):
-            results[i] = hyps
-        return results
+        return placed(sources, found)
 
     def render(self, tokens: list[int]) -> str:
         """A hypothesis's tokens as output text (subwords undone; detokenised unless told not to)."""
