@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import pickle
 import random
 import shutil
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -14,7 +16,7 @@ from PIL import Image
 
 from nlgkit.core.errors import ConfigError, DataError
 from nlgkit.vision.cache import FeatureCache, cache_key, extract_features
-from nlgkit.vision.encoders import EncoderConfig, build_encoder, encoder_dims, lite0_state_dict
+from nlgkit.vision.encoders import EncoderConfig, build_encoder, encoder_dims, lite0_state_dict, load_state
 from nlgkit.vision.images import ImageError, load_image
 
 SHARED_IMAGES = Path(__file__).resolve().parents[2] / "shared" / "data" / "flickr8k-1k" / "images"
@@ -240,6 +242,30 @@ def test_resnet_loads_a_weights_file_and_needs_one_offline(tmp_path: Path,
             build_encoder(EncoderConfig(name="resnet50", weights_file=weights_file))
         assert part in str(info.value) and "\n" not in str(info.value), str(info.value)
     assert str(tmp_path / "empty-cache" / "hub" / "checkpoints") in str(info.value)
+
+
+class Payload:
+    """What a tampered weights file asks the unpickler to build (never built: the file is refused)."""
+
+    def __reduce__(self) -> tuple[object, tuple[str]]:
+        return (print, ("the tampered weights ran code",))
+
+
+def test_a_tampered_weights_file_is_refused_with_one_line_and_no_warning(tmp_path: Path,
+                                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    """torch warns about a plain pickle's protocol before refusing it; the user is told once, by nlgkit."""
+    tampered = tmp_path / "resnet50.pth"
+    tampered.write_bytes(pickle.dumps({"conv1.weight": Payload()}, protocol=4))
+    with warnings.catch_warnings(record=True) as caught, pytest.raises(DataError) as info:
+        warnings.simplefilter("always")
+        load_state(tampered)
+    assert str(info.value) == f"{tampered}: not a weights file that can be loaded safely (UnpicklingError)"
+    assert [str(w.message) for w in caught] == []
+    assert "ran code" not in capsys.readouterr().out
+    broken = tmp_path / "resnet50.safetensors"
+    broken.write_bytes(b"not safetensors")
+    with pytest.raises(DataError, match="not a weights file that can be loaded safely"):
+        load_state(broken)
 
 
 # -- the feature cache -------------------------------------------------------------------------------------

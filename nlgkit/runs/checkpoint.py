@@ -10,7 +10,6 @@ written to a temporary directory and swapped in by rename; a crash mid-swap leav
 from __future__ import annotations
 
 import shutil
-import warnings
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +20,7 @@ from torch import nn
 
 from nlgkit.core.errors import CheckpointError
 from nlgkit.core.io import read_json, write_json
+from nlgkit.core.safe_load import load_weights_only
 
 MODEL_FILE = "model.safetensors"
 META_FILE = "meta.json"
@@ -94,16 +94,5 @@ def load_train_state(directory: Path) -> dict[str, Any]:
     path = (found or Path(directory)) / STATE_FILE
     if not path.is_file():
         raise CheckpointError(f"{path}: no training state to resume from")
-    # torch warns about a foreign file's pickle protocol before refusing it: a refused file gets our one line
-    # alone; a state that loads gets whatever torch had to say, as usual
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        try:
-            state = torch.load(path, map_location="cpu", weights_only=True)
-        except Exception as exc:  # noqa: BLE001 - any unpickling failure is a corrupt or foreign file
-            # not torch's message: its advice (weights_only=False) would run whatever code the file holds
-            raise CheckpointError(f"{path}: not a valid nlgkit training state; it was not loaded "
-                                  f"({type(exc).__name__})") from None
-    for warning in caught:
-        warnings.warn_explicit(warning.message, warning.category, warning.filename, warning.lineno)
-    return state
+    return load_weights_only(path, lambda reason: CheckpointError(
+        f"{path}: not a valid nlgkit training state; it was not loaded ({reason})"))

@@ -46,6 +46,7 @@ from torch import Tensor, nn
 from nlgkit.core.errors import ConfigError, DataError
 from nlgkit.core.io import sha256_file
 from nlgkit.core.registry import Registry
+from nlgkit.core.safe_load import load_weights_only
 
 RESAMPLE = {"bilinear": Image.Resampling.BILINEAR, "bicubic": Image.Resampling.BICUBIC}
 
@@ -227,15 +228,17 @@ def _existing(path: str | Path) -> Path:
 
 def load_state(path: Path) -> dict[str, Tensor]:
     """A state dict from ``.safetensors`` or a ``torch.save`` file, read without unpickling code."""
-    try:
-        if path.suffix == ".safetensors":
-            from safetensors.torch import load_file
+    def refused(reason: str) -> DataError:
+        return DataError(f"{path}: not a weights file that can be loaded safely ({reason})")
 
+    if path.suffix == ".safetensors":
+        from safetensors.torch import load_file
+
+        try:
             return load_file(str(path))
-        state = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as exc:  # noqa: BLE001 - any unreadable file is the user's to fix
-        reason = type(exc).__name__
-        raise DataError(f"{path}: not a weights file that can be loaded safely ({reason})") from None
+        except Exception as exc:  # noqa: BLE001 - any unreadable file is the user's to fix
+            raise refused(type(exc).__name__) from None
+    state = load_weights_only(path, refused)
     if isinstance(state, dict) and isinstance(state.get("state_dict"), dict):
         state = state["state_dict"]
     if not isinstance(state, dict) or not all(isinstance(v, Tensor) for v in state.values()):
