@@ -151,6 +151,21 @@ def test_caption_keeps_one_line_per_image_and_names_bad_files(trained: tuple[Pat
     assert plain.stdout.splitlines() == [r["captions"][0]["text"] for r in records if "captions" in r]
 
 
+def test_attention_maps_need_one_model_and_a_model_with_attention(trained: tuple[Path, Path],
+                                                                  tmp_path: Path) -> None:
+    """An ensemble's members attend separately: drawing "its" attention would show the first member's."""
+    _, run_dir = trained
+    image = str(min((SMALL / "images").iterdir()))
+    result = cli("caption", "--model", str(run_dir), "--model", str(run_dir), image, "--device", "cpu",
+                 "--attention", str(tmp_path / "att"))
+    assert result.exit_code == 2 and result.stdout == ""
+    assert result.stderr == ("error: --attention: an ensemble of 2 models has no one attention to draw; "
+                             "give a single --model\n")
+    assert not (tmp_path / "att").exists()
+    ensemble = cli("caption", "--model", str(run_dir), "--model", str(run_dir), image, "--device", "cpu")
+    assert ensemble.exit_code == 0 and len(ensemble.stdout.splitlines()) == 1
+
+
 def test_commands_refuse_a_model_of_the_other_task(trained: tuple[Path, Path]) -> None:
     _, run_dir = trained
     result = cli("translate", "--model", str(run_dir), input="ein hund\n")

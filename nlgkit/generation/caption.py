@@ -21,6 +21,7 @@ from nlgkit.core.errors import DataError
 from nlgkit.core.figures import save_png
 from nlgkit.data.batching import Batch
 from nlgkit.generation.decode import generate
+from nlgkit.generation.ensemble import Ensemble
 from nlgkit.generation.output import SearchOptions, output_lines
 from nlgkit.runs.loading import TrainedRun
 from nlgkit.search import Hypothesis
@@ -53,6 +54,9 @@ def caption_images(run: TrainedRun, paths: Sequence[str], options: SearchOptions
     already read and checked (``paths`` are then its names for them); by default both are made here."""
 
     check_captioning_run(run)
+    if attention_dir is not None and isinstance(run.model, Ensemble):
+        raise DataError(f"--attention: an ensemble of {len(run.model.members)} models has no one attention to "
+                        f"draw; give a single --model")
     if attention_dir is not None and not hasattr(run.model, "attention"):
         raise DataError(f"--attention: the {run.config.model.type!r} model has no attention to draw "
                         f"(show_attend_tell has)")
