@@ -32,14 +32,14 @@ SAMPLE = 100
 LEARNED = "recipes/multi30k_learned.toml"
 GPU_CASES: dict[str, tuple[str, list[str], int]] = {
     "multi30k_learned (paper recipe)": (LEARNED, [], 0),
-    "multi30k_learned, bf16": (LEARNED, [], SAMPLE),
+    "multi30k_learned, bf16": (LEARNED, ["train.amp=true"], SAMPLE),
     "multi30k_learned, float32": (LEARNED, ["train.amp=false"], SAMPLE),
-    "multi30k_fixed, bf16": ("recipes/multi30k_fixed.toml", [], SAMPLE),
+    "multi30k_fixed, bf16": ("recipes/multi30k_fixed.toml", ["train.amp=true"], SAMPLE),
     "transformer base, learned head": ("recipes/multi30k_transformer.toml",
                                        ["model.preset='base'", "model.output_dim=0"], SAMPLE),
     "ConvS2S (WMT-14 recipe's model), learned head": ("recipes/wmt14_en_de_learned.toml", [
         "data.dir='data/multi30k_de-en_spm'", "data.src_lang='de'", "data.tgt_lang='en'"], SAMPLE),
-    "multi30k_learned, bf16 + torch.compile": (LEARNED, ["train.compile=true"], SAMPLE),
+    "multi30k_learned, bf16 + torch.compile": (LEARNED, ["train.amp=true", "train.compile=true"], SAMPLE),
 }
 
 
