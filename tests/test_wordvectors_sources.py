@@ -135,6 +135,9 @@ def test_initial_rows_follow_the_papers_policy(tmp_path: Path) -> None:
         initial_rows(tmp_path / "bad.vec", words, 3)
     with pytest.raises(DataError, match=r"missing\.bin: file not found"):
         initial_rows(tmp_path / "missing.bin", words, 3)
+    (tmp_path / "recipe.txt").write_text('[train]\nlr = "abc"\n')  # some other text file, given by mistake
+    with pytest.raises(DataError, match=r"recipe\.txt: line 1: '\[train\]' has no values: not a word-vector file"):
+        initial_rows(tmp_path / "recipe.txt", words, 3)
 
 
 def test_initial_rows_read_a_fasttext_bin(tmp_path: Path) -> None:

@@ -193,6 +193,8 @@ def _first_bad_line(path: Path, has_header: bool) -> str | None:
                 continue
             if not line.strip():
                 continue
+            if dim is None and len(fields) == 1:
+                return f"line {number}: {line.strip()[:40]!r} has no values: not a word-vector file"
             dim = len(fields) - 1 if dim is None else dim
             if len(fields) - 1 != dim:
                 return (f"line {number}: expected a word and {dim} value{'s' * (dim != 1)}, got "
