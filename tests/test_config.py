@@ -66,6 +66,21 @@ def test_overrides_are_toml_values_and_type_checked(tmp_path: Path) -> None:
         load_recipe(path, ["train.lr"])
 
 
+def test_errors_from_an_override_name_the_override(tmp_path: Path) -> None:
+    """The file does not hold a key that --set misspelt: the error says which --set brought it."""
+    path = write(tmp_path, "[head]\ntype = \"fixed\"\n[train]\nlr = 0.5\n")
+    cases = {"train.nosuch=3": "unknown key 'train.nosuch'", "nosuch.key=1": "unknown key 'nosuch'",
+             "train.lr=-1": "train.lr = -1.0: must be positive", "head.scale=x": "head.scale = 'x': expected a number"}
+    for override, reason in cases.items():
+        with pytest.raises(ConfigError) as info:
+            load_recipe(path, ["train.seed=4", override])
+        assert str(info.value) == f"{path} with --set {override}: {reason}"
+    bad_file = write(tmp_path, "[train]\nnosuch = 1\n")
+    with pytest.raises(ConfigError) as info:
+        load_recipe(bad_file, ["train.lr=0.1"])  # the file's own mistake stays the file's
+    assert str(info.value) == f"{bad_file}: unknown key 'train.nosuch'"
+
+
 def test_missing_keys_take_defaults_so_old_configs_load() -> None:
     old = {"head": {"type": "fixed"}, "train": {"lr": 0.01}}
     config = config_from_dict(old)

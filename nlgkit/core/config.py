@@ -329,9 +329,21 @@ def load_toml(path: str | Path) -> dict[str, Any]:
 def load_recipe(path: str | Path, overrides: list[str] | None = None) -> RunConfig:
     """Read a recipe file, apply ``--set`` overrides and validate the result."""
     data = apply_overrides(load_toml(path), overrides or [])
-    config = from_dict(RunConfig, data, "", str(path))
-    validate(config, str(path))
+    try:
+        config = from_dict(RunConfig, data, "", str(path))
+        validate(config, str(path))
+    except ConfigError as exc:  # a key the file does not hold, or holds otherwise: say which --set put it there
+        blamed = [text for text in overrides or [] if _names(str(exc), parse_override(text)[0])]
+        if blamed:
+            raise ConfigError(str(exc).replace(f"{path}: ", f"{path} with --set {blamed[-1]}: ", 1)) from None
+        raise
     return config
+
+
+def _names(message: str, key: list[str]) -> bool:
+    """Whether an error message names the dotted ``key`` or one of the tables above it."""
+    return any(f"'{name}'" in message or f" {name} = " in message
+               for name in (".".join(key[:i]) for i in range(1, len(key) + 1)))
 
 
 def config_from_dict(data: dict[str, Any], source: str = "config") -> RunConfig:
