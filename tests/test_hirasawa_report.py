@@ -4,7 +4,9 @@ translation runs whose records rebuild the report byte for byte."""
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
+import shutil
 from pathlib import Path
 
 import pytest
@@ -20,7 +22,14 @@ from nlgkit.evaluate.analysis.word_fscore import (
     word_fscore_by_frequency,
 )
 from nlgkit.experiments.hirasawa import hirasawa_report
-from nlgkit.experiments.hirasawa_runs import Row, parse_label, placement, planned_models
+from nlgkit.experiments.hirasawa_runs import (
+    HirasawaRun,
+    Row,
+    load_run,
+    parse_label,
+    placement,
+    planned_models,
+)
 from nlgkit.experiments.papers import load_table
 
 
@@ -211,8 +220,8 @@ def test_real_records_land_in_their_rows_and_rebuild_the_report(hirasawa_runs: l
 
     rows = {(row[0], row[1], row[2]): row for row in table_rows(text, "Tables 3–4: all")}
     random, glove = rows[("text-only NMT (`rnn`)", "random", "–")], rows[("text-only NMT (`rnn`)", "GloVe", "none")]
-    for row in (random, glove):
-        assert row[3] == "1" and float(row[4]) >= 0 and float(row[6]) > 0  # one seed: BLEU and METEOR alone
+    for row in (random, glove):  # one seed, stopped by max_updates (marked): BLEU and METEOR alone
+        assert row[3] == "1 †" and float(row[4]) >= 0 and float(row[6]) > 0
         assert row[8] == "0" and row[9] == "not run"  # no EN→FR run
     assert rows[("text-only NMT (`rnn`)", "GloVe", "All-but-the-Top")][3] == "0"
     assert all(row[3] == "0" for key, row in rows.items() if key not in {(random[0], random[1], random[2]),
@@ -222,5 +231,39 @@ def test_real_records_land_in_their_rows_and_rebuild_the_report(hirasawa_runs: l
     assert versus[0][3].startswith("seed 2: ") and "p " in versus[0][3] and versus[0][4] == "not run"
     fscore = table_rows(text, "Word F-score by training frequency")
     assert [row[0] for row in fscore] == list(BUCKETS)
-    assert "| training frequency | reference tokens | F: random (n = 1) | F: GloVe (n = 1) |" in text
+    assert "| training frequency | reference tokens | F: random (n = 1 †) | F: GloVe (n = 1 †) |" in text
     assert "`text_glove_seed2`: rnn, en-de, glove, seed 2, all" in text
+
+
+def as_finished_seed3(run: HirasawaRun, tmp_path: Path) -> HirasawaRun:
+    """``run`` as seed 3 trained to the stopping rule (its directory copied under a name of its own)."""
+    name = run.name.replace("seed2", "seed3")
+    shutil.copytree(run.result.run_dir, tmp_path / name)
+    progress = {**run.result.progress, "finished": True, "stop_reason": "no bleu improvement for 10 epochs"}
+    return dataclasses.replace(run, result=dataclasses.replace(run.result, run_dir=tmp_path / name, progress=progress),
+                               place=dataclasses.replace(run.place, seed=3))
+
+
+def test_a_cell_with_finished_seeds_counts_those_alone(hirasawa_runs: list[Path], tmp_path: Path) -> None:
+    """Runs stopped by a limit are interim: beside a seed trained to the stopping rule they would drag its mean, and
+    a bootstrap of a finished run against a capped one compares training budgets, not embeddings."""
+    random, glove = (load_run(path, "cpu") for path in hirasawa_runs)  # both stopped by train.max_updates
+    finished, finished_glove = as_finished_seed3(random, tmp_path), as_finished_seed3(glove, tmp_path)
+    text = hirasawa_report([random, glove, finished], planned={"all": ["rnn"], "covered": []}, samples=50)
+    rows = {(row[1], row[2]): row for row in table_rows(text, "Tables 3–4: all")}
+    assert rows[("random", "–")][3] == "1" and rows[("GloVe", "none")][3] == "1 †"
+    assert rows[("random", "–")][4] == f"{finished.result.values['bleu']:.2f}"
+    assert "Left out because their cell has finished seeds, which a run stopped by a limit is not comparable " \
+           "with: `text_random_seed2`." in text
+    versus = table_rows(text, "Against random initialisation")
+    assert versus[0][3] == "seed 2: no random run of this seed"  # the capped random seed 2 was set aside
+    assert "F: random (n = 1) | F: GloVe (n = 1 †)" in text
+
+    both = hirasawa_report([random, glove, finished, finished_glove], planned={"all": ["rnn"], "covered": []},
+                           samples=50)
+    versus = table_rows(both, "Against random initialisation")
+    assert versus[0][3].startswith("seed 3: ") and "p " in versus[0][3] and "seed 2" not in versus[0][3]
+    capped_random = dataclasses.replace(random, place=dataclasses.replace(random.place, seed=3))
+    mixed = hirasawa_report([capped_random, finished_glove], planned={"all": ["rnn"], "covered": []}, samples=50)
+    assert table_rows(mixed, "Against random initialisation")[0][3] == (
+        "seed 3: not compared (one of the two finished, the other stopped by a limit)")

@@ -50,13 +50,14 @@ FIGURE_SYSTEMS = {("random", "none"): "random", ("glove", "none"): "GloVe", ("gl
                   ("glove", "abtt"): "GloVe + ABTT"}
 
 Cells = dict[tuple[Row, str], dict[int, HirasawaRun]]  # (row, pair) → seed → run
+CAPPED = "†"  # beside a seed count: none of the cell's seeds finished (each stopped by a limit)
 
 
 def hirasawa_report(runs: Sequence[HirasawaRun], planned: Mapping[str, Sequence[str]] | None = None,
                     figure: Path | None = None, samples: int = 1000) -> str:
     """The Markdown of ``results/hirasawa.md`` (and the PNG of Fig. 1 at ``figure`` when given and drawable)."""
     table = load_table(PAPER)
-    cells, duplicates = _cells(runs)
+    cells, duplicates, set_aside = _cells(runs)
     planned = planned_models() if planned is None else planned
     rows = {subset: _rows(subset, planned.get(subset, ()), cells) for subset in SUBSETS}
     lines = _header(runs, table)
@@ -81,13 +82,18 @@ def hirasawa_report(runs: Sequence[HirasawaRun], planned: Mapping[str, Sequence[
     if duplicates:
         lines += [("Left out as repetitions of a run already in its cell (same row, pair and seed): "
                    + ", ".join(f"`{name}`" for name in duplicates) + "."), ""]
+    if set_aside:
+        lines += [("Left out because their cell has finished seeds, which a run stopped by a limit is not comparable "
+                   "with: " + ", ".join(f"`{name}`" for name in set_aside) + "."), ""]
     described = {id(run.result): _describe(run) for run in runs}
     lines += ["## Runs", "", *(runs_table([run.result for run in runs], lambda result: described[id(result)])
                                if runs else ["None yet."]), ""]
     return "\n".join(lines)
 
 
-def _cells(runs: Sequence[HirasawaRun]) -> tuple[Cells, list[str]]:
+def _cells(runs: Sequence[HirasawaRun]) -> tuple[Cells, list[str], list[str]]:
+    """Each cell's seeds, the repetitions left out, and the unfinished runs of cells that have finished seeds
+    (set aside: a cell is the mean of runs trained to the stopping rule where it has any)."""
     cells: Cells = {}
     duplicates = []
     for run in runs:  # sorted by name: the first of two repetitions stays
@@ -96,7 +102,20 @@ def _cells(runs: Sequence[HirasawaRun]) -> tuple[Cells, list[str]]:
             duplicates.append(run.name)
         else:
             seeds[run.place.seed] = run
-    return cells, duplicates
+    set_aside = []
+    for seeds in cells.values():
+        if any(_finished(run) for run in seeds.values()):
+            set_aside += [seeds.pop(seed).name for seed in sorted(seeds) if not _finished(seeds[seed])]
+    return cells, duplicates, sorted(set_aside)
+
+
+def _finished(run: HirasawaRun) -> bool:
+    return bool(run.result.progress.get("finished"))
+
+
+def _count(runs: Sequence[HirasawaRun]) -> str:
+    """A cell's seed count, marked when none of its seeds finished."""
+    return f"{len(runs)} {CAPPED}" if runs and not any(_finished(run) for run in runs) else str(len(runs))
 
 
 def _rows(subset: str, models: Sequence[str], cells: Cells) -> list[Row]:
@@ -124,7 +143,9 @@ def _header(runs: Sequence[HirasawaRun], table: PaperTable) -> list[str]:
         "",
         ("BLEU: sacreBLEU on detokenised output against test2016's raw references as the data was prepared "
          f"(lowercased with `lowercase = true`, the recipes' default). METEOR: {'; '.join(meteor)}. Cells: mean ± sample sd over the row's seeds (n); one seed shows "
-         "its score alone. Paper: " + " ".join(table.notes[-1:])),
+         f"its score alone. A cell with seeds trained to the paper's stopping rule (10 validations without a better "
+         f"BLEU) counts those alone; n marked {CAPPED}: none of its seeds finished, each stopped by a limit (see "
+         f"Runs), so its figures are interim. Paper: " + " ".join(table.notes[-1:])),
         "",
     ]
 
@@ -153,7 +174,7 @@ def _score_table(rows: Sequence[Row], cells: Cells, table: PaperTable) -> list[s
         for pair in PAIRS:
             runs = [cells[(row, pair)][seed] for seed in sorted(cells.get((row, pair), {}))]
             paper = table.match(row.paper_keys(pair))
-            cells_of_row += [str(len(runs)), _mean([run.result.values["bleu"] for run in runs]),
+            cells_of_row += [_count(runs), _mean([run.result.values["bleu"] for run in runs]),
                              _paper(paper.values.get("bleu") if paper else None),
                              _mean([run.meteor for run in runs]),
                              _paper(paper.values.get("meteor") if paper else None)]
@@ -218,6 +239,8 @@ def _versus_random(random: Mapping[int, HirasawaRun], runs: Mapping[int, Hirasaw
         base, run = random.get(seed), runs[seed]
         if base is None:
             parts.append(f"seed {seed}: no random run of this seed")
+        elif _finished(base) != _finished(run):
+            parts.append(f"seed {seed}: not compared (one of the two finished, the other stopped by a limit)")
         elif base.result.refs != run.result.refs:
             parts.append(f"seed {seed}: another test set than the random run's")
         else:
@@ -246,8 +269,8 @@ def _fscore_lines(cells: Cells, figure: Path | None) -> list[str]:
         scores = {name: [run_fscores(run) for run in runs] for name, runs in systems.items()}
         reference = next(iter(scores.values()))[0]
         assert reference is not None  # word-level rows only
-        means = {f"{name} (n = {len(runs)})": mean_fscores([s for s in runs if s is not None])
-                 for name, runs in scores.items()}
+        means = {f"{name} (n = {_count(systems[name])})": mean_fscores([s for s in fscores if s is not None])
+                 for name, fscores in scores.items()}
         title = f"{PAIR_NAMES[pair]}, {MODEL_NAMES.get(model, model)}, {SUBSET_NAMES[subset].split(' (')[0]}"
         panels[title.replace("`", "")] = means
         lines += [f"### {title}", "", *fscore_table([bucket.ref_tokens for bucket in reference], means), ""]
