@@ -6,6 +6,7 @@ checkpoint are reused, so no model is trained or loaded.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from pathlib import Path
@@ -172,6 +173,22 @@ def test_seed_groups_mean_and_sd() -> None:
     assert (mean, sd) == (pytest.approx(32.0), pytest.approx(2.0))
     assert [row.runs[0].keys["seed"] for row in report.rows[:3]] == [1, 2, 3]  # sorted by seed
     assert "n = 3: 32.00 ± 2.00" in render_markdown(report)
+
+
+def test_a_group_with_finished_seeds_averages_those_alone() -> None:
+    """A seed stopped by a limit beside seeds trained to the stopping rule is listed, not averaged in."""
+    capped = result("a", 20.0, 3)
+    capped.progress = {**capped.progress, "finished": False, "stop_reason": "train.max_minutes = 4.0 reached"}
+    report = build_report([result("a", 30.0, 1), result("a", 34.0, 2), capped], load_table("shalev2020_table2"))
+    summary = next(row for row in report.rows if row.summary)
+    assert summary.label == "a: mean of the 2 finished seeds of 3" and summary.group_size == 2
+    assert summary.spread == (pytest.approx(32.0), pytest.approx(2 ** 0.5 * 2))
+    assert summary.values["bleu"] == pytest.approx(32.0) and summary.status == "2/3 finished"
+    assert len([row for row in report.rows if not row.summary]) == 3  # every seed keeps its own row
+    assert "n = 2: 32.00 ± 2.83" in render_markdown(report)
+    all_capped = [capped, dataclasses.replace(capped, keys={**capped.keys, "seed": 4})]
+    summary = next(row for row in build_report(all_capped).rows if row.summary)
+    assert summary.label == "a: mean of 2 seeds" and summary.status == "0/2 finished"  # interim, and it says so
 
 
 def test_markdown_and_html_show_paper_value_and_signed_delta() -> None:

@@ -135,16 +135,22 @@ def _run_label(run: RunResult, group_size: int) -> str:
 
 
 def _summary_row(group: list[RunResult], shown: list[str], table: PaperTable | None) -> ReportRow:
+    """The seeds' mean; where some seeds finished and others were stopped by a limit, of the finished ones alone
+    (a capped run is interim: averaged in, it would pull the mean towards its training budget)."""
+    finished = [run for run in group if run.progress.get("finished")]
+    counted = finished if finished else group
+    label = (f"{group[0].name}: mean of {len(group)} seeds" if len(counted) == len(group) else
+             f"{group[0].name}: mean of the {len(counted)} finished seed{'s' * (len(counted) > 1)} of {len(group)}")
     means = {
-        name: mean_sd([run.values[name] for run in group])[0] for name in shown if _available(name, group)
+        name: mean_sd([run.values[name] for run in counted])[0] for name in shown if _available(name, counted)
     }
-    primary = [run.values[shown[0]] for run in group]
+    primary = [run.values[shown[0]] for run in counted]
     return ReportRow(
-        f"{group[0].name}: mean of {len(group)} seeds",
+        label,
         list(group),
         True,
         means,
-        len(group),
+        len(counted),
         spread=mean_sd(primary),
         paper=table.match(group[0].keys) if table else None,
     )
