@@ -265,6 +265,10 @@ DownloadsOption = Annotated[Path, typer.Option(
     "--downloads", help="where archives are downloaded and kept (an interrupted download resumes)")]
 
 
+PreparedOutOption = Annotated[Path | None, typer.Option(
+    "--out", help="data directory (default: data/COMMAND_PAIR, e.g. data/iwslt14_de-en)")]
+
+
 def _pair(pair: str) -> tuple[str, str]:
     src, sep, tgt = pair.partition("-")
     if not sep or not src or not tgt:
@@ -276,7 +280,7 @@ def _pair(pair: str) -> tuple[str, str]:
 @handle_errors
 def iwslt14(
     pair: Annotated[str, typer.Option("--pair", help="de-en or en-de")] = "de-en",
-    out: Annotated[Path | None, typer.Option("--out", help="data directory (default: data/iwslt14_PAIR)")] = None,
+    out: PreparedOutOption = None,
     mirror: MirrorOption = "",
     downloads: DownloadsOption = Path("data") / "downloads",
     tokenizer: TokenizerOption = "spacy",
@@ -311,7 +315,7 @@ def iwslt14(
 @handle_errors
 def wmt14(
     pair: Annotated[str, typer.Option("--pair", help="en-de or de-en")] = "en-de",
-    out: Annotated[Path | None, typer.Option("--out", help="data directory (default: data/wmt14_PAIR)")] = None,
+    out: PreparedOutOption = None,
     mirror: MirrorOption = "",
     downloads: DownloadsOption = Path("data") / "downloads",
     tokenizer: Annotated[str, typer.Option(

@@ -53,6 +53,11 @@ class RunResult:
             self.ref_streams = [self.refs]
 
     @property
+    def finished(self) -> bool:
+        """Trained to its recipe's end (stopping rule or epoch limit), not stopped by a cap or from outside."""
+        return bool(self.progress.get("finished"))
+
+    @property
     def status(self) -> str:
         reason = self.progress.get("stop_reason")
         if self.progress.get("finished"):
@@ -85,6 +90,13 @@ class RunResult:
         completed = self.completed_epochs
         early_stop = str(self.progress.get("stop_reason", "")).startswith("no ")  # "no bleu improvement for …"
         return bool(completed) and not early_stop and self.progress.get("best_epoch") == completed
+
+
+def counted_seeds(results: Sequence[RunResult]) -> list[RunResult]:
+    """The seeds a mean counts: the finished ones where some finished (a run stopped by a cap is interim and,
+    averaged in, would pull the mean towards its training budget), else all of them."""
+    finished = [result for result in results if result.finished]
+    return finished or list(results)
 
 
 def collect_runs(

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from nlgkit.core.errors import DataError
-from nlgkit.evaluate.collect import RunResult, collect_runs, group_runs
+from nlgkit.evaluate.collect import RunResult, collect_runs, counted_seeds, group_runs
 from nlgkit.evaluate.published import Metric, PaperRow, PaperTable
 from nlgkit.evaluate.significance import BootstrapResult, mean_sd, paired_bootstrap
 from nlgkit.metrics.corpus import METRICS
@@ -56,7 +56,7 @@ class ReportRow:
     def status(self) -> str:
         if not self.summary:
             return self.runs[0].status
-        done = sum(1 for run in self.runs if run.progress.get("finished"))
+        done = sum(1 for run in self.runs if run.finished)
         return f"{done}/{len(self.runs)} finished"
 
 
@@ -135,10 +135,8 @@ def _run_label(run: RunResult, group_size: int) -> str:
 
 
 def _summary_row(group: list[RunResult], shown: list[str], table: PaperTable | None) -> ReportRow:
-    """The seeds' mean; where some seeds finished and others were stopped by a limit, of the finished ones alone
-    (a capped run is interim: averaged in, it would pull the mean towards its training budget)."""
-    finished = [run for run in group if run.progress.get("finished")]
-    counted = finished if finished else group
+    """The seeds' mean; where some seeds finished and others were stopped by a limit, of the finished ones alone."""
+    counted = counted_seeds(group)
     label = (f"{group[0].name}: mean of {len(group)} seeds" if len(counted) == len(group) else
              f"{group[0].name}: mean of the {len(counted)} finished seed{'s' * (len(counted) > 1)} of {len(group)}")
     means = {

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from nlgkit.core.figures import save_png
 from nlgkit.evaluate.analysis.word_fscore import fscore_figure, fscore_table, mean_fscores
+from nlgkit.evaluate.collect import counted_seeds
 from nlgkit.evaluate.markdown import md_table
 from nlgkit.evaluate.published import PaperTable
 from nlgkit.evaluate.significance import mean_sd, paired_bootstrap
@@ -104,13 +105,13 @@ def _cells(runs: Sequence[HirasawaRun]) -> tuple[Cells, list[str], list[str]]:
             seeds[run.place.seed] = run
     set_aside = []
     for seeds in cells.values():
-        if any(_finished(run) for run in seeds.values()):
-            set_aside += [seeds.pop(seed).name for seed in sorted(seeds) if not _finished(seeds[seed])]
+        counted = {id(result) for result in counted_seeds([run.result for run in seeds.values()])}
+        set_aside += [seeds.pop(seed).name for seed in sorted(seeds) if id(seeds[seed].result) not in counted]
     return cells, duplicates, sorted(set_aside)
 
 
 def _finished(run: HirasawaRun) -> bool:
-    return bool(run.result.progress.get("finished"))
+    return run.result.finished
 
 
 def _count(runs: Sequence[HirasawaRun]) -> str:
