@@ -21,7 +21,7 @@ from nlgkit.evaluate.analysis.word_fscore import (
     mean_fscores,
     word_fscore_by_frequency,
 )
-from nlgkit.experiments.hirasawa import hirasawa_report
+from nlgkit.experiments.hirasawa import CAPPED, hirasawa_report
 from nlgkit.experiments.hirasawa_runs import (
     HirasawaRun,
     Row,
@@ -228,7 +228,7 @@ def test_real_records_land_in_their_rows_and_rebuild_the_report(hirasawa_runs: l
                                                                        (glove[0], glove[1], glove[2])})
     versus = table_rows(text, "Against random initialisation")
     assert len(versus) == 1 and versus[0][:3] == ["text-only NMT (`rnn`)", "GloVe", "none"]
-    assert versus[0][3].startswith("seed 2: ") and "p " in versus[0][3] and versus[0][4] == "not run"
+    assert versus[0][3].startswith(f"seed 2 {CAPPED}: ") and "p " in versus[0][3] and versus[0][4] == "not run"
     fscore = table_rows(text, "Word F-score by training frequency")
     assert [row[0] for row in fscore] == list(BUCKETS)
     assert "| training frequency | reference tokens | F: random (n = 1 †) | F: GloVe (n = 1 †) |" in text
@@ -253,16 +253,19 @@ def test_a_cell_with_finished_seeds_counts_those_alone(hirasawa_runs: list[Path]
     rows = {(row[1], row[2]): row for row in table_rows(text, "Tables 3–4: all")}
     assert rows[("random", "–")][3] == "1" and rows[("GloVe", "none")][3] == "1 †"
     assert rows[("random", "–")][4] == f"{finished.result.values['bleu']:.2f}"
-    assert "Left out because their cell has finished seeds, which a run stopped by a limit is not comparable " \
-           "with: `text_random_seed2`." in text
+    assert "Left out of the means and the figure because their cell has finished seeds, which a run stopped by a " \
+           "limit is not comparable with (the bootstrap still compares each with the capped run of its seed): " \
+           "`text_random_seed2`." in text
     versus = table_rows(text, "Against random initialisation")
-    assert versus[0][3] == "seed 2: no random run of this seed"  # the capped random seed 2 was set aside
+    # the capped random seed 2, set aside from the mean, still pairs with the capped GloVe seed 2: equal budgets
+    assert versus[0][3].startswith(f"seed 2 {CAPPED}: ") and "p " in versus[0][3]
     assert "F: random (n = 1) | F: GloVe (n = 1 †)" in text
 
     both = hirasawa_report([random, glove, finished, finished_glove], planned={"all": ["rnn"], "covered": []},
                            samples=50)
     versus = table_rows(both, "Against random initialisation")
-    assert versus[0][3].startswith("seed 3: ") and "p " in versus[0][3] and "seed 2" not in versus[0][3]
+    seed2, seed3 = versus[0][3].split("; ")
+    assert seed2.startswith(f"seed 2 {CAPPED}: ") and seed3.startswith("seed 3: ") and "p " in seed3
     capped_random = dataclasses.replace(random, place=dataclasses.replace(random.place, seed=3))
     mixed = hirasawa_report([capped_random, finished_glove], planned={"all": ["rnn"], "covered": []}, samples=50)
     assert table_rows(mixed, "Against random initialisation")[0][3] == (

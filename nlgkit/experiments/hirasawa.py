@@ -58,7 +58,8 @@ def hirasawa_report(runs: Sequence[HirasawaRun], planned: Mapping[str, Sequence[
                     figure: Path | None = None, samples: int = 1000) -> str:
     """The Markdown of ``results/hirasawa.md`` (and the PNG of Fig. 1 at ``figure`` when given and drawable)."""
     table = load_table(PAPER)
-    cells, duplicates, set_aside = _cells(runs)
+    every, duplicates = _seeds(runs)
+    cells, set_aside = _counted(every)
     planned = planned_models() if planned is None else planned
     rows = {subset: _rows(subset, planned.get(subset, ()), cells) for subset in SUBSETS}
     lines = _header(runs, table)
@@ -69,9 +70,11 @@ def hirasawa_report(runs: Sequence[HirasawaRun], planned: Mapping[str, Sequence[
     lines += ["## Against random initialisation (paired bootstrap, seed-matched, test2016)", "",
               (f"Each seed of a row against the same seed of the random row of its model, subset and pair: Δ BLEU "
                f"[95 % percentile interval], p = share of {samples:,} resamples of the test set in which the row is "
-               "not better (one-sided)."), ""]
+               f"not better (one-sided). Seed {CAPPED}: both runs stopped by a limit (Runs says which), so the difference "
+               "compares training budgets, not final models; a run trained to the stopping rule is compared only "
+               "with another such run."), ""]
     for subset in SUBSETS:
-        lines += [f"### {SUBSET_NAMES[subset]}", "", *_bootstrap_table(rows[subset], cells, samples), ""]
+        lines += [f"### {SUBSET_NAMES[subset]}", "", *_bootstrap_table(rows[subset], every, samples), ""]
     lines += _fscore_lines(cells, figure)
     other = [run for run in runs if run.place.pair not in PAIRS]
     if other:
@@ -84,17 +87,17 @@ def hirasawa_report(runs: Sequence[HirasawaRun], planned: Mapping[str, Sequence[
         lines += [("Left out as repetitions of a run already in its cell (same row, pair and seed): "
                    + ", ".join(f"`{name}`" for name in duplicates) + "."), ""]
     if set_aside:
-        lines += [("Left out because their cell has finished seeds, which a run stopped by a limit is not comparable "
-                   "with: " + ", ".join(f"`{name}`" for name in set_aside) + "."), ""]
+        lines += [("Left out of the means and the figure because their cell has finished seeds, which a run stopped "
+                   "by a limit is not comparable with (the bootstrap still compares each with the capped run of its "
+                   "seed): " + ", ".join(f"`{name}`" for name in set_aside) + "."), ""]
     described = {id(run.result): _describe(run) for run in runs}
     lines += ["## Runs", "", *(runs_table([run.result for run in runs], lambda result: described[id(result)])
                                if runs else ["None yet."]), ""]
     return "\n".join(lines)
 
 
-def _cells(runs: Sequence[HirasawaRun]) -> tuple[Cells, list[str], list[str]]:
-    """Each cell's seeds, the repetitions left out, and the unfinished runs of cells that have finished seeds
-    (set aside: a cell is the mean of runs trained to the stopping rule where it has any)."""
+def _seeds(runs: Sequence[HirasawaRun]) -> tuple[Cells, list[str]]:
+    """Each cell's seeds and the repetitions left out."""
     cells: Cells = {}
     duplicates = []
     for run in runs:  # sorted by name: the first of two repetitions stays
@@ -103,11 +106,20 @@ def _cells(runs: Sequence[HirasawaRun]) -> tuple[Cells, list[str], list[str]]:
             duplicates.append(run.name)
         else:
             seeds[run.place.seed] = run
+    return cells, duplicates
+
+
+def _counted(every: Cells) -> tuple[Cells, list[str]]:
+    """The seeds each cell's mean counts, and the unfinished runs of cells that have finished seeds (set aside: a
+    cell is the mean of runs trained to the stopping rule where it has any). The seed-matched bootstrap keeps them:
+    a capped run is still comparable with a capped run of the same seed."""
+    cells: Cells = {}
     set_aside = []
-    for seeds in cells.values():
+    for key, seeds in every.items():
         counted = {id(result) for result in counted_seeds([run.result for run in seeds.values()])}
-        set_aside += [seeds.pop(seed).name for seed in sorted(seeds) if id(seeds[seed].result) not in counted]
-    return cells, duplicates, sorted(set_aside)
+        cells[key] = {seed: run for seed, run in seeds.items() if id(run.result) in counted}
+        set_aside += [run.name for seed, run in sorted(seeds.items()) if id(run.result) not in counted]
+    return cells, sorted(set_aside)
 
 
 def _finished(run: HirasawaRun) -> bool:
@@ -247,7 +259,8 @@ def _versus_random(random: Mapping[int, HirasawaRun], runs: Mapping[int, Hirasaw
         else:
             result = paired_bootstrap(base.result.hyps, run.result.hyps, run.result.ref_streams, samples=samples)
             p = f"p < {1 / samples:.2g}" if result.p_value == 0 else f"p = {result.p_value:.3f}"
-            parts.append(f"seed {seed}: {result.delta:+.2f} [{result.ci_low:+.2f}, {result.ci_high:+.2f}], {p}")
+            mark = "" if _finished(run) else f" {CAPPED}"
+            parts.append(f"seed {seed}{mark}: {result.delta:+.2f} [{result.ci_low:+.2f}, {result.ci_high:+.2f}], {p}")
     return "; ".join(parts)
 
 
