@@ -267,10 +267,12 @@ HIRASAWA_RECORDS := $(RECORDS)/hirasawa
 hirasawa_runs = $(wildcard $(RUNS_DIR)/hirasawa/*/)
 
 # One target per run (hirasawa-run-NAME, from RUN:RECIPE:LABEL:SEED), so `make -jN reproduce-hirasawa` trains N side
-# by side. The first run of a pair extracts the image features into the shared cache (task.features_dir): with -j
-# and no cache yet, start with one run (`make hirasawa-run-text_en-de_random_seed1`) so that the others read it.
-HIRASAWA_CELLS = $(foreach recipe,$(HIRASAWA_RECIPES),$(foreach label,$(HIRASAWA_EMBEDDINGS),$(foreach seed,\
-	$(HIRASAWA_SEEDS),$(basename $(notdir $(recipe)))_$(label)_seed$(seed):$(recipe):$(label):$(seed))))
+# by side, seed-major: every recipe and label of the first seed before the second seed, so that an interrupted
+# reproduction has whole comparisons of fewer seeds. The first run of a pair extracts the image features into the
+# shared cache (task.features_dir): with -j and no cache yet, start with one run
+# (`make hirasawa-run-text_en-de_random_seed1`) so that the others read it.
+HIRASAWA_CELLS = $(foreach seed,$(HIRASAWA_SEEDS),$(foreach recipe,$(HIRASAWA_RECIPES),$(foreach label,\
+	$(HIRASAWA_EMBEDDINGS),$(basename $(notdir $(recipe)))_$(label)_seed$(seed):$(recipe):$(label):$(seed))))
 HIRASAWA_TRAIN = $(foreach cell,$(HIRASAWA_CELLS),hirasawa-run-$(firstword $(subst :, ,$(cell))))
 $(HIRASAWA_TRAIN): hirasawa-run-%: $(STAMP)
 	cell=$(filter $*:%,$(HIRASAWA_CELLS)); seed=$${cell##*:}; recipe=$${cell#*:}; recipe=$${recipe%%:*}; \
