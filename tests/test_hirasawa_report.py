@@ -232,6 +232,7 @@ def test_real_records_land_in_their_rows_and_rebuild_the_report(hirasawa_runs: l
     fscore = table_rows(text, "Word F-score by training frequency")
     assert [row[0] for row in fscore] == list(BUCKETS)
     assert "| training frequency | reference tokens | F: random (n = 1 †) | F: GloVe (n = 1 †) |" in text
+    assert "Columns marked" not in text  # every column capped alike: no mixed-budget warning
     assert "`text_glove_seed2`: rnn, en-de, glove, seed 2, all" in text
 
 
@@ -260,6 +261,7 @@ def test_a_cell_with_finished_seeds_counts_those_alone(hirasawa_runs: list[Path]
     # the capped random seed 2, set aside from the mean, still pairs with the capped GloVe seed 2: equal budgets
     assert versus[0][3].startswith(f"seed 2 {CAPPED}: ") and "p " in versus[0][3]
     assert "F: random (n = 1) | F: GloVe (n = 1 †)" in text
+    assert f"Columns marked {CAPPED} are interim" in text  # a finished column beside a capped one
 
     both = hirasawa_report([random, glove, finished, finished_glove], planned={"all": ["rnn"], "covered": []},
                            samples=50)

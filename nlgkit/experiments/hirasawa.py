@@ -288,6 +288,10 @@ def _fscore_lines(cells: Cells, figure: Path | None) -> list[str]:
         title = f"{PAIR_NAMES[pair]}, {MODEL_NAMES.get(model, model)}, {SUBSET_NAMES[subset].split(' (')[0]}"
         panels[title.replace("`", "")] = means
         lines += [f"### {title}", "", *fscore_table([bucket.ref_tokens for bucket in reference], means), ""]
+        finished = {any(_finished(run) for run in runs) for runs in systems.values()}
+        if len(finished) > 1:
+            lines += [(f"Columns marked {CAPPED} are interim (every seed stopped by a limit); beside a column trained "
+                       "to the stopping rule they compare training budgets, not initialisations."), ""]
     if panels and figure is not None:
         save_png(fscore_figure(panels), figure)
         lines += [f"![Word F-score by training frequency]({figure.name})", ""]
