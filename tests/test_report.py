@@ -460,3 +460,16 @@ def test_markdown_table_escapes_cells_and_aligns_text_left():
     assert md_table(["run", "BLEU"], [])[1] == "|---|---:|"  # by default a label, then numbers
     with pytest.raises(ValueError, match="2 headers but 1 alignments"):
         md_table(["run", "BLEU"], [], [False])
+
+
+def test_groups_of_one_name_say_the_settings_that_keep_them_apart() -> None:
+    """Two runs of one recipe, trained before and after a recipe setting changed, are not seeds of one cell:
+    their rows name the setting, and each keeps its own row rather than a mean."""
+    def key(*overrides: str) -> str:
+        return group_key(load_recipe(RECIPES / "multi30k_learned.toml", list(overrides)))
+
+    runs = [result("a", 34.0, 1, group=key("train.amp=false")), result("a", 35.0, 2, group=key("train.amp=true")),
+            result("a", 33.0, 3, group=key("train.amp=true")), result("b", 30.0, 1, group=key("train.lr=0.01"))]
+    labels = [row.label for row in build_report(runs).rows]
+    assert labels == ["a (train.amp = false)", "a (seed 2; train.amp = true)", "a (seed 3; train.amp = true)",
+                      "a (train.amp = true): mean of 2 seeds", "b"]

@@ -8,6 +8,7 @@ comes with the runs, hardware and wall time behind it, and with how far it is fr
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -89,11 +90,13 @@ def build_report(
     shown += [m.nlgkit for m in compared if m.nlgkit is not None and m.nlgkit not in shown]
     base = _find_baseline(results, baseline)
     rows: list[ReportRow] = []
-    for group in group_runs(results):
-        summary = _summary_row(group, shown, table) if len(group) > 1 else None
+    groups = group_runs(results)
+    settings = distinguishing_settings(groups)
+    for group in groups:
+        summary = _summary_row(group, shown, table, settings[group[0].group]) if len(group) > 1 else None
         for run in group:
             row = ReportRow(
-                _run_label(run, len(group)),
+                _run_label(run, len(group), settings[run.group]),
                 [run],
                 False,
                 dict(run.values),
@@ -130,15 +133,45 @@ def _find_baseline(results: Sequence[RunResult], baseline: RunResult | str | Pat
     raise DataError(f"{baseline}: baseline is not one of the reported runs")
 
 
-def _run_label(run: RunResult, group_size: int) -> str:
-    return f"{run.name} (seed {run.keys['seed']})" if group_size > 1 else run.name
+def distinguishing_settings(groups: Sequence[Sequence[RunResult]]) -> dict[str, str]:
+    """Each group's settings that set it apart from other groups of the same run name ("" where none share it).
+
+    Runs of one recipe trained with a setting since changed (train.amp) are not seeds of one experiment; their rows
+    then say which settings differ, rather than repeating one name without a reason.
+    """
+    by_name: dict[str, list[str]] = {}
+    for group in groups:
+        by_name.setdefault(group[0].name, []).append(group[0].group)
+    labels = {key: "" for keys in by_name.values() for key in keys}
+    for keys in (keys for keys in by_name.values() if len(keys) > 1):
+        flat = [_flatten(json.loads(key)) for key in keys]
+        differing = sorted({name for one in flat for name in one if any(one.get(name) != o.get(name) for o in flat)})
+        for key, one in zip(keys, flat):
+            labels[key] = ", ".join(f"{name} = {json.dumps(one.get(name))}" for name in differing)
+    return labels
 
 
-def _summary_row(group: list[RunResult], shown: list[str], table: PaperTable | None) -> ReportRow:
+def _flatten(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    flat: dict[str, Any] = {}
+    for name, value in data.items():
+        if isinstance(value, dict):
+            flat.update(_flatten(value, f"{prefix}{name}."))
+        else:
+            flat[prefix + name] = value
+    return flat
+
+
+def _run_label(run: RunResult, group_size: int, settings: str = "") -> str:
+    details = [f"seed {run.keys['seed']}"] * (group_size > 1) + [settings] * bool(settings)
+    return f"{run.name} ({'; '.join(details)})" if details else run.name
+
+
+def _summary_row(group: list[RunResult], shown: list[str], table: PaperTable | None, settings: str = "") -> ReportRow:
     """The seeds' mean; where some seeds finished and others were stopped by a limit, of the finished ones alone."""
     counted = counted_seeds(group)
-    label = (f"{group[0].name}: mean of {len(group)} seeds" if len(counted) == len(group) else
-             f"{group[0].name}: mean of the {len(counted)} finished seed{'s' * (len(counted) > 1)} of {len(group)}")
+    name = f"{group[0].name} ({settings})" if settings else group[0].name
+    label = (f"{name}: mean of {len(group)} seeds" if len(counted) == len(group) else
+             f"{name}: mean of the {len(counted)} finished seed{'s' * (len(counted) > 1)} of {len(group)}")
     means = {
         name: mean_sd([run.values[name] for run in counted])[0] for name in shown if _available(name, counted)
     }
