@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 
 import nlgkit
 from nlgkit.cli.main import app
-from nlgkit.core.version import version_line
+from nlgkit.core.version import git_revision, version_line
 from nlgkit.runs.checkpoint import STATE_FILE
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -43,6 +43,29 @@ def test_an_installed_copy_reports_no_revision(tmp_path: Path) -> None:
     repository."""
     assert version_line(tmp_path) == f"nlgkit {nlgkit.__version__}"
 
+
+
+def test_a_copy_whose_git_lags_its_files_still_names_the_code_that_ran(tmp_path: Path) -> None:
+    """A working tree sent elsewhere with an older .git records that commit as dirty; its tree hash equals the tree
+    of the commit that holds those files, and recording it leaves the checkout's index and files as they were."""
+    def git(*args: str) -> str:
+        return subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=tmp_path, text=True,
+                              capture_output=True, check=True).stdout.strip()
+
+    git("init", "-q")
+    (tmp_path / "code.py").write_text("a = 1\n")
+    (tmp_path / "other.py").write_text("b = 1\n")
+    git("add", "."); git("commit", "-q", "-m", "old")
+    old = git("rev-parse", "HEAD")
+    assert git_revision(tmp_path) == {"commit": old, "dirty": False, "tree": git("rev-parse", "HEAD^{tree}")}
+    (tmp_path / "code.py").write_text("a = 2\n")
+    (tmp_path / "untracked.txt").write_text("not code\n")
+    recorded = git_revision(tmp_path)
+    assert recorded["commit"] == old and recorded["dirty"] is True and recorded["tree"] != git("rev-parse", "HEAD^{tree}")
+    assert git("diff", "--cached", "--name-only") == "" and (tmp_path / "code.py").read_text() == "a = 2\n"
+    git("commit", "-q", "-am", "new")  # the commit that holds the files that ran
+    assert recorded["tree"] == git("rev-parse", "HEAD^{tree}")
+    assert git_revision(tmp_path / "nowhere") == {"commit": None, "dirty": None, "tree": None}
 
 def commands(command: Any, path: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], Any]]:
     """Every command and group of the CLI with the words that reach it."""

@@ -7,7 +7,9 @@ can be traced to the code that produced it. Plain ``subprocess`` calls: nothing 
 
 from __future__ import annotations
 
+import os
 import subprocess
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -17,16 +19,35 @@ PACKAGE_ROOT = Path(nlgkit.__file__).resolve().parents[1]  # the checkout's root
 
 
 def git_revision(cwd: Path | None = None) -> dict[str, Any]:
-    """Commit hash and whether the working tree had uncommitted changes (None outside a checkout)."""
+    """Commit hash, whether tracked files had uncommitted changes, and the git tree of the tracked files as they were.
+
+    ``tree`` names the code that ran even when the commit does not: a copy whose ``.git`` lags its files (a working
+    tree sent to another machine) records the old commit as dirty, and its tree equals ``git rev-parse C^{tree}`` of
+    the commit C that holds those files. None values outside a checkout.
+    """
     root = cwd or PACKAGE_ROOT
     try:
-        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True,
-                                timeout=10, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
-                               capture_output=True, text=True, timeout=10, check=True).stdout.strip() != ""
+        commit = _git(root, "rev-parse", "HEAD")
+        dirty = _git(root, "status", "--porcelain", "--untracked-files=no") != ""
+        tree = _working_tree(root) if dirty else _git(root, "rev-parse", "HEAD^{tree}")
     except (OSError, subprocess.SubprocessError):
-        return {"commit": None, "dirty": None}
-    return {"commit": commit, "dirty": dirty}
+        return {"commit": None, "dirty": None, "tree": None}
+    return {"commit": commit, "dirty": dirty, "tree": tree}
+
+
+def _git(root: Path, *args: str, env: dict[str, str] | None = None) -> str:
+    return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, timeout=20, check=True,
+                          env=env).stdout.strip()
+
+
+def _working_tree(root: Path) -> str:
+    """The tree hash of HEAD with the tracked files' current contents, through a scratch index: the checkout's own
+    index, refs and files stay untouched (only blob objects are added to its object store)."""
+    with tempfile.TemporaryDirectory() as scratch:
+        env = {**os.environ, "GIT_INDEX_FILE": str(Path(scratch) / "index")}
+        _git(root, "read-tree", "HEAD", env=env)
+        _git(root, "add", "--update", "--", ":/", env=env)
+        return _git(root, "write-tree", env=env)
 
 
 def version_line(root: Path | None = None) -> str:
