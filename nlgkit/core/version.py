@@ -18,21 +18,24 @@ import nlgkit
 PACKAGE_ROOT = Path(nlgkit.__file__).resolve().parents[1]  # the checkout's root when run from a checkout
 
 
-def git_revision(cwd: Path | None = None) -> dict[str, Any]:
+def git_revision(cwd: Path | None = None, *, tree: bool = True) -> dict[str, Any]:
     """Commit hash, whether tracked files had uncommitted changes, and the git tree of the tracked files as they were.
 
     ``tree`` names the code that ran even when the commit does not: a copy whose ``.git`` lags its files (a working
     tree sent to another machine) records the old commit as dirty, and its tree equals ``git rev-parse C^{tree}`` of
-    the commit C that holds those files. None values outside a checkout.
+    the commit C that holds those files. None values outside a checkout. ``tree=False`` skips it (``--version``:
+    fast, and no objects written).
     """
     root = cwd or PACKAGE_ROOT
     try:
         commit = _git(root, "rev-parse", "HEAD")
         dirty = _git(root, "status", "--porcelain", "--untracked-files=no") != ""
-        tree = _working_tree(root) if dirty else _git(root, "rev-parse", "HEAD^{tree}")
+        if not tree:
+            return {"commit": commit, "dirty": dirty}
+        tree_hash = _working_tree(root) if dirty else _git(root, "rev-parse", "HEAD^{tree}")
     except (OSError, subprocess.SubprocessError):
         return {"commit": None, "dirty": None, "tree": None}
-    return {"commit": commit, "dirty": dirty, "tree": tree}
+    return {"commit": commit, "dirty": dirty, "tree": tree_hash}
 
 
 def _git(root: Path, *args: str, env: dict[str, str] | None = None) -> str:
@@ -60,7 +63,7 @@ def version_line(root: Path | None = None) -> str:
     line = f"nlgkit {nlgkit.__version__}"
     if not (root / ".git").exists():
         return line
-    git = git_revision(root)
+    git = git_revision(root, tree=False)
     if not git["commit"]:
         return line
     return f"{line} (git {git['commit'][:10]}{', uncommitted changes' if git['dirty'] else ''})"

@@ -162,7 +162,9 @@ def _flatten(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
 
 
 def _run_label(run: RunResult, group_size: int, settings: str = "") -> str:
-    details = [f"seed {run.keys['seed']}"] * (group_size > 1) + [settings] * bool(settings)
+    details = [f"seed {run.keys['seed']}"] if group_size > 1 else []
+    if settings:
+        details.append(settings)
     return f"{run.name} ({'; '.join(details)})" if details else run.name
 
 
