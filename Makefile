@@ -290,20 +290,26 @@ reproduce-hirasawa: $(HIRASAWA_TRAIN)
 	  $(NLGKIT) reproduce archive $$run --into $(HIRASAWA_RECORDS) || exit 1; done
 
 # The initial-embedding tables reproduce-hirasawa reads: word2vec, GloVe (mittens) and fastText trained with the paper's
-# options on the Multi30K task-1 training text of each language (their Wikipedia dumps cannot be fetched here), each
-# also debiased by localized centering (k = 10) and All-but-the-Top (D = 3); glove6b: Stanford's GloVe 6B 50-d English
-# vectors (`make pretrained-vectors`; their GLOVE6B_WORDS most frequent words are debiased), projected to 300 by
-# embeddings.project. ~5 minutes on 2 CPU cores.
+# options on the Multi30K training text of each language (their Wikipedia dumps cannot be fetched here): task 1's
+# 29,000 sentences and, for English and German, task 2's 5 × 29,000 independent captions of the same training images
+# (French has task 1 alone), tokenised as the models read them (--tokenize-like); each also debiased by localized
+# centering (k = 10) and All-but-the-Top (D = 3); glove6b: Stanford's GloVe 6B 50-d English vectors
+# (`make pretrained-vectors`; their GLOVE6B_WORDS most frequent words are debiased), projected to 300 by
+# embeddings.project. ~15 minutes on 2 CPU cores.
 GLOVE6B_WORDS ?= 100000
 HIRASAWA_PREPARE := --images ../shared/data/flickr8k/images --min-freq 1
+# Multi30K's raw text: the copy beside the checkout, else the dataset's repository (downloaded once)
+MULTI30K_DATA ?= $(if $(wildcard ../shared/data/multi30k/task2/raw),../shared/data/multi30k,https://raw.githubusercontent.com/multi30k/dataset/master/data)
 hirasawa-tables: $(STAMP)
 	for pair in en-de en-fr; do [ -f data/multi30k_images_$$pair/manifest.json ] || \
 	  $(NLGKIT) prepare multi30k --pair $$pair $(HIRASAWA_PREPARE) --out data/multi30k_images_$$pair || exit 1; done
 	mkdir -p $(HIRASAWA_TABLES)
 	for method in word2vec glove fasttext; do for lang in en de fr; do \
 	  pair=$$( [ $$lang = fr ] && echo en-fr || echo en-de ); table=$(HIRASAWA_TABLES)/$$method.$$lang.safetensors; \
-	  [ -f $$table ] || $(NLGKIT) embed train --method $$method --corpus data/multi30k_images_$$pair/train.$$lang \
-	    --output $$table || exit 1; \
+	  corpus="--corpus $(MULTI30K_DATA)/task1/raw/train.$$lang.gz"; [ $$lang = fr ] || for n in 1 2 3 4 5; do \
+	    corpus="$$corpus --corpus $(MULTI30K_DATA)/task2/raw/train.$$n.$$lang.gz"; done; \
+	  [ -f $$table ] || $(NLGKIT) embed train --method $$method $$corpus --tokenize-like data/multi30k_images_$$pair \
+	    --lang $$lang --output $$table || exit 1; \
 	  $(NLGKIT) embed debias $$table --method lc --k 10 --output $(HIRASAWA_TABLES)/$$method+lc.$$lang.safetensors || exit 1; \
 	  $(NLGKIT) embed debias $$table --method abtt --components 3 \
 	    --output $(HIRASAWA_TABLES)/$$method+abtt.$$lang.safetensors || exit 1; \

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from archive_server import serve
 from typer.testing import CliRunner
 
 from nlgkit.cli.main import app
@@ -139,3 +140,55 @@ def test_train_errors_are_one_line(corpus: Path, tmp_path: Path, monkeypatch: py
     monkeypatch.setattr(training, "MITTENS_MAX_BYTES", 1000)
     result = cli("embed", "train", "-o", out, "--method", "glove", "--corpus", str(corpus), "--min-count", "50")
     assert result.exit_code != 0 and "words need ~0 GiB of dense matrices in mittens" in result.stderr
+
+
+def test_raw_text_is_tokenised_as_a_data_directory_reads_it(corpus: Path, paper: tuple[Path, dict],
+                                                           tmp_path: Path) -> None:
+    """Raw captions (task 2's, say) become the units of a prepared vocabulary: the same tokenizer and lowercasing
+    as the directory's own training text, line for line, so the table's words are the model's words."""
+    data_dir, _ = paper
+    written = training.tokenize_corpus([corpus], data_dir, "en", tmp_path / "tok")
+    lines = written[0].read_text(encoding="utf-8").splitlines()
+    assert lines == (data_dir / "train.en").read_text(encoding="utf-8").splitlines()[:2000]
+
+    out = tmp_path / "w2v.safetensors"
+    result = cli("embed", "train", "--method", "word2vec", "--corpus", str(corpus), "--tokenize-like", str(data_dir),
+                 "--lang", "en", "-o", str(out), *OPTIONS)
+    assert result.exit_code == 0, result.output
+    _, words = load_table(out)
+    vocabulary = {line.split("\t")[0] for line in (data_dir / "vocab.en.txt").read_text(encoding="utf-8").splitlines()}
+    assert "," in words and "." in words and all(word in vocabulary for word in words)
+    plain = cli("embed", "train", "--method", "word2vec", "--corpus", str(corpus), "-o", str(tmp_path / "p.safetensors"),
+                *OPTIONS)
+    assert plain.exit_code == 0
+    assert sum(word not in vocabulary for word in load_table(tmp_path / "p.safetensors")[1]) > 100  # "Two", "men,"…
+
+
+def test_a_url_corpus_is_downloaded_once(corpus: Path, tmp_path: Path) -> None:
+    served = tmp_path / "site"
+    (served / "task2" / "raw").mkdir(parents=True)
+    (served / "task2" / "raw" / "train.1.en.gz").write_bytes(corpus.read_bytes())
+    downloads = tmp_path / "downloads"
+    with serve(served) as server:
+        url = f"{server.base}task2/raw/train.1.en.gz"
+        for _ in range(2):
+            result = cli("embed", "train", "--method", "word2vec", "--corpus", url, "--download-dir", str(downloads),
+                         "-o", str(tmp_path / "t.safetensors"), *OPTIONS)
+            assert result.exit_code == 0, result.output
+        assert [path for path, _ in server.requests] == ["/task2/raw/train.1.en.gz"]  # the second run read the copy
+        missing = cli("embed", "train", "--method", "word2vec", "--corpus", f"{server.base}none.gz",
+                      "--download-dir", str(downloads), "-o", str(tmp_path / "m.safetensors"), *OPTIONS)
+    kept = downloads / f"127.0.0.1:{server.server_address[1]}" / "task2" / "raw" / "train.1.en.gz"
+    assert kept.read_bytes() == corpus.read_bytes()
+    assert missing.exit_code != 0 and "none.gz: HTTP 404" in missing.stderr and "\n" not in missing.stderr.strip()
+    assert not (tmp_path / "m.safetensors").exists()
+
+
+def test_tokenize_like_needs_its_language(corpus: Path, paper: tuple[Path, dict], tmp_path: Path) -> None:
+    data_dir, _ = paper
+    out = tmp_path / "t.safetensors"
+    for options, message in [(["--tokenize-like", str(data_dir)], "--tokenize-like and --lang go together"),
+                             (["--tokenize-like", str(data_dir), "--lang", "fr"], "no language 'fr'")]:
+        result = cli("embed", "train", "--method", "word2vec", "--corpus", str(corpus), "-o", str(out), *options)
+        assert result.exit_code != 0 and message in result.stderr and "\n" not in result.stderr.strip()
+        assert not out.exists()

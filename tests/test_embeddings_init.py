@@ -7,6 +7,8 @@ a trained run translates without the tables; a table of the wrong size is a one-
 
 from __future__ import annotations
 
+import hashlib
+import json
 from pathlib import Path
 
 import pytest
@@ -14,7 +16,7 @@ import torch
 from helpers import nlgkit_command, tiny_recipe
 
 from nlgkit.core.config import load_recipe
-from nlgkit.data.vocab import PAD, SPECIALS
+from nlgkit.data.vocab import PAD, SPECIALS, Vocabulary
 from nlgkit.runs.build import build_model
 from nlgkit.runs.embeddings import initialise_embeddings
 from nlgkit.runs.loading import load_trained
@@ -71,6 +73,10 @@ def test_fixed_rows_stay_while_the_missing_words_learn(setup, tmp_path: Path) ->
     recipe, data_dir, rows, oov_mean = setup
     nlgkit_command(["train", str(with_embeddings(recipe, f'source = "{tmp_path / "de.safetensors"}"\n'
                                                           'trainable = false\nlabel = "test-table"'))])
+    recorded = json.loads((tmp_path / "run" / "provenance.json").read_text())["embeddings"]  # which vectors, exactly
+    assert recorded == {"source": {"table": str(tmp_path / "de.safetensors"), "found": 300,
+                                   "rows": len(Vocabulary.load(data_dir / "vocab.de.txt")),
+                                   "sha256": hashlib.sha256((tmp_path / "de.safetensors").read_bytes()).hexdigest()}}
     (tmp_path / "de.safetensors").unlink()  # a trained run needs its tables no more
     run = load_trained(tmp_path / "run", "last", device="cpu")
     weight = run.model.source_embedding().weight.detach()  # type: ignore[union-attr]

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from helpers import nlgkit_command, reproduce, tiny_recipe
 
+from nlgkit.core.errors import DataError
 from nlgkit.data.prepare import prepare_parallel
 from nlgkit.evaluate.analysis.word_fscore import (
     BUCKETS,
@@ -272,3 +273,28 @@ def test_a_cell_with_finished_seeds_counts_those_alone(hirasawa_runs: list[Path]
     mixed = hirasawa_report([capped_random, finished_glove], planned={"all": ["rnn"], "covered": []}, samples=50)
     assert table_rows(mixed, "Against random initialisation")[0][3] == (
         "seed 3: not compared (one of the two finished, the other stopped by a limit)")
+
+
+def test_one_cell_never_pools_runs_started_from_different_tables(hirasawa_runs: list[Path], tmp_path: Path) -> None:
+    """A label names a row, not the vectors: two seeds of "glove" trained from tables that differ (other text, say)
+    are two experiments, and the report says so instead of averaging them."""
+    _, glove = (load_run(path, "cpu") for path in hirasawa_runs)
+    assert glove.tables == {}  # trained without a table file: nothing recorded, nothing to compare
+    seed3 = as_finished_seed3(glove, tmp_path)
+    same = {"source": "a" * 64, "target": "b" * 64}
+    one, two = dataclasses.replace(glove, tables=same), dataclasses.replace(seed3, tables=same)
+    pooled = hirasawa_report([one, two], planned={"all": ["rnn"], "covered": []}, samples=20)
+    assert "`text_glove_seed3`: rnn, en-de, glove, seed 3, all, source table aaaaaaaa, target table bbbbbbbb" in pooled
+    other = dataclasses.replace(seed3, tables={**same, "source": "c" * 64})
+    with pytest.raises(DataError, match=r"text_glove_seed2 and text_glove_seed3: one cell \(rnn, glove, none, en-de\) "
+                                        r"but source embeddings from different tables"):
+        hirasawa_report([one, other], planned={"all": ["rnn"], "covered": []}, samples=20)
+
+
+def test_a_report_without_a_figure_removes_a_stale_one(hirasawa_runs: list[Path], tmp_path: Path) -> None:
+    random, glove = (load_run(path, "cpu") for path in hirasawa_runs)
+    figure = tmp_path / "hirasawa_fscore.png"
+    hirasawa_report([random, glove], planned={"all": ["rnn"], "covered": []}, figure=figure, samples=20)
+    assert figure.read_bytes().startswith(b"\x89PNG")
+    text = hirasawa_report([random], planned={"all": ["rnn"], "covered": []}, figure=figure, samples=20)
+    assert "needs a random and a GloVe run" in text and not figure.exists()

@@ -52,6 +52,10 @@ def check_regenerates(target: str, tmp_path: Path, *settings: str) -> list[str]:
         for committed, path in written:
             assert path.read_text(encoding="utf-8") == committed.read_text(encoding="utf-8"), (
                 f"{committed.relative_to(ROOT)} is not what `make {target}` writes from the committed files")
+            # its figures (TABLE_*.png): the same ones, so none is left over from runs the table no longer shows
+            figures = [sorted(p.name for p in where.parent.glob(f"{where.stem}_*.png")) for where in (committed, path)]
+            assert figures[0] == figures[1], f"{committed.relative_to(ROOT)}: figures {figures[0]} committed, " \
+                                             f"{figures[1]} written"
     return [name_of(command) for command in commands]
 
 

@@ -101,8 +101,16 @@ def load_cmd(vectors_file: Annotated[Path, typer.Argument(
 def train_cmd(output: OutputOption,
               method: Annotated[str, typer.Option(help="word2vec (CBOW), fasttext (CBOW, character 3-5-grams) or "
                                                        "glove")],
-              corpus: Annotated[list[Path], typer.Option(help="tokenised text, one sentence a line (.gz allowed); "
-                                                              "repeat the option for more files")],
+              corpus: Annotated[list[str], typer.Option(help="text, one sentence a line (.gz allowed): a file or "
+                                                             "an http(s) URL (downloaded once into --download-dir); "
+                                                             "repeat the option for more files")],
+              tokenize_like: Annotated[Path | None, typer.Option(
+                  "--tokenize-like", help="a prepared data directory: the corpus is raw text, tokenised (lowercased, "
+                                          "segmented) as that directory's --lang side first")] = None,
+              lang: Annotated[str | None, typer.Option(help="with --tokenize-like: the language of the corpus")]
+              = None,
+              download_dir: Annotated[Path, typer.Option(help="where URL corpora are kept")]
+              = Path("data/downloads/corpora"),
               dim: Annotated[int, typer.Option(help="vector size")] = 300,
               window: Annotated[int | None, typer.Option(help="context window \\[paper: 10; fastText 5]")] = None,
               min_count: Annotated[int | None, typer.Option(help="drop rarer words \\[paper: 10; fastText 5]")] = None,
@@ -115,13 +123,31 @@ def train_cmd(output: OutputOption,
                                                               "glovpy")] = "auto") -> None:
     """Train word2vec, fastText or GloVe on a corpus with Hirasawa & Komachi's settings.
 
-    fastText's model is saved beside the table as NAME.fasttext.bin (vectors for other words from n-grams)."""
+    The corpus is whitespace-tokenised text, or raw text with --tokenize-like DATA_DIR --lang LANG: then its words
+    are the units a model trained on DATA_DIR reads. fastText's model is saved beside the table as
+    NAME.fasttext.bin (vectors for other words from n-grams)."""
     # lazy: CLI start-up (the library and torch load only when the command runs)
-    from nlgkit.wordvectors.training import TrainSettings, save_trained, train_vectors
+    import tempfile
 
+    from nlgkit.core.errors import ConfigError
+    from nlgkit.wordvectors.training import (
+        TrainSettings,
+        fetch_corpus,
+        save_trained,
+        tokenize_corpus,
+        train_vectors,
+    )
+
+    if (tokenize_like is None) != (lang is None):
+        raise ConfigError("--tokenize-like and --lang go together: the data directory and which of its languages")
     settings = TrainSettings(method=method, dim=dim, window=window, min_count=min_count, negative=negative,
                              epochs=epochs, seed=seed, workers=workers, buckets=buckets, glove_backend=glove_backend)
-    trained = train_vectors(corpus, settings)
+    settings.resolved()  # a bad option fails before any download or tokenisation
+    files = fetch_corpus(corpus, download_dir)
+    with tempfile.TemporaryDirectory(prefix="nlgkit-corpus-") as scratch:
+        if tokenize_like is not None and lang is not None:
+            files = tokenize_corpus(files, tokenize_like, lang, Path(scratch), log=lambda line: typer.echo(line, err=True))
+        trained = train_vectors(files, settings)
     written = save_trained(output, trained)
     extra = f"; model {written[1]}" if len(written) > 1 else ""
     rows, dim = trained.vectors.shape

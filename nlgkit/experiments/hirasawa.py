@@ -17,6 +17,7 @@ import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from nlgkit.core.errors import DataError
 from nlgkit.core.figures import save_png
 from nlgkit.evaluate.analysis.word_fscore import fscore_figure, fscore_table, mean_fscores
 from nlgkit.evaluate.collect import counted_seeds
@@ -59,6 +60,7 @@ def hirasawa_report(runs: Sequence[HirasawaRun], planned: Mapping[str, Sequence[
     """The Markdown of ``results/hirasawa.md`` (and the PNG of Fig. 1 at ``figure`` when given and drawable)."""
     table = load_table(PAPER)
     every, duplicates = _seeds(runs)
+    _check_tables(every)
     cells, set_aside = _counted(every)
     planned = planned_models() if planned is None else planned
     rows = {subset: _rows(subset, planned.get(subset, ()), cells) for subset in SUBSETS}
@@ -107,6 +109,19 @@ def _seeds(runs: Sequence[HirasawaRun]) -> tuple[Cells, list[str]]:
         else:
             seeds[run.place.seed] = run
     return cells, duplicates
+
+
+def _check_tables(every: Cells) -> None:
+    """A cell's seeds must have started from the same tables: one label (``glove``) over vectors trained on other
+    text would be a mean of two experiments. Runs whose provenance predates the table digests are not checked."""
+    for (row, pair), seeds in every.items():
+        for side in ("source", "target"):
+            digests = {run.tables[side]: run.name for run in seeds.values() if side in run.tables}
+            if len(digests) > 1:
+                first, second = sorted(digests.values())[:2]
+                raise DataError(f"{first} and {second}: one cell ({row.model}, {row.embeddings}, {row.debiasing}, "
+                                f"{pair}) but {side} embeddings from different tables (SHA-256 differs); give one a "
+                                "label of its own ([embeddings] label)")
 
 
 def _counted(every: Cells) -> tuple[Cells, list[str]]:
@@ -295,6 +310,8 @@ def _fscore_lines(cells: Cells, figure: Path | None) -> list[str]:
     if panels and figure is not None:
         save_png(fscore_figure(panels), figure)
         lines += [f"![Word F-score by training frequency]({figure.name})", ""]
+    elif figure is not None:
+        figure.unlink(missing_ok=True)  # a figure of earlier runs beside a report that has none would mislead
     return lines
 
 
@@ -314,10 +331,11 @@ def _figure_systems(cells: Cells, pair: str) -> tuple[str, str, dict[str, list[H
 
 
 def _describe(run: HirasawaRun) -> str:
-    """A run's name and the cell it fills."""
+    """A run's name, the cell it fills and, where its provenance has them, the first digits of its tables' SHA-256."""
     row = run.place.row
     label = row.embeddings + ("" if row.debiasing == "none" else f"+{row.debiasing}")
-    return f"`{run.name}`: {row.model}, {run.place.pair}, {label}, seed {run.place.seed}, {row.subset}"
+    tables = "".join(f", {side} table {digest[:8]}" for side, digest in run.tables.items())
+    return f"`{run.name}`: {row.model}, {run.place.pair}, {label}, seed {run.place.seed}, {row.subset}{tables}"
 
 
 def hirasawa(run_dirs: list[str], records: str | None, output: str | None, device: str = "auto",

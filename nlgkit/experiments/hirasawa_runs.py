@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import tomllib
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -89,6 +89,7 @@ class HirasawaRun:
     manifest: dict[str, Any]
     meteor: float | None
     meteor_note: str  # METEOR's signature, or why it was not computed
+    tables: dict[str, str] = field(default_factory=dict)  # side → SHA-256 of the table that initialised it, if known
 
     @property
     def name(self) -> str:
@@ -163,9 +164,19 @@ def load_run(run_dir: Path, device: str = "auto", log: Log | None = None) -> Hir
     manifest = data_manifest(run_dir)
     place = placement(saved_config(run_dir), manifest)
     scored = meteor_score(result.hyps, result.ref_streams, place.pair.split("-")[-1])
+    tables = table_digests(run_dir)
     if scored["available"]:
-        return HirasawaRun(result, place, manifest, float(scored["score"]), scored["signature"])
-    return HirasawaRun(result, place, manifest, None, f"not computed: {scored['reason']}")
+        return HirasawaRun(result, place, manifest, float(scored["score"]), scored["signature"], tables)
+    return HirasawaRun(result, place, manifest, None, f"not computed: {scored['reason']}", tables)
+
+
+def table_digests(run_dir: Path) -> dict[str, str]:
+    """Side → SHA-256 of the word-vector table that initialised it, as the run's provenance recorded it (runs
+    trained before nlgkit recorded it, and tables that are packages rather than files, have none)."""
+    path = run_dir / "provenance.json"
+    embeddings = (read_json(path) if path.is_file() else {}).get("embeddings") or {}
+    return {side: entry["sha256"] for side, entry in sorted(embeddings.items())
+            if isinstance(entry, dict) and entry.get("sha256")}
 
 
 def run_fscores(run: HirasawaRun) -> list[BucketScore] | None:

@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -54,6 +54,7 @@ class Session:
     params: dict[str, Any]
     objective: torch.nn.Module  # model + head loss in one forward (wrapped for data parallelism if distributed)
     ranks: Ranks
+    embeddings: dict[str, Any] = field(default_factory=dict)  # side → the table that initialised it (provenance)
 
     @property
     def tgt_vocab(self) -> Any:

@@ -128,7 +128,8 @@ class Trainer:
         vocabs = task.load_vocabularies(data_dir)
         data = task.load_data(data_dir, vocabs, device)
         model = build_model(cfg, task.model_context(vocabs), vocabs[task.target_lang])
-        for side, done in initialise_embeddings(model, cfg, task, vocabs).items():
+        embeddings = initialise_embeddings(model, cfg, task, vocabs)
+        for side, done in embeddings.items():
             self.console.print(f"{side} embedding from {done['table']}: {done['found']:,} of {done['rows']:,} "
                                "words found")
         model = model.to(device)
@@ -141,7 +142,7 @@ class Trainer:
             torch.manual_seed(rank_seed(t.seed, ranks.rank))
         log = open_metrics_log(self.run_dir / "metrics.jsonl", is_main=ranks.is_main, tensorboard=t.tensorboard)
         return Session(task, data, model, optimizer, scheduler, device, autocast, log, count_parameters(model),
-                       objective, ranks)
+                       objective, ranks, embeddings)
 
     def _start(self, session: Session) -> LoopState:
         """A new run: record config, data manifest, provenance and the start event (rank 0)."""
@@ -153,7 +154,9 @@ class Trainer:
         write_json(self.run_dir / "config.json", to_dict(self.config))
         write_json(self.run_dir / "manifest.json", data.manifest)
         write_json(self.run_dir / "provenance.json", {"git": git_revision(), "env": environment(session.device),
-                                                      "parameters": session.params})
+                                                      "parameters": session.params,
+                                                      **({"embeddings": session.embeddings} if session.embeddings
+                                                         else {})})
         session.log.write("start", parameters=session.params["trainable"],
                           frozen=session.params["frozen"] + session.params["buffers"], device=str(session.device),
                           task=self.config.task.type, train_examples=len(data.train),

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import importlib.util
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -26,7 +26,9 @@ import torch
 from torch import Tensor
 
 from nlgkit.core.errors import ConfigError, DataError
-from nlgkit.core.io import read_lines
+from nlgkit.core.io import atomic_write, read_lines
+from nlgkit.data.download import download, is_url
+from nlgkit.data.tokenize import load_pipeline
 from nlgkit.wordvectors.sources import fasttext_model_path
 from nlgkit.wordvectors.tables import save_table
 
@@ -103,6 +105,39 @@ class Sentences:
                 tokens = line.split()
                 if tokens:
                     yield tokens
+
+
+def fetch_corpus(sources: Sequence[str], download_dir: Path) -> list[Path]:
+    """The corpus files: each source is a file, or an http(s) URL downloaded once into ``download_dir`` (kept under
+    its host and path, so a second run reads the copy)."""
+    files = []
+    for source in sources:
+        if is_url(source):
+            host, _, path = source.split("://", 1)[1].partition("/")
+            local = download_dir / host / path
+            files.append(local if local.is_file() else download(source, local))
+        else:
+            files.append(Path(source))
+    return files
+
+
+def tokenize_corpus(files: Sequence[Path], data_dir: Path, lang: str, into: Path,
+                    log: Callable[[str], None] | None = None) -> list[Path]:
+    """Raw text files rewritten into ``into`` as the tokens a model trained on ``data_dir`` reads in ``lang``
+    (its tokenizer, lowercasing and subword units: the same pipeline as its ``train.LANG``), so the vectors are
+    for exactly the units of its vocabulary."""
+    pipeline = load_pipeline(data_dir, lang)
+    if log:
+        log(f"tokenising {len(files)} file(s) as {data_dir}'s {lang} side ({pipeline!r})")
+    written = []
+    for number, path in enumerate(files):
+        lines = read_lines(path)
+        out = into / f"{number}.{lang}"
+        with atomic_write(out) as handle:
+            for tokens in pipeline.tokenize_many(lines):
+                handle.write(" ".join(pipeline.segment(tokens)) + "\n")
+        written.append(out)
+    return written
 
 
 def train_vectors(files: Sequence[Path], settings: TrainSettings) -> Trained:
