@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 from typing import Annotated
 
@@ -127,8 +128,6 @@ def train_cmd(output: OutputOption,
     are the units a model trained on DATA_DIR reads. fastText's model is saved beside the table as
     NAME.fasttext.bin (vectors for other words from n-grams)."""
     # lazy: CLI start-up (the library and torch load only when the command runs)
-    import tempfile
-
     from nlgkit.core.errors import ConfigError
     from nlgkit.wordvectors.training import (
         TrainSettings,
