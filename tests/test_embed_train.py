@@ -188,7 +188,10 @@ def test_tokenize_like_needs_its_language(corpus: Path, paper: tuple[Path, dict]
     data_dir, _ = paper
     out = tmp_path / "t.safetensors"
     for options, message in [(["--tokenize-like", str(data_dir)], "--tokenize-like and --lang go together"),
-                             (["--tokenize-like", str(data_dir), "--lang", "fr"], "no language 'fr'")]:
+                             (["--tokenize-like", str(data_dir), "--lang", "fr"], "no language 'fr'"),
+                             (["--tokenize-like", str(data_dir), "--lang", "en", "--min-count", "100000"],
+                              f"{corpus}: no word occurs 100000 times")]:  # the user's file, not the tokenised copy
         result = cli("embed", "train", "--method", "word2vec", "--corpus", str(corpus), "-o", str(out), *options)
-        assert result.exit_code != 0 and message in result.stderr and "\n" not in result.stderr.strip()
+        *progress, error = result.stderr.strip().splitlines()  # progress: at most the "tokenising …" line
+        assert result.exit_code != 0 and message in error and error.startswith("error: ") and len(progress) <= 1
         assert not out.exists()

@@ -146,7 +146,7 @@ def train_cmd(output: OutputOption,
     with tempfile.TemporaryDirectory(prefix="nlgkit-corpus-") as scratch:
         if tokenize_like is not None and lang is not None:
             files = tokenize_corpus(files, tokenize_like, lang, Path(scratch), log=lambda line: typer.echo(line, err=True))
-        trained = train_vectors(files, settings)
+        trained = train_vectors(files, settings, corpus_name=corpus[0])
     written = save_trained(output, trained)
     extra = f"; model {written[1]}" if len(written) > 1 else ""
     rows, dim = trained.vectors.shape

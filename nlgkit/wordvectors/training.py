@@ -140,8 +140,9 @@ def tokenize_corpus(files: Sequence[Path], data_dir: Path, lang: str, into: Path
     return written
 
 
-def train_vectors(files: Sequence[Path], settings: TrainSettings) -> Trained:
-    """Train ``settings.method`` on the corpus ``files``."""
+def train_vectors(files: Sequence[Path], settings: TrainSettings, corpus_name: str = "") -> Trained:
+    """Train ``settings.method`` on the corpus ``files`` (``corpus_name``: what errors call it, when ``files`` are
+    scratch copies of the user's files)."""
     settings = settings.resolved()
     sentences = Sentences(files)
     counts: Counter[str] = Counter()
@@ -150,7 +151,8 @@ def train_vectors(files: Sequence[Path], settings: TrainSettings) -> Trained:
     min_count = settings.min_count or 1
     kept = sum(1 for count in counts.values() if count >= min_count)
     if not kept:
-        raise DataError(f"{files[0]}: no word occurs {min_count} times in the corpus (lower --min-count)")
+        raise DataError(f"{corpus_name or files[0]}: no word occurs {min_count} times in the corpus (lower "
+                        "--min-count)")
     if settings.method == "glove":
         return _train_glove(sentences, counts, settings)
     return _train_gensim(sentences, settings)
