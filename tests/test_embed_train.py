@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import gzip
 import importlib.util
+import shlex
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -195,3 +197,23 @@ def test_tokenize_like_needs_its_language(corpus: Path, paper: tuple[Path, dict]
         *progress, error = result.stderr.strip().splitlines()  # progress: at most the "tokenising …" line
         assert result.exit_code != 0 and message in error and error.startswith("error: ") and len(progress) <= 1
         assert not out.exists()
+
+
+def test_the_hirasawa_tables_read_task_1_and_task_2_training_text(tmp_path: Path) -> None:
+    """`make hirasawa-tables` (its commands, echoed): English and German vectors from task 1 and the five task-2
+    captions of the training images, French from task 1 (task 2 has none); never a validation or test file."""
+    root = Path(__file__).resolve().parents[1]
+    listing = subprocess.run(["make", "-s", "-C", str(root), "-o", ".venv/.installed-stamp", "hirasawa-tables",
+                              "NLGKIT=echo nlgkit", f"RUNS_DIR={tmp_path}", "MULTI30K_DATA=https://host/data"],
+                             capture_output=True, text=True, check=True).stdout
+    trains = [shlex.split(line) for line in listing.splitlines() if line.startswith("nlgkit embed train")]
+    assert len(trains) == 9  # word2vec, GloVe, fastText × en, de, fr
+    for words in trains:
+        lang = words[words.index("--lang") + 1]
+        corpora = [words[i + 1] for i, word in enumerate(words) if word == "--corpus"]
+        expected = [f"https://host/data/task1/raw/train.{lang}.gz"]
+        if lang != "fr":
+            expected += [f"https://host/data/task2/raw/train.{n}.{lang}.gz" for n in range(1, 6)]
+        assert corpora == expected
+        pair = "en-fr" if lang == "fr" else "en-de"
+        assert words[words.index("--tokenize-like") + 1] == f"data/multi30k_images_{pair}"
