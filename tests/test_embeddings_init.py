@@ -17,6 +17,7 @@ from helpers import nlgkit_command, tiny_recipe
 
 from nlgkit.core.config import load_recipe
 from nlgkit.data.vocab import PAD, SPECIALS, Vocabulary
+from nlgkit.experiments.hirasawa_runs import TableUse, table_uses
 from nlgkit.runs.build import build_model
 from nlgkit.runs.embeddings import initialise_embeddings
 from nlgkit.runs.loading import load_trained
@@ -77,6 +78,8 @@ def test_fixed_rows_stay_while_the_missing_words_learn(setup, tmp_path: Path) ->
     assert recorded == {"source": {"table": str(tmp_path / "de.safetensors"), "found": 300,
                                    "rows": len(Vocabulary.load(data_dir / "vocab.de.txt")),
                                    "sha256": hashlib.sha256((tmp_path / "de.safetensors").read_bytes()).hexdigest()}}
+    assert table_uses(tmp_path / "run") == {"source": TableUse(recorded["source"]["sha256"], 300,
+                                                               recorded["source"]["rows"])}  # as reports read it
     (tmp_path / "de.safetensors").unlink()  # a trained run needs its tables no more
     run = load_trained(tmp_path / "run", "last", device="cpu")
     weight = run.model.source_embedding().weight.detach()  # type: ignore[union-attr]

@@ -26,6 +26,7 @@ from nlgkit.experiments.hirasawa import CAPPED, hirasawa_report
 from nlgkit.experiments.hirasawa_runs import (
     HirasawaRun,
     Row,
+    TableUse,
     load_run,
     parse_label,
     placement,
@@ -281,11 +282,15 @@ def test_one_cell_never_pools_runs_started_from_different_tables(hirasawa_runs: 
     _, glove = (load_run(path, "cpu") for path in hirasawa_runs)
     assert glove.tables == {}  # trained without a table file: nothing recorded, nothing to compare
     seed3 = as_finished_seed3(glove, tmp_path)
-    same = {"source": "a" * 64, "target": "b" * 64}
+    same = {"source": TableUse("a" * 64, 1234, 9797), "target": TableUse("b" * 64, 567, 18669)}
     one, two = dataclasses.replace(glove, tables=same), dataclasses.replace(seed3, tables=same)
     pooled = hirasawa_report([one, two], planned={"all": ["rnn"], "covered": []}, samples=20)
-    assert "`text_glove_seed3`: rnn, en-de, glove, seed 3, all, source table aaaaaaaa, target table bbbbbbbb" in pooled
-    other = dataclasses.replace(seed3, tables={**same, "source": "c" * 64})
+    assert ("`text_glove_seed3`: rnn, en-de, glove, seed 3, all, source table aaaaaaaa: 1,234 of 9,797 words, "
+            "target table bbbbbbbb: 567 of 18,669 words") in pooled
+    package = dataclasses.replace(seed3, tables={**same, "source": TableUse(None, 1234, 9797)})  # nothing to compare
+    assert "source table (package): 1,234 of 9,797 words" in hirasawa_report(
+        [one, package], planned={"all": ["rnn"], "covered": []}, samples=20)
+    other = dataclasses.replace(seed3, tables={**same, "source": TableUse("c" * 64, 1234, 9797)})
     with pytest.raises(DataError, match=r"text_glove_seed2 and text_glove_seed3: one cell \(rnn, glove, none, en-de\) "
                                         r"but source embeddings from different tables"):
         hirasawa_report([one, other], planned={"all": ["rnn"], "covered": []}, samples=20)

@@ -116,7 +116,8 @@ def _check_tables(every: Cells) -> None:
     text would be a mean of two experiments. Runs whose provenance predates the table digests are not checked."""
     for (row, pair), seeds in every.items():
         for side in ("source", "target"):
-            digests = {run.tables[side]: run.name for run in seeds.values() if side in run.tables}
+            digests = {run.tables[side].sha256: run.name for run in seeds.values()
+                       if side in run.tables and run.tables[side].sha256}
             if len(digests) > 1:
                 first, second = sorted(digests.values())[:2]
                 raise DataError(f"{first} and {second}: one cell ({row.model}, {row.embeddings}, {row.debiasing}, "
@@ -331,10 +332,12 @@ def _figure_systems(cells: Cells, pair: str) -> tuple[str, str, dict[str, list[H
 
 
 def _describe(run: HirasawaRun) -> str:
-    """A run's name, the cell it fills and, where its provenance has them, the first digits of its tables' SHA-256."""
+    """A run's name, the cell it fills and, where its provenance has them, its tables (the first digits of their
+    SHA-256) and how many vocabulary rows each supplied: a pre-trained row is only as good as its coverage."""
     row = run.place.row
     label = row.embeddings + ("" if row.debiasing == "none" else f"+{row.debiasing}")
-    tables = "".join(f", {side} table {digest[:8]}" for side, digest in run.tables.items())
+    tables = "".join(f", {side} table {use.sha256[:8] if use.sha256 else '(package)'}: {use.found:,} of "
+                     f"{use.rows:,} words" for side, use in run.tables.items())
     return f"`{run.name}`: {row.model}, {run.place.pair}, {label}, seed {run.place.seed}, {row.subset}{tables}"
 
 

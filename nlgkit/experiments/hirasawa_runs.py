@@ -80,6 +80,16 @@ class Placement:
     seed: int
 
 
+@dataclass(frozen=True)
+class TableUse:
+    """What a run's provenance says of the table that initialised one side: its file's SHA-256 (None for a package)
+    and how many of the vocabulary's rows it supplied (the others start from the mean of its unused vectors)."""
+
+    sha256: str | None
+    found: int
+    rows: int
+
+
 @dataclass
 class HirasawaRun:
     """A run (directory or record) with its scores; ``meteor`` is None where Java is missing."""
@@ -89,7 +99,7 @@ class HirasawaRun:
     manifest: dict[str, Any]
     meteor: float | None
     meteor_note: str  # METEOR's signature, or why it was not computed
-    tables: dict[str, str] = field(default_factory=dict)  # side → SHA-256 of the table that initialised it, if known
+    tables: dict[str, TableUse] = field(default_factory=dict)  # side → its initial table, where provenance says
 
     @property
     def name(self) -> str:
@@ -164,19 +174,19 @@ def load_run(run_dir: Path, device: str = "auto", log: Log | None = None) -> Hir
     manifest = data_manifest(run_dir)
     place = placement(saved_config(run_dir), manifest)
     scored = meteor_score(result.hyps, result.ref_streams, place.pair.split("-")[-1])
-    tables = table_digests(run_dir)
+    tables = table_uses(run_dir)
     if scored["available"]:
         return HirasawaRun(result, place, manifest, float(scored["score"]), scored["signature"], tables)
     return HirasawaRun(result, place, manifest, None, f"not computed: {scored['reason']}", tables)
 
 
-def table_digests(run_dir: Path) -> dict[str, str]:
-    """Side → SHA-256 of the word-vector table that initialised it, as the run's provenance recorded it (runs
-    trained before nlgkit recorded it, and tables that are packages rather than files, have none)."""
+def table_uses(run_dir: Path) -> dict[str, TableUse]:
+    """Side → the word-vector table that initialised it, as the run's provenance recorded it (runs trained before
+    nlgkit recorded it have none)."""
     path = run_dir / "provenance.json"
     embeddings = (read_json(path) if path.is_file() else {}).get("embeddings") or {}
-    return {side: entry["sha256"] for side, entry in sorted(embeddings.items())
-            if isinstance(entry, dict) and entry.get("sha256")}
+    return {side: TableUse(entry.get("sha256"), int(entry["found"]), int(entry["rows"]))
+            for side, entry in sorted(embeddings.items()) if isinstance(entry, dict)}
 
 
 def run_fscores(run: HirasawaRun) -> list[BucketScore] | None:
