@@ -159,9 +159,14 @@ def exported(data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[
 @pytest.mark.parametrize("beam, max_len_a, max_len_b", [(1, 1.5, 10), (5, 1.5, 10), (1, 0.5, 2), (4, 0.5, 2)])
 def test_the_export_searches_as_nlgkit_does(exported: tuple[Path, Path], data_dir: Path, beam: int,
                                             max_len_a: float, max_len_b: int) -> None:
-    """The same best hypothesis for every test sentence, scores to 1e-4 (measured: < 1e-6). a = 0.5, b = 2 cuts
-    most searches short at sentence-specific limits (CTranslate2 searches again with its own limit any sentence
-    its batch's limit let run past it)."""
+    """The same best hypothesis, scores to 1e-4 (measured: < 1e-6), for all but a near tie or two. a = 0.5, b = 2
+    cuts most searches short at sentence-specific limits (CTranslate2 searches again with its own limit any sentence
+    its batch's limit let run past it).
+
+    Beam search is not continuous in the scores: where two candidates of a step differ by less than the rounding of
+    two sets of kernels, one engine may keep the other's sixth and go down another path. A machine with other SIMD
+    kernels gave one such sentence in 40 (beam 5: a 47-token repetition, scores −2.0272 and −2.0210 per token), so a
+    differing sentence must be a near tie (0.01 nats per token) and they must stay rare."""
     run_dir, export_dir = exported
     run = load_trained(run_dir, "best", "cpu")
     sources = run.task.split_sources(data_dir, "test", run.vocabs)
@@ -170,8 +175,10 @@ def test_the_export_searches_as_nlgkit_does(exported: tuple[Path, Path], data_di
     expected = [h[0] for h in generate(run.model, run.task, sources, run.tgt_vocab, **options.search_kwargs())]
     translator = CT2Translator(load_export(export_dir), options, threads=1)
     found = [h[0] for h in translator.search(sources)]
-    assert [h.tokens for h in found] == [h.tokens for h in expected]
-    assert [h.score for h in found] == pytest.approx([h.score for h in expected], abs=1e-4)
+    same = [f.tokens == e.tokens for f, e in zip(found, expected, strict=True)]
+    assert sum(same) >= len(same) - 2, [i for i, s in enumerate(same) if not s]
+    for f, e, identical in zip(found, expected, same, strict=True):
+        assert f.score == pytest.approx(e.score, abs=1e-4 if identical else 1e-2), (f.tokens, e.tokens)
     if max_len_a < 1:  # the limits did cut: outputs end at their own, different, limits
         limits = translator.length_limits(sources)
         assert len({limit for h, limit in zip(expected, limits, strict=True) if len(h.tokens) == limit}) > 1
