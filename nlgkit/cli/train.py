@@ -35,7 +35,7 @@ def train(
     if tensorboard:
         extra.append(f"train.tensorboard={str(tensorboard)!r}")
     config = load_recipe(recipe, extra)
-    console = Console(stderr=True)
+    console = Console(stderr=True, soft_wrap=True)  # one line per message: `2> train.log` stays grep-able
     if dry_run:
         _print_parameters(config, console, vocab_size)
         # lazy: CLI start-up (the library and torch load only when the command runs)

@@ -58,7 +58,7 @@ class Trainer:
                  show_progress: bool = True) -> None:
         self.config = config
         self.resume = resume
-        self.console = console or Console(stderr=True)
+        self.console = console or Console(stderr=True, soft_wrap=True)  # a message stays one line in a log file
         self.show_progress = show_progress
         self.run_dir = Path(config.run.dir)
         self.last_dir = self.run_dir / "checkpoints" / "last"
