@@ -17,10 +17,11 @@ from helpers import nlgkit_command, tiny_recipe
 
 from nlgkit.core.config import load_recipe
 from nlgkit.data.vocab import PAD, SPECIALS, Vocabulary
-from nlgkit.experiments.hirasawa_runs import TableUse, table_uses
+from nlgkit.experiments.hirasawa_runs import Row, TableUse, placement, table_uses
 from nlgkit.runs.build import build_model
 from nlgkit.runs.embeddings import initialise_embeddings
 from nlgkit.runs.loading import load_trained
+from nlgkit.runs.weight_init import initialise_weights
 from nlgkit.tasks import build_task
 from nlgkit.wordvectors.tables import save_table
 
@@ -111,3 +112,52 @@ def test_a_table_of_another_size_is_a_one_line_error_unless_projected(
     vocabs = task.load_vocabularies(data_dir)
     model = build_model(config, task.model_context(vocabs), vocabs["en"])
     assert initialise_embeddings(model, config, task, vocabs)["target"]["found"] == 100
+
+
+def test_nmtpytorch_scales_kaiming_weights_and_unit_table_rows(setup, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """``train.weight_init = "kaiming_normal"`` draws every trainable text matrix N(0, 2/fan_in), embeddings
+    included, and leaves the fixed head alone; ``embeddings.normalize`` gives the table's rows unit length."""
+    recipe, data_dir, rows, oov_mean = setup
+    config = load_recipe(recipe)
+    task = build_task(config)
+    vocabs = task.load_vocabularies(data_dir)
+    model = build_model(config, task.model_context(vocabs), vocabs["en"])
+    before = {name: tensor.detach().clone() for name, tensor in model.state_dict().items()}
+    assert initialise_weights(model, "default") == 0
+    assert all(torch.equal(before[name], tensor) for name, tensor in model.state_dict().items())
+    assert float(model.source_embedding().weight.detach().std()) > 0.9  # type: ignore[union-attr]  # N(0, 1)
+    redrawn = initialise_weights(model, "kaiming_normal")
+    assert redrawn >= 8  # two embeddings, encoder and decoder gates, attention, bridge, pre-output
+    source = model.source_embedding().weight.detach()  # type: ignore[union-attr]
+    assert float(source.std()) == pytest.approx((2 / DIM) ** 0.5, rel=0.05)
+    assert float(source[vocabs["de"].pad_index].abs().sum()) == 0.0
+    gates = model.encoder.weight_ih_l0.detach()  # type: ignore[union-attr]
+    assert float(gates.std()) == pytest.approx((2 / gates.size(1)) ** 0.5, rel=0.05)
+    fixed = {name for name, _ in model.named_buffers()}
+    assert fixed and all(torch.equal(before[name], model.state_dict()[name]) for name in fixed)
+    cnn = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.BatchNorm2d(8), torch.nn.Flatten(), torch.nn.Linear(8, 4))
+    conv = cnn[0].weight.detach().clone()
+    assert initialise_weights(cnn, "kaiming_normal") == 1 and torch.equal(cnn[0].weight, conv)  # pretrained CNNs stay
+
+    config = load_recipe(with_embeddings(recipe, f'source = "{tmp_path / "de.safetensors"}"\nnormalize = true'))
+    initialise_embeddings(model, config, task, vocabs)
+    weight = model.source_embedding().weight.detach()  # type: ignore[union-attr]
+    vocab = vocabs["de"]
+    for word, row in list(rows.items())[:50]:
+        assert torch.allclose(weight[vocab.index(word)], row / row.norm(), atol=1e-6)
+    missing = next(i for i, token in enumerate(vocab.tokens) if token not in rows and token != PAD)
+    assert torch.allclose(weight[missing], oov_mean / oov_mean.norm(), atol=1e-6)
+    assert float(weight[vocab.pad_index].abs().sum()) == 0.0
+
+
+def test_a_run_with_nmtpytorch_scales_trains_them_and_reports_a_row_of_its_own(setup, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    recipe, *_ = setup
+    recipe = with_embeddings(recipe, f'source = "{tmp_path / "de.safetensors"}"\nnormalize = true\nlabel = "glove"')
+    nlgkit_command(["train", str(recipe), "--set", "train.weight_init='kaiming_normal'", "--set", "train.lr=1e-7"])
+    run = load_trained(tmp_path / "run", "last", device="cpu")
+    target = run.model.target_embedding().weight.detach()  # no table: drawn at nmtpytorch's scale, barely trained
+    assert float(target.std()) == pytest.approx((2 / DIM) ** 0.5, rel=0.05)
+    source = run.model.source_embedding().weight.detach()  # type: ignore[union-attr]
+    assert torch.allclose(source[len(SPECIALS):].norm(dim=1), torch.ones(len(source) - len(SPECIALS)), atol=1e-3)
+    saved = json.loads((tmp_path / "run" / "config.json").read_text())
+    assert placement(saved, {}).row == Row("all", "rnn", "glove", "none", "none", "kaiming_normal, unit table rows")

@@ -85,6 +85,8 @@ class TrainConfig:
     adam_betas: tuple[float, float] = (0.9, 0.999)  # (0.9, 0.98) for Transformers
     schedule: Literal["plateau", "inverse_sqrt", "none"] = "plateau"  # see nlgkit.train.schedules
     warmup_updates: int = 4000  # inverse_sqrt only
+    # initial weights of a new run (nlgkit.runs.weight_init): each layer's own, or nmtpytorch's N(0, 2/fan_in)
+    weight_init: Literal["default", "kaiming_normal"] = "default"
 
 
 @dataclass(frozen=True)
@@ -112,6 +114,7 @@ class EmbeddingsConfig:
     target: str = ""  # … for the decoder's target input embedding (tied and joint heads share it)
     trainable: bool = True  # false: rows found in the table stay fixed; missing words are still trained
     project: bool = False  # a table of another size is projected to the embedding size (else an error)
+    normalize: bool = False  # every row scaled to unit length (Hirasawa's nmtpytorch loader), padding stays zero
     label: str = ""  # how reports name these embeddings (e.g. "glove+abtt"); "" = "random" without tables
 
     @property

@@ -222,12 +222,14 @@ def _table6_line(table: PaperTable) -> str:
             cells.append(f"{PAIR_NAMES[pair]} {_paper(row.values.get('bleu'))} BLEU / "
                          f"{_paper(row.values.get('meteor'))} METEOR")
     return ("Their Table 6 adds VAG-NET with random initialisation on 10k joint BPE merges: " + ", ".join(cells)
-            + " (BLEU below its word-level random row in both pairs). A run on subwords gets a row of its own.")
+            + " (BLEU below its word-level random row in both pairs). A run on subwords, or with other initial "
+            "scales (`train.weight_init`, `embeddings.normalize`), gets a row of its own, named in brackets.")
 
 
 def _embedding_name(row: Row) -> str:
     name = EMBEDDING_NAMES.get(row.embeddings, f"`{row.embeddings}`")
-    return name if row.subword == "none" else f"{name} ({row.subword})"
+    variants = [part for part in (row.subword, row.init) if part not in ("none", "default")]
+    return f"{name} ({'; '.join(variants)})" if variants else name
 
 
 def _mean(values: Sequence[float | None]) -> str:
@@ -249,7 +251,7 @@ def _bootstrap_table(rows: Sequence[Row], cells: Cells, samples: int) -> list[st
     for row in rows:
         if row.embeddings == "random" or not any((row, pair) in cells for pair in PAIRS):
             continue
-        base = Row(row.subset, row.model, "random", "none", row.subword)
+        base = Row(row.subset, row.model, "random", "none", row.subword, row.init)
         body.append([MODEL_NAMES.get(row.model, f"`{row.model}`"), _embedding_name(row),
                      DEBIASING_NAMES.get(row.debiasing, row.debiasing),
                      *(_versus_random(cells.get((base, pair), {}), cells.get((row, pair), {}), samples)

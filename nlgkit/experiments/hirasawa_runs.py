@@ -56,11 +56,12 @@ class Row:
     embeddings: str  # "random", "glove", … (a label outside EMBEDDINGS gets a row of its own)
     debiasing: str  # "none", "lc" or "abtt"
     subword: str = "none"  # the paper's Tables 3–4 are word level; a BPE run is a row of its own
+    init: str = "default"  # initial scales other than nlgkit's (train.weight_init, embeddings.normalize): own row
 
     def sort_key(self) -> tuple[Any, ...]:
         """The paper's order (models, then embeddings, then debiasing), anything else after, by name."""
         return (_rank(self.subset, SUBSETS), _rank(self.model, MODELS), self.subword != "none", self.subword,
-                _rank(self.embeddings, EMBEDDINGS), _rank(self.debiasing, DEBIASING))
+                self.init != "default", self.init, _rank(self.embeddings, EMBEDDINGS), _rank(self.debiasing, DEBIASING))
 
     def paper_keys(self, pair: str) -> dict[str, str]:
         return {"pair": pair, "model": self.model, "embeddings": self.embeddings, "debiasing": self.debiasing,
@@ -123,13 +124,23 @@ def embeddings_label(config: Mapping[str, Any]) -> str:
     return label or (Path(table).stem if table else "random")
 
 
+def initial_scales(config: Mapping[str, Any]) -> str:
+    """How a saved config draws the initial weights, when not as nlgkit does by default: ``train.weight_init`` and
+    unit-length table rows (``embeddings.normalize``), e.g. "kaiming_normal, unit table rows"; else "default"."""
+    train, section = config.get("train") or {}, config.get("embeddings") or {}
+    parts = [str(train.get("weight_init") or "default")]
+    if isinstance(section, Mapping) and section.get("normalize"):
+        parts.append("unit table rows")
+    return ", ".join(part for part in parts if part != "default") or "default"
+
+
 def placement(config: Mapping[str, Any], manifest: Mapping[str, Any]) -> Placement:
     """The row, pair and seed of a run from its saved config and its data manifest (read defensively)."""
     data, train, model = (config.get(name) or {} for name in ("data", "train", "model"))
     embeddings, debiasing = parse_label(embeddings_label(config))
     subset = "covered" if manifest.get("covered_only") else "all"
     subword = str(manifest.get("subword") or (data.get("prepare") or {}).get("subword") or "none")
-    row = Row(subset, str(model.get("type", "?")), embeddings, debiasing, subword)
+    row = Row(subset, str(model.get("type", "?")), embeddings, debiasing, subword, initial_scales(config))
     return Placement(row, f"{data.get('src_lang', '?')}-{data.get('tgt_lang', '?')}", int(train.get("seed", 1)))
 
 

@@ -47,7 +47,7 @@ def initialise_embeddings(model: Generator, config: RunConfig, task: Task,
             raise ConfigError(f"{where}: the {side} embedding has {embedding.num_embeddings} rows for a "
                               f"{len(vocab)}-word vocabulary")
         rows = initial_rows(Path(table), vocab.tokens, embedding.embedding_dim, project=settings.project,
-                            seed=config.train.seed)
+                            seed=config.train.seed, normalize=settings.normalize)
         with torch.no_grad():
             embedding.weight.copy_(rows.vectors.to(embedding.weight))
         if not settings.trainable:

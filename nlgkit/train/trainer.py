@@ -42,6 +42,7 @@ from nlgkit.runs.data import copy_model_assets, ensure_data_dir
 from nlgkit.runs.embeddings import initialise_embeddings
 from nlgkit.runs.epochs import epoch_dir, prune_epoch_checkpoints
 from nlgkit.runs.provenance import environment, git_revision
+from nlgkit.runs.weight_init import initialise_weights
 from nlgkit.tasks import build_task
 from nlgkit.train.checkpointing import check_run_dir, restore_training_checkpoint, save_training_checkpoint
 from nlgkit.train.distributed import Ranks, data_parallel, rank_seed
@@ -128,6 +129,7 @@ class Trainer:
         vocabs = task.load_vocabularies(data_dir)
         data = task.load_data(data_dir, vocabs, device)
         model = build_model(cfg, task.model_context(vocabs), vocabs[task.target_lang])
+        initialise_weights(model, t.weight_init)  # a resumed run's checkpoint replaces these, as the tables' rows
         embeddings = initialise_embeddings(model, cfg, task, vocabs)
         for side, done in embeddings.items():
             self.console.print(f"{side} embedding from {done['table']}: {done['found']:,} of {done['rows']:,} "

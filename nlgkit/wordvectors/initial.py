@@ -39,10 +39,12 @@ def projection(table_dim: int, dim: int, seed: int) -> Tensor:
     return torch.randn(table_dim, dim, generator=regenerable_generator(seed)) / dim**0.5
 
 
-def initial_rows(table: Path, words: Sequence[str], dim: int, project: bool = False, seed: int = 1) -> InitialRows:
+def initial_rows(table: Path, words: Sequence[str], dim: int, project: bool = False, seed: int = 1,
+                 normalize: bool = False) -> InitialRows:
     """Rows for ``words`` from ``table`` (an nlgkit table, word2vec / GloVe / fastText ``.vec`` text or binary,
     a fastText ``.bin``, a spaCy package, a ``.npy`` + ``.parquet`` directory): the table's vectors where it has
-    the word, the mean of its out-of-vocabulary vectors for the rest and for the specials, zeros for ``<pad>``."""
+    the word, the mean of its out-of-vocabulary vectors for the rest and for the specials, zeros for ``<pad>``;
+    with ``normalize`` each row then of unit length, as Hirasawa's nmtpytorch loader gives them."""
     source = read_vectors(table)
     if source.dim != dim and not project:
         raise ConfigError(f"{table}: {source.dim}-dimensional vectors for a {dim}-dimensional embedding (make the "
@@ -55,6 +57,8 @@ def initial_rows(table: Path, words: Sequence[str], dim: int, project: bool = Fa
         matrix = projection(source.dim, dim, seed)
         rows, fallback = rows @ matrix, fallback @ matrix
     rows[~found] = fallback
+    if normalize:
+        rows = torch.nn.functional.normalize(rows, dim=1)
     rows[torch.tensor([word == PAD for word in words], dtype=torch.bool)] = 0.0
     described = f"{table} ({source.fmt}, {len(source.words):,} × {source.dim}"
     described += ", character n-grams)" if source.ngrams is not None else ")"
