@@ -259,10 +259,18 @@ pappas-speed: $(STAMP)
 # source embedding and LABEL.de / LABEL.fr.safetensors for the target one (glove6b, English only: the source alone),
 # so make the tables first. A run recorded in RECORDS/hirasawa is not trained again; after the report every trained
 # run is recorded there. HIRASAWA_SET: options added to every run. 390 runs with the defaults: narrow them down.
+# HIRASAWA_INIT=nmtpytorch: the initial scales of the paper's toolkit (every matrix N(0, 2/fan_in), unit-length
+# table rows: train.weight_init, embeddings.normalize), in runs named RECIPE_LABEL_seedN_nmtpytorch-init.
 HIRASAWA_RECIPES ?= $(wildcard recipes/hirasawa/*.toml)
 HIRASAWA_EMBEDDINGS ?= random $(foreach table,word2vec glove fasttext glove6b,$(table) $(table)+lc $(table)+abtt)
 HIRASAWA_SEEDS ?= 1 2 3
 HIRASAWA_SET ?=
+HIRASAWA_INIT ?= default
+ifeq ($(filter $(HIRASAWA_INIT),default nmtpytorch),)
+$(error HIRASAWA_INIT = $(HIRASAWA_INIT): use default or nmtpytorch)
+endif
+hirasawa_init_set := $(if $(filter nmtpytorch,$(HIRASAWA_INIT)),--set train.weight_init=kaiming_normal --set embeddings.normalize=true)
+hirasawa_suffix := $(if $(filter nmtpytorch,$(HIRASAWA_INIT)),_nmtpytorch-init)
 HIRASAWA_TABLES ?= $(RUNS_DIR)/hirasawa_tables
 HIRASAWA_RECORDS := $(RECORDS)/hirasawa
 hirasawa_runs = $(wildcard $(RUNS_DIR)/hirasawa/*/)
@@ -273,7 +281,7 @@ hirasawa_runs = $(wildcard $(RUNS_DIR)/hirasawa/*/)
 # shared cache (task.features_dir): with -j and no cache yet, start with one run
 # (`make hirasawa-run-text_en-de_random_seed1`) so that the others read it.
 HIRASAWA_CELLS = $(foreach seed,$(HIRASAWA_SEEDS),$(foreach recipe,$(HIRASAWA_RECIPES),$(foreach label,\
-	$(HIRASAWA_EMBEDDINGS),$(basename $(notdir $(recipe)))_$(label)_seed$(seed):$(recipe):$(label):$(seed))))
+	$(HIRASAWA_EMBEDDINGS),$(basename $(notdir $(recipe)))_$(label)_seed$(seed)$(hirasawa_suffix):$(recipe):$(label):$(seed))))
 HIRASAWA_TRAIN = $(foreach cell,$(HIRASAWA_CELLS),hirasawa-run-$(firstword $(subst :, ,$(cell))))
 $(HIRASAWA_TRAIN): hirasawa-run-%: $(STAMP)
 	cell=$(filter $*:%,$(HIRASAWA_CELLS)); seed=$${cell##*:}; recipe=$${cell#*:}; recipe=$${recipe%%:*}; \
@@ -282,7 +290,7 @@ $(HIRASAWA_TRAIN): hirasawa-run-%: $(STAMP)
 	  emb=; [ $$label = random ] || emb="--set embeddings.label=$$label --set embeddings.source=$$src"; \
 	  case $$label in random) ;; glove6b*) emb="$$emb --set embeddings.project=true";; \
 	    *) emb="$$emb --set embeddings.target=$(HIRASAWA_TABLES)/$$label.$$tgt.safetensors";; esac; \
-	  $(call recorded,$$run) || $(call train,$$run,$$recipe,--set train.seed=$$seed $$emb $(HIRASAWA_SET))
+	  $(call recorded,$$run) || $(call train,$$run,$$recipe,--set train.seed=$$seed $$emb $(hirasawa_init_set) $(HIRASAWA_SET))
 
 reproduce-hirasawa: $(HIRASAWA_TRAIN)
 	$(MAKE) hirasawa-report
