@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from nlgkit.core.errors import DataError
@@ -251,7 +252,7 @@ def _bootstrap_table(rows: Sequence[Row], cells: Cells, samples: int) -> list[st
     for row in rows:
         if row.embeddings == "random" or not any((row, pair) in cells for pair in PAIRS):
             continue
-        base = Row(row.subset, row.model, "random", "none", row.subword, row.init)
+        base = replace(row, embeddings="random", debiasing="none")  # the same subset, model, subword and scales
         body.append([MODEL_NAMES.get(row.model, f"`{row.model}`"), _embedding_name(row),
                      DEBIASING_NAMES.get(row.debiasing, row.debiasing),
                      *(_versus_random(cells.get((base, pair), {}), cells.get((row, pair), {}), samples)

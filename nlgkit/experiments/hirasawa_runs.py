@@ -128,10 +128,11 @@ def initial_scales(config: Mapping[str, Any]) -> str:
     """How a saved config draws the initial weights, when not as nlgkit does by default: ``train.weight_init`` and
     unit-length table rows (``embeddings.normalize``), e.g. "kaiming_normal, unit table rows"; else "default"."""
     train, section = config.get("train") or {}, config.get("embeddings") or {}
-    parts = [str(train.get("weight_init") or "default")]
+    weight_init = str(train.get("weight_init") or "default")
+    parts = [] if weight_init == "default" else [weight_init]
     if isinstance(section, Mapping) and section.get("normalize"):
         parts.append("unit table rows")
-    return ", ".join(part for part in parts if part != "default") or "default"
+    return ", ".join(parts) or "default"
 
 
 def placement(config: Mapping[str, Any], manifest: Mapping[str, Any]) -> Placement:

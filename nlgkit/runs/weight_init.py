@@ -10,28 +10,33 @@ Image CNN layers (2-D convolutions, batch norm) are never touched: their weights
 
 from __future__ import annotations
 
-from torch import nn
+from collections.abc import Callable
+
+import torch
+from torch import Tensor, nn
 
 # Layers whose matrices the schemes draw: the text side of every model and head here.
 _TEXT_LAYERS = (nn.Embedding, nn.Linear, nn.Conv1d, nn.RNNBase, nn.RNNCellBase, nn.MultiheadAttention)
+# Scheme → how it draws one matrix in place (None: keep each layer's own draw).
+SCHEMES: dict[str, Callable[[Tensor], Tensor] | None] = {"default": None, "kaiming_normal": nn.init.kaiming_normal_}
 
 
 def initialise_weights(model: nn.Module, scheme: str) -> int:
     """Redraw ``model``'s trainable text-layer matrices by ``scheme``; return how many tensors were redrawn.
 
     Frozen weights (fixed heads' buffers, parameters without gradient) keep their values."""
-    if scheme == "default":
+    draw = SCHEMES[scheme]
+    if draw is None:
         return 0
-    redrawn = 0
-    seen: set[int] = set()
-    for module in model.modules():
-        if not isinstance(module, _TEXT_LAYERS):
-            continue
-        for parameter in module.parameters(recurse=False):
-            if parameter.requires_grad and parameter.dim() > 1 and id(parameter) not in seen:
-                seen.add(id(parameter))  # a tied matrix is drawn once
-                nn.init.kaiming_normal_(parameter.data)
-                redrawn += 1
-        if isinstance(module, nn.Embedding) and module.padding_idx is not None:
-            module.weight.data[module.padding_idx].zero_()
-    return redrawn
+    seen: set[int] = set()  # a tied matrix is drawn once
+    with torch.no_grad():
+        for module in model.modules():
+            if not isinstance(module, _TEXT_LAYERS):
+                continue
+            for parameter in module.parameters(recurse=False):
+                if parameter.requires_grad and parameter.dim() > 1 and id(parameter) not in seen:
+                    seen.add(id(parameter))
+                    draw(parameter)
+            if isinstance(module, nn.Embedding) and module.padding_idx is not None:
+                module.weight[module.padding_idx].zero_()
+    return len(seen)
