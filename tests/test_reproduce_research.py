@@ -314,6 +314,35 @@ def test_a_run_record_needs_the_hypotheses_it_cannot_remake(pappas_runs: list[Pa
     assert not (tmp_path / "pappas.md").exists()
 
 
+def test_a_run_stopped_early_does_not_replace_the_record_of_a_finished_one(pappas_runs: list[Path], tmp_path: Path,
+                                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    """The weights of a finished run are usually gone with its machine: archiving a capped run of the same name over
+    its record would lose the run for good, so it takes --replace."""
+    reproduce(["pappas", str(pappas_runs[0]), "--output", str(tmp_path / "pappas.md")])  # its hypotheses, kept
+    finished, capped = (tmp_path / state / pappas_runs[0].name for state in ("finished", "capped"))
+    for run, done, reason in ((finished, True, "no bleu improvement for 10 epochs"),
+                              (capped, False, "train.max_minutes = 4.0 reached")):
+        shutil.copytree(pappas_runs[0], run)
+        summary = json.loads((run / "summary.json").read_text())
+        summary.update(finished=done, stop_reason=reason)
+        (run / "summary.json").write_text(json.dumps(summary))
+    records = tmp_path / "records"
+    reproduce(["archive", str(finished), "--into", str(records)])
+    kept = {path: path.read_bytes() for path in (records / finished.name).rglob("*") if path.is_file()}
+
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exit_info:
+        reproduce(["archive", str(capped), "--into", str(records)])
+    err = capsys.readouterr().err.strip()
+    assert exit_info.value.code == 2 and "\n" not in err and str(records / finished.name) in err
+    assert "train.max_minutes = 4.0 reached" in err and "--replace" in err
+    assert {path: path.read_bytes() for path in (records / finished.name).rglob("*") if path.is_file()} == kept
+
+    reproduce(["archive", str(finished), "--into", str(records)])  # a finished run replaces a finished record
+    reproduce(["archive", str(capped), "--into", str(records), "--replace"])
+    assert not json.loads((records / finished.name / "summary.json").read_text())["finished"]
+
+
 def test_overflow_share_counts_each_training_process_once(tmp_path: Path) -> None:
     """The head's counter restarts with every process; updates logged after the checkpoint a run resumed
     from were trained again, so only the resumed process's count covers them."""

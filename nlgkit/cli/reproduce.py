@@ -172,12 +172,15 @@ def log_summary(runs: Runs, output: Output = None, records: Records = None) -> N
 @app.command("archive")
 @handle_errors
 def archive(runs: Runs,
-            into: Annotated[str, typer.Option(metavar="DIR", help="Records directory, e.g. results/runs")]) -> None:
+            into: Annotated[str, typer.Option(metavar="DIR", help="Records directory, e.g. results/runs")],
+            replace: Annotated[bool, typer.Option(
+                "--replace", help="Let a run stopped early replace the record of a finished run of its name")] = False,
+            ) -> None:
     """Write weightless run records (commit them beside the tables)."""
     from nlgkit.runs.records import archive_run  # lazy: CLI start-up
 
     for run in runs:
-        _log(f"{run}: recorded in {archive_run(Path(run), Path(into))}")
+        _log(f"{run}: recorded in {archive_run(Path(run), Path(into), replace_finished=replace)}")
 
 
 @app.command("show")

@@ -34,9 +34,19 @@ DATA = ("manifest.json", "vocab.*.txt")
 INPUTS_DIR = "inputs"
 
 
-def archive_run(run_dir: Path, records_dir: Path) -> Path:
-    """Write ``records_dir/<run name>`` from ``run_dir`` (replacing an older record of it, atomically)."""
+def archive_run(run_dir: Path, records_dir: Path, *, replace_finished: bool = False) -> Path:
+    """Write ``records_dir/<run name>`` from ``run_dir`` (replacing an older record of it, atomically).
+
+    A record of a run trained to its end is not replaced by a run of the same name stopped early (a capped rehearsal
+    on another machine, say) unless ``replace_finished``: the finished run's weights are usually gone, so its record
+    is all that is left of it."""
     run_dir = Path(run_dir)
+    record = Path(records_dir) / run_dir.name
+    kept, new = _progress(record), _progress(run_dir)
+    if kept.get("finished") and not new.get("finished") and not replace_finished:
+        raise DataError(f"{record}: records a run trained to its end ({kept.get('stop_reason') or 'finished'}), which "
+                        f"{run_dir} ({new.get('stop_reason') or 'not finished'}) would replace; rename that run, or "
+                        "pass --replace")
     config = run_config(run_dir)
     task = build_task(config)
     data_dir = Path(config.data.dir)
@@ -53,7 +63,6 @@ def archive_run(run_dir: Path, records_dir: Path) -> Path:
     copies = [(source, relative) for source, relative in copies if relative != Path("config.json")]
     copies += [(path, Path(INPUTS_DIR, path.name)) for source in inputs.values() for path in _with_companions(source)]
 
-    record = Path(records_dir) / run_dir.name
     with atomic_directory(record) as tmp:
         for source, relative in copies:
             (tmp / relative).parent.mkdir(parents=True, exist_ok=True)
@@ -69,6 +78,12 @@ def archive_run(run_dir: Path, records_dir: Path) -> Path:
             "inputs": {key: {"archived_from": str(source.resolve()), "sha256": sha256_file(source),
                              "kept": str(Path(INPUTS_DIR, source.name))} for key, source in inputs.items()}})
     return record
+
+
+def _progress(run: Path) -> dict[str, Any]:
+    """A run's or record's summary.json (progress, whether and why it stopped); {} where there is none."""
+    path = run / "summary.json"
+    return read_json(path) if path.is_file() else {}
 
 
 def _inputs(raw: dict[str, Any], config: RunConfig, run_dir: Path) -> dict[str, Path]:
