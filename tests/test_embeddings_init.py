@@ -78,9 +78,11 @@ def test_fixed_rows_stay_while_the_missing_words_learn(setup, tmp_path: Path) ->
     recorded = json.loads((tmp_path / "run" / "provenance.json").read_text())["embeddings"]  # which vectors, exactly
     assert recorded == {"source": {"table": str(tmp_path / "de.safetensors"), "found": 300,
                                    "rows": len(Vocabulary.load(data_dir / "vocab.de.txt")),
-                                   "sha256": hashlib.sha256((tmp_path / "de.safetensors").read_bytes()).hexdigest()}}
+                                   "sha256": hashlib.sha256((tmp_path / "de.safetensors").read_bytes()).hexdigest(),
+                                   "content_sha256": recorded["source"]["sha256"]}}  # saved by nlgkit: canonical
     assert table_uses(tmp_path / "run") == {"source": TableUse(recorded["source"]["sha256"], 300,
-                                                               recorded["source"]["rows"])}  # as reports read it
+                                                               recorded["source"]["rows"],
+                                                               recorded["source"]["sha256"])}  # as reports read it
     (tmp_path / "de.safetensors").unlink()  # a trained run needs its tables no more
     run = load_trained(tmp_path / "run", "last", device="cpu")
     weight = run.model.source_embedding().weight.detach()  # type: ignore[union-attr]

@@ -294,6 +294,19 @@ def test_one_cell_never_pools_runs_started_from_different_tables(hirasawa_runs: 
     with pytest.raises(DataError, match=r"text_glove_seed2 and text_glove_seed3: one cell \(rnn, glove, none, en-de\) "
                                         r"but source embeddings from different tables"):
         hirasawa_report([one, other], planned={"all": ["rnn"], "covered": []}, samples=20)
+    # The same vectors saved again with the header keys in the other order: file digest "c", content digest "d".
+    # An older run recorded the file digest alone ("a"), a later one both ("a", content "d"): the later run links
+    # them, so the three seeds are one table; a run of content "e" is not.
+    linked = dataclasses.replace(seed3, tables={**same, "source": TableUse("a" * 64, 1234, 9797, "d" * 64)})
+    seed4 = dataclasses.replace(seed3, place=dataclasses.replace(seed3.place, seed=4),
+                                result=dataclasses.replace(seed3.result, name="text_glove_seed4", run_dir=Path(
+                                    shutil.copytree(seed3.result.run_dir, tmp_path / "text_glove_seed4"))),
+                                tables={**same, "source": TableUse("c" * 64, 1234, 9797, "d" * 64)})
+    assert "seed 4" in hirasawa_report([one, linked, seed4], planned={"all": ["rnn"], "covered": []}, samples=20)
+    with pytest.raises(DataError, match=r"text_glove_seed2 and text_glove_seed4: one cell"):
+        hirasawa_report([one, dataclasses.replace(seed4, tables={**same, "source": TableUse("c" * 64, 1234, 9797,
+                                                                                            "e" * 64)})],
+                        planned={"all": ["rnn"], "covered": []}, samples=20)
 
 
 def test_a_report_without_a_figure_removes_a_stale_one(hirasawa_runs: list[Path], tmp_path: Path) -> None:

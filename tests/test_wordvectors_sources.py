@@ -3,6 +3,7 @@ initial embedding rows follow Hirasawa & Komachi's policy; `embed report` by han
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import json
 from pathlib import Path
@@ -14,6 +15,7 @@ from typer.testing import CliRunner
 
 from nlgkit.cli.main import app
 from nlgkit.core.errors import ConfigError, DataError
+from nlgkit.core.io import canonical_safetensors, content_sha256
 from nlgkit.data.vocab import Vocabulary
 from nlgkit.wordvectors.initial import initial_rows, projection
 from nlgkit.wordvectors.sources import read_vectors
@@ -189,3 +191,29 @@ def test_bad_sources_give_one_line_errors(tmp_path: Path, vocab: Path) -> None:
             cli("embed", *args)
         assert result.exit_code != 0 and message in result.stderr, (args, result.stderr)
         assert "\n" not in result.stderr.strip() and not (tmp_path / "out.safetensors").exists()
+
+
+def test_a_table_saved_again_has_the_same_bytes(tmp_path: Path) -> None:
+    """Runs tell tables apart by SHA-256, so the same vectors must give the same file: safetensors alone writes
+    the metadata keys in a random order (kind before format in about half the saves)."""
+    from safetensors.torch import save
+
+    vectors = torch.randn(40, 8, generator=torch.Generator().manual_seed(3))
+    words = [f"w{i}" for i in range(40)]
+    digests = set()
+    for attempt in range(8):
+        save_table(tmp_path / f"t{attempt}.safetensors", vectors, words, kind="trained")
+        digests.add(hashlib.sha256((tmp_path / f"t{attempt}.safetensors").read_bytes()).hexdigest())
+    assert len(digests) == 1
+    assert torch.equal(read_vectors(tmp_path / "t0.safetensors").vectors, vectors)
+    metadata = {"kind": "trained", "format": "nlgkit-table", "note": "ä"}
+    raw = [save({"vectors": vectors}, metadata=metadata) for _ in range(16)]
+    assert len(set(raw)) > 1  # what the library does: if it ever sorts the keys, this test can go
+    canonical = {canonical_safetensors(data) for data in raw}
+    assert len(canonical) == 1 and all(len(data) == len(raw[0]) for data in canonical)
+    (tmp_path / "a.safetensors").write_bytes(raw[0])
+    (tmp_path / "b.safetensors").write_bytes(next(data for data in raw if data != raw[0]))
+    assert content_sha256(tmp_path / "a.safetensors") == content_sha256(tmp_path / "b.safetensors") == \
+        hashlib.sha256(canonical.pop()).hexdigest()
+    (tmp_path / "v.txt").write_text("x 1 2\n")
+    assert content_sha256(tmp_path / "v.txt") == hashlib.sha256(b"x 1 2\n").hexdigest()

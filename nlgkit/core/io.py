@@ -125,3 +125,41 @@ def sha256_file(path: str | Path) -> str:
         for chunk in iter(lambda: handle.read(1 << 20), b""):
             digest.update(chunk)
     return digest.hexdigest()
+
+
+
+def canonical_safetensors(data: bytes) -> bytes:
+    """The same safetensors file with its ``__metadata__`` keys in sorted order. safetensors writes them in a random
+    order (a Rust ``HashMap``: safetensors issue #584), so two saves of the same vectors differ in their bytes and
+    in their SHA-256, which runs record to tell tables apart; the header keeps its length, the tensors their bytes."""
+    size = int.from_bytes(data[:8], "little")
+    return data[:8] + _canonical_header(data[8:8 + size]) + data[8 + size:]
+
+
+def _canonical_header(header: bytes) -> bytes:
+    fields = json.loads(header)
+    if not isinstance(fields, dict) or "__metadata__" not in fields:
+        return header
+    ordered = {"__metadata__": dict(sorted(fields.pop("__metadata__").items())), **fields}
+    text = json.dumps(ordered, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    return text.ljust(len(header)) if len(text) <= len(header) else header
+
+
+def content_sha256(path: str | Path) -> str:
+    """SHA-256 of what a file holds: a ``.safetensors`` file with its header canonical (see
+    :func:`canonical_safetensors`: saved twice, the same tensors give two file digests but this one), any other
+    file as its bytes."""
+    if Path(path).suffix != ".safetensors":
+        return sha256_file(path)
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        prefix = handle.read(8)
+        size = int.from_bytes(prefix, "little")
+        try:
+            header = _canonical_header(handle.read(size))
+        except (ValueError, UnicodeDecodeError):  # not a safetensors header: hash the bytes as they are
+            return sha256_file(path)
+        digest.update(prefix + header)
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()

@@ -114,16 +114,32 @@ def _seeds(runs: Sequence[HirasawaRun]) -> tuple[Cells, list[str]]:
 
 def _check_tables(every: Cells) -> None:
     """A cell's seeds must have started from the same tables: one label (``glove``) over vectors trained on other
-    text would be a mean of two experiments. Runs whose provenance predates the table digests are not checked."""
+    text would be a mean of two experiments. Two runs read the same table when they share a file or content digest,
+    directly or through a third run (one that recorded both: the file another saved with its header in another
+    order). Runs whose provenance predates the table digests are not checked."""
     for (row, pair), seeds in every.items():
         for side in ("source", "target"):
-            digests = {run.tables[side].sha256: run.name for run in seeds.values()
-                       if side in run.tables and run.tables[side].sha256}
-            if len(digests) > 1:
-                first, second = sorted(digests.values())[:2]
+            tables = [(run.name, run.tables[side].digests()) for run in seeds.values()
+                      if side in run.tables and run.tables[side].digests()]
+            groups = _same_tables(tables)
+            if len(groups) > 1:
+                first, second = sorted(min(names) for names in groups)[:2]
                 raise DataError(f"{first} and {second}: one cell ({row.model}, {row.embeddings}, {row.debiasing}, "
                                 f"{pair}) but {side} embeddings from different tables (SHA-256 differs); give one a "
                                 "label of its own ([embeddings] label)")
+
+
+def _same_tables(tables: Sequence[tuple[str, set[str]]]) -> list[set[str]]:
+    """Runs grouped by table: (run name, digests) pairs merged while their digests overlap; the groups' names."""
+    groups: list[tuple[set[str], set[str]]] = []  # (names, digests)
+    for name, digests in tables:
+        names, digests = {name}, set(digests)
+        for group in [group for group in groups if group[1] & digests]:
+            groups.remove(group)
+            names |= group[0]
+            digests |= group[1]
+        groups.append((names, digests))
+    return [names for names, _ in groups]
 
 
 def _counted(every: Cells) -> tuple[Cells, list[str]]:

@@ -84,11 +84,17 @@ class Placement:
 @dataclass(frozen=True)
 class TableUse:
     """What a run's provenance says of the table that initialised one side: its file's SHA-256 (None for a package)
-    and how many of the vocabulary's rows it supplied (the others start from the mean of its unused vectors)."""
+    and that of its content (a safetensors header in canonical order; runs before it recorded none), and how many
+    of the vocabulary's rows it supplied (the others start from the mean of its unused vectors)."""
 
     sha256: str | None
     found: int
     rows: int
+    content_sha256: str | None = None
+
+    def digests(self) -> set[str]:
+        """What names these vectors: two uses sharing one of these read the same table."""
+        return {digest for digest in (self.sha256, self.content_sha256) if digest}
 
 
 @dataclass
@@ -197,7 +203,7 @@ def table_uses(run_dir: Path) -> dict[str, TableUse]:
     nlgkit recorded it have none)."""
     path = run_dir / "provenance.json"
     embeddings = (read_json(path) if path.is_file() else {}).get("embeddings") or {}
-    return {side: TableUse(entry.get("sha256"), int(entry["found"]), int(entry["rows"]))
+    return {side: TableUse(entry.get("sha256"), int(entry["found"]), int(entry["rows"]), entry.get("content_sha256"))
             for side, entry in sorted(embeddings.items()) if isinstance(entry, dict)}
 
 

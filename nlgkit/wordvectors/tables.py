@@ -18,11 +18,11 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 from safetensors import SafetensorError
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file, save
 from torch import Tensor
 
 from nlgkit.core.errors import ConfigError, DataError
-from nlgkit.core.io import atomic_write
+from nlgkit.core.io import atomic_write, canonical_safetensors
 from nlgkit.core.seeding import regenerable_generator
 from nlgkit.data.vocab import Vocabulary
 
@@ -45,7 +45,8 @@ KINDS = ("sphere", "cube", "pretrained", "input", "combined", "loaded", "trained
 
 def save_table(path: Path, vectors: Tensor, words: Sequence[str], kind: str = "") -> None:
     """Write the table and its word list atomically (each file: temporary, then rename); ``kind`` (one of
-    :data:`KINDS`) says where the vectors came from."""
+    :data:`KINDS`) says where the vectors came from. The same vectors give the same bytes every time, so that a
+    run's record of its table's SHA-256 tells tables apart, not saves."""
     if vectors.dim() != 2 or vectors.size(0) != len(words):
         raise DataError(f"{path}: {tuple(vectors.shape)} vectors for {len(words)} words")
     if any("\n" in word or "\r" in word for word in words):
@@ -53,10 +54,9 @@ def save_table(path: Path, vectors: Tensor, words: Sequence[str], kind: str = ""
     path.parent.mkdir(parents=True, exist_ok=True)
     with atomic_write(vocab_path(path)) as handle:
         handle.write("".join(f"{word}\n" for word in words))
-    tmp = path.with_name(f".{path.name}.tmp")
-    save_file({TENSOR: vectors.detach().float().contiguous().cpu()}, str(tmp),
-              metadata={"format": "nlgkit-table", "kind": kind})
-    tmp.replace(path)
+    data = save({TENSOR: vectors.detach().float().contiguous().cpu()}, metadata={"format": "nlgkit-table", "kind": kind})
+    with atomic_write(path, "wb") as handle:
+        handle.write(canonical_safetensors(data))
 
 
 def table_kind(path: Path) -> str:
