@@ -120,12 +120,15 @@ def decode_lines(raw: bytes, name: str, on_invalid: Callable[[int], None] | None
 
 
 def sha256_file(path: str | Path) -> str:
-    digest = hashlib.sha256()
     with open(path, "rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
+        return _sha256_rest(hashlib.sha256(), handle)
 
+
+def _sha256_rest(digest: Any, handle: IO[bytes]) -> str:
+    """``digest`` updated with the rest of ``handle``, read in chunks, as hex."""
+    for chunk in iter(lambda: handle.read(1 << 20), b""):
+        digest.update(chunk)
+    return digest.hexdigest()
 
 
 def canonical_safetensors(data: bytes) -> bytes:
@@ -151,15 +154,10 @@ def content_sha256(path: str | Path) -> str:
     file as its bytes."""
     if Path(path).suffix != ".safetensors":
         return sha256_file(path)
-    digest = hashlib.sha256()
     with open(path, "rb") as handle:
         prefix = handle.read(8)
-        size = int.from_bytes(prefix, "little")
         try:
-            header = _canonical_header(handle.read(size))
-        except (ValueError, UnicodeDecodeError):  # not a safetensors header: hash the bytes as they are
+            header = _canonical_header(handle.read(int.from_bytes(prefix, "little")))
+        except ValueError:  # not a safetensors header (UnicodeDecodeError is one): hash the bytes as they are
             return sha256_file(path)
-        digest.update(prefix + header)
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
+        return _sha256_rest(hashlib.sha256(prefix + header), handle)
