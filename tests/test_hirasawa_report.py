@@ -316,3 +316,26 @@ def test_a_report_without_a_figure_removes_a_stale_one(hirasawa_runs: list[Path]
     assert figure.read_bytes().startswith(b"\x89PNG")
     text = hirasawa_report([random], planned={"all": ["rnn"], "covered": []}, figure=figure, samples=20)
     assert "needs a random and a GloVe run" in text and not figure.exists()
+
+
+def as_model(run: HirasawaRun, model: str) -> HirasawaRun:
+    return dataclasses.replace(run, place=dataclasses.replace(
+        run.place, row=dataclasses.replace(run.place.row, model=model)))
+
+
+def test_every_model_with_random_and_glove_rows_gets_its_fscore_table_and_panel(
+        hirasawa_runs: list[Path], tmp_path: Path) -> None:
+    """The rare-word claim is read off each model the runs cover: text-only and IMAGINATION each get a table and a
+    panel, in the paper's order (a multimodal model before text-only); a model with a random row alone gets none."""
+    random, glove = (load_run(path, "cpu") for path in hirasawa_runs)
+    runs = [random, glove, as_model(random, "imagination"), as_model(glove, "imagination"),
+            as_model(random, "vag_nmt")]
+    figure = tmp_path / "hirasawa_fscore.png"
+    text = hirasawa_report(runs, planned={"all": ["rnn", "imagination", "vag_nmt"], "covered": []}, figure=figure,
+                           samples=20)
+    titles = [line for line in text.splitlines() if line.startswith("### EN→DE")]
+    assert titles == ["### EN→DE, IMAGINATION (`imagination`), all Multi30K pairs",
+                      "### EN→DE, text-only NMT (`rnn`), all Multi30K pairs"]
+    assert figure.read_bytes().startswith(b"\x89PNG") and "EN→DE: needs a random and a GloVe run" not in text
+    panels = {title: {"random": [0.1] * len(BUCKETS)} for title in "abc"}
+    assert [axes.get_subplotspec().rowspan.start for axes in fscore_figure(panels).axes] == [0, 0, 1]

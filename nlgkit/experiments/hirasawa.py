@@ -6,7 +6,7 @@
 - Against random initialisation: each row with pre-trained embeddings against the random row of the same model,
   subset and pair by paired bootstrap on the test set, seed against the same seed.
 - Fig. 1: word F-score by training frequency (compare-mt's buckets) of random, GloVe and debiased GloVe
-  initialisation of one model, as a table and ``<output>_fscore.png``.
+  initialisation, a table and a panel of ``<output>_fscore.png`` for each model and subset that has them.
 
 Which row a run belongs to is read from its saved config and data manifest (:mod:`nlgkit.experiments.hirasawa_runs`).
 """
@@ -300,7 +300,8 @@ def _versus_random(random: Mapping[int, HirasawaRun], runs: Mapping[int, Hirasaw
 
 
 def _fscore_lines(cells: Cells, figure: Path | None) -> list[str]:
-    """Their Fig. 1 per pair: the first model (VAG-NMT first, as theirs) with a random and a GloVe row run."""
+    """Their Fig. 1 per pair and model: every model and subset with a random and a GloVe row run gets a table and a
+    panel (VAG-NMT first, as theirs), so the rare-word claim is read off each model the runs cover, not one."""
     lines = ["## Word F-score by training frequency (their Fig. 1)", "",
              ("compare-mt's measure on test2016: outputs and references re-tokenised as the data was prepared, each "
               "word bucketed by its count in the run's training target vocabulary (every training word: the "
@@ -311,22 +312,21 @@ def _fscore_lines(cells: Cells, figure: Path | None) -> list[str]:
     panels: dict[str, dict[str, list[float]]] = {}
     for pair in PAIRS:
         chosen = _figure_systems(cells, pair)
-        if chosen is None:
+        if not chosen:
             lines += [f"{PAIR_NAMES[pair]}: needs a random and a GloVe run of one model and subset.", ""]
-            continue
-        subset, model, systems = chosen
-        scores = {name: [run_fscores(run) for run in runs] for name, runs in systems.items()}
-        reference = next(iter(scores.values()))[0]
-        assert reference is not None  # word-level rows only
-        means = {f"{name} (n = {_count(systems[name])})": mean_fscores([s for s in fscores if s is not None])
-                 for name, fscores in scores.items()}
-        title = f"{PAIR_NAMES[pair]}, {MODEL_NAMES.get(model, model)}, {SUBSET_NAMES[subset].split(' (')[0]}"
-        panels[title.replace("`", "")] = means
-        lines += [f"### {title}", "", *fscore_table([bucket.ref_tokens for bucket in reference], means), ""]
-        finished = {any(_finished(run) for run in runs) for runs in systems.values()}
-        if len(finished) > 1:
-            lines += [(f"Columns marked {CAPPED} are interim (every seed stopped by a limit); beside a column trained "
-                       "to the stopping rule they compare training budgets, not initialisations."), ""]
+        for subset, model, systems in chosen:
+            scores = {name: [run_fscores(run) for run in runs] for name, runs in systems.items()}
+            reference = next(iter(scores.values()))[0]
+            assert reference is not None  # word-level rows only
+            means = {f"{name} (n = {_count(systems[name])})": mean_fscores([s for s in fscores if s is not None])
+                     for name, fscores in scores.items()}
+            title = f"{PAIR_NAMES[pair]}, {MODEL_NAMES.get(model, model)}, {SUBSET_NAMES[subset].split(' (')[0]}"
+            panels[title.replace("`", "")] = means
+            lines += [f"### {title}", "", *fscore_table([bucket.ref_tokens for bucket in reference], means), ""]
+            finished = {any(_finished(run) for run in runs) for runs in systems.values()}
+            if len(finished) > 1:
+                lines += [(f"Columns marked {CAPPED} are interim (every seed stopped by a limit); beside a column "
+                           "trained to the stopping rule they compare training budgets, not initialisations."), ""]
     if panels and figure is not None:
         save_png(fscore_figure(panels), figure)
         lines += [f"![Word F-score by training frequency]({figure.name})", ""]
@@ -335,7 +335,10 @@ def _fscore_lines(cells: Cells, figure: Path | None) -> list[str]:
     return lines
 
 
-def _figure_systems(cells: Cells, pair: str) -> tuple[str, str, dict[str, list[HirasawaRun]]] | None:
+def _figure_systems(cells: Cells, pair: str) -> list[tuple[str, str, dict[str, list[HirasawaRun]]]]:
+    """Each (subset, model) of ``pair`` with a random row and at least one GloVe row, its systems' runs on the random
+    row's test references."""
+    chosen = []
     for model in FIGURE_MODELS:
         for subset in SUBSETS:
             systems = {}
@@ -345,9 +348,9 @@ def _figure_systems(cells: Cells, pair: str) -> tuple[str, str, dict[str, list[H
                     systems[name] = [seeds[seed] for seed in sorted(seeds)]
             if "random" in systems and len(systems) > 1:
                 refs = systems["random"][0].result.refs
-                return subset, model, {name: [run for run in runs if run.result.refs == refs]
-                                       for name, runs in systems.items()}
-    return None
+                chosen.append((subset, model, {name: [run for run in runs if run.result.refs == refs]
+                                               for name, runs in systems.items()}))
+    return chosen
 
 
 def _describe(run: HirasawaRun) -> str:

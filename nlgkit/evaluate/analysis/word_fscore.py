@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 
 EDGES: tuple[int, ...] = DEFAULT_EDGES  # (1, 2, 3, 4, 5, 10, 100, 1000): a bucket's lower edge is the one before it
 BUCKETS: tuple[str, ...] = ("0", "1", "2", "3", "4", "5–9", "10–99", "100–999", "≥1000")
+PANELS_PER_ROW = 2  # Fig. 1 panels side by side before the figure wraps
 
 
 @dataclass(frozen=True)
@@ -57,7 +58,6 @@ def mean_fscores(runs: Sequence[Sequence[BucketScore]]) -> list[float]:
         raise ValueError("mean_fscores needs at least one run")
     return [fmean(run[i].fscore for run in runs) for i in range(len(BUCKETS))]
 
-
 def fscore_table(ref_tokens: Sequence[int], systems: Mapping[str, Sequence[float]]) -> list[str]:
     """Markdown: one row per bucket with its reference tokens and each system's F-score (columns in the order of
     ``systems``)."""
@@ -67,13 +67,16 @@ def fscore_table(ref_tokens: Sequence[int], systems: Mapping[str, Sequence[float
 
 
 def fscore_figure(panels: Mapping[str, Mapping[str, Sequence[float]]]) -> Figure:
-    """One panel per title (a language pair), one line per system: F-score against the training-frequency bucket
-    (Hirasawa & Komachi's Fig. 1)."""
+    """One panel per title (a language pair and model), one line per system: F-score against the
+    training-frequency bucket (Hirasawa & Komachi's Fig. 1). Panels wrap after ``PANELS_PER_ROW`` so that many
+    models stay legible."""
     from matplotlib.figure import Figure  # imported here: only the figure needs matplotlib
 
-    figure = Figure(figsize=(6 * max(1, len(panels)), 4.2))
+    columns = max(1, min(len(panels), PANELS_PER_ROW))
+    rows = max(1, -(-len(panels) // columns))
+    figure = Figure(figsize=(6 * columns, 4.6 * rows), layout="constrained")
     for position, (title, systems) in enumerate(panels.items(), start=1):
-        axes = figure.add_subplot(1, max(1, len(panels)), position)
+        axes = figure.add_subplot(rows, columns, position)
         for name, scores in systems.items():
             axes.plot(range(len(BUCKETS)), scores, marker="o", label=name)
         axes.set_xticks(range(len(BUCKETS)), BUCKETS, rotation=30)
