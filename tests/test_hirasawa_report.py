@@ -20,6 +20,7 @@ from nlgkit.evaluate.analysis.word_fscore import (
     fscore_figure,
     fscore_table,
     mean_fscores,
+    pooled_fscore,
     word_fscore_by_frequency,
 )
 from nlgkit.experiments.hirasawa import CAPPED, hirasawa_report
@@ -77,6 +78,19 @@ def test_word_fscore_table_and_figure() -> None:
     assert "| 2 | 2 | 0.750 | 0.750 |" in lines
     figure = fscore_figure({"EN→DE": {"random": means, "GloVe": means}, "EN→FR": {"random": means}})
     assert [len(axes.get_lines()) for axes in figure.axes] == [2, 1]
+
+
+def test_rare_words_pooled_by_hand() -> None:
+    """Words seen 1–4 times taken as one bucket: matches and occurrences summed, not the buckets' F-scores averaged.
+    Here "a" (seen twice) matches; "d" (once) matches; "e" (once) is missed: P = 2/2, R = 2/3, F = 0.8, where the
+    mean of the two buckets' F-scores (1 and 2/3) would be 0.833."""
+    scores = word_fscore_by_frequency(["a d"], ["a d e"], {"a": 2, "d": 1, "e": 1, "z": 50})
+    assert bucket(scores, "2").fscore == 1.0 and bucket(scores, "1").fscore == pytest.approx(2 / 3)
+    assert pooled_fscore(scores) == pytest.approx(0.8)
+    assert pooled_fscore(word_fscore_by_frequency(["z"], ["z"], {"z": 50})) == 0.0  # no rare word: nothing matched
+    lines = fscore_table([s.ref_tokens for s in scores], {"random": mean_fscores([scores])},
+                         {"random": pooled_fscore(scores)})
+    assert lines[-1] == "| 1–4 (pooled) | 3 | 0.800 |"
 
 
 def test_placement_from_saved_configs() -> None:
@@ -232,7 +246,7 @@ def test_real_records_land_in_their_rows_and_rebuild_the_report(hirasawa_runs: l
     assert len(versus) == 1 and versus[0][:3] == ["text-only NMT (`rnn`)", "GloVe", "none"]
     assert versus[0][3].startswith(f"seed 2 {CAPPED}: ") and "p " in versus[0][3] and versus[0][4] == "not run"
     fscore = table_rows(text, "Word F-score by training frequency")
-    assert [row[0] for row in fscore] == list(BUCKETS)
+    assert [row[0] for row in fscore] == [*BUCKETS, "1–4 (pooled)"]
     assert "| training frequency | reference tokens | F: random (n = 1 †) | F: GloVe (n = 1 †) |" in text
     assert "Columns marked" not in text  # every column capped alike: no mixed-budget warning
     assert "`text_glove_seed2`: rnn, en-de, glove, seed 2, all" in text

@@ -17,10 +17,17 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
+from statistics import fmean
 
 from nlgkit.core.errors import DataError
 from nlgkit.core.figures import save_png
-from nlgkit.evaluate.analysis.word_fscore import fscore_figure, fscore_table, mean_fscores
+from nlgkit.evaluate.analysis.word_fscore import (
+    RARE_NAME,
+    fscore_figure,
+    fscore_table,
+    mean_fscores,
+    pooled_fscore,
+)
 from nlgkit.evaluate.collect import counted_seeds
 from nlgkit.evaluate.markdown import md_table
 from nlgkit.evaluate.published import PaperTable
@@ -307,8 +314,9 @@ def _fscore_lines(cells: Cells, figure: Path | None) -> list[str]:
               "word bucketed by its count in the run's training target vocabulary (every training word: the "
               "recipes keep min_freq = 1); matches clipped per sentence, precision and recall pooled over the "
               "bucket's words. F is the mean over the system's seeds; reference tokens: how many test tokens a "
-              "bucket holds. The paper shows VAG-NET's (random, GloVe, GloVe + LC, GloVe + ABTT) as a figure "
-              "without numbers."), ""]
+              f"bucket holds; {RARE_NAME}: the words seen one to four times taken as one bucket (a steadier "
+              "figure for the claim that pre-trained vectors help rare words most). The paper shows VAG-NET's "
+              "(random, GloVe, GloVe + LC, GloVe + ABTT) as a figure without numbers."), ""]
     panels: dict[str, dict[str, list[float]]] = {}
     for pair in PAIRS:
         chosen = _figure_systems(cells, pair)
@@ -318,11 +326,13 @@ def _fscore_lines(cells: Cells, figure: Path | None) -> list[str]:
             scores = {name: [run_fscores(run) for run in runs] for name, runs in systems.items()}
             reference = next(iter(scores.values()))[0]
             assert reference is not None  # word-level rows only
-            means = {f"{name} (n = {_count(systems[name])})": mean_fscores([s for s in fscores if s is not None])
+            seeds = {f"{name} (n = {_count(systems[name])})": [s for s in fscores if s is not None]
                      for name, fscores in scores.items()}
+            means = {name: mean_fscores(runs) for name, runs in seeds.items()}
+            rare = {name: fmean(pooled_fscore(run) for run in runs) for name, runs in seeds.items()}
             title = f"{PAIR_NAMES[pair]}, {MODEL_NAMES.get(model, model)}, {SUBSET_NAMES[subset].split(' (')[0]}"
             panels[title.replace("`", "")] = means
-            lines += [f"### {title}", "", *fscore_table([bucket.ref_tokens for bucket in reference], means), ""]
+            lines += [f"### {title}", "", *fscore_table([bucket.ref_tokens for bucket in reference], means, rare), ""]
             finished = {any(_finished(run) for run in runs) for runs in systems.values()}
             if len(finished) > 1:
                 lines += [(f"Columns marked {CAPPED} are interim (every seed stopped by a limit); beside a column "

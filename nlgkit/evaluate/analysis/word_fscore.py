@@ -27,6 +27,8 @@ if TYPE_CHECKING:
 
 EDGES: tuple[int, ...] = DEFAULT_EDGES  # (1, 2, 3, 4, 5, 10, 100, 1000): a bucket's lower edge is the one before it
 BUCKETS: tuple[str, ...] = ("0", "1", "2", "3", "4", "5–9", "10–99", "100–999", "≥1000")
+RARE_BUCKETS: tuple[str, ...] = ("1", "2", "3", "4")  # seen in training under five times: the paper's claim is there
+RARE_NAME = "1–4 (pooled)"
 PANELS_PER_ROW = 2  # Fig. 1 panels side by side before the figure wraps
 
 
@@ -58,11 +60,28 @@ def mean_fscores(runs: Sequence[Sequence[BucketScore]]) -> list[float]:
         raise ValueError("mean_fscores needs at least one run")
     return [fmean(run[i].fscore for run in runs) for i in range(len(BUCKETS))]
 
-def fscore_table(ref_tokens: Sequence[int], systems: Mapping[str, Sequence[float]]) -> list[str]:
+
+def pooled_fscore(run: Sequence[BucketScore], buckets: Sequence[str] = RARE_BUCKETS) -> float:
+    """The F-score of several buckets taken as one (their matches and occurrences summed): each rare bucket holds
+    about a hundred test tokens, too few for a difference between two systems to mean much on its own."""
+    chosen = [score for score in run if score.bucket in buckets]
+    matches = sum(score.matches for score in chosen)
+    if not matches:
+        return 0.0
+    precision = matches / sum(score.hyp_tokens for score in chosen)
+    recall = matches / sum(score.ref_tokens for score in chosen)
+    return 2 * precision * recall / (precision + recall)
+
+
+def fscore_table(ref_tokens: Sequence[int], systems: Mapping[str, Sequence[float]],
+                 rare: Mapping[str, float] | None = None) -> list[str]:
     """Markdown: one row per bucket with its reference tokens and each system's F-score (columns in the order of
-    ``systems``)."""
+    ``systems``); ``rare`` (per system, :func:`pooled_fscore` of RARE_BUCKETS) adds a last row."""
     body = [[bucket, f"{tokens:,}", *(f"{scores[i]:.3f}" for scores in systems.values())]
             for i, (bucket, tokens) in enumerate(zip(BUCKETS, ref_tokens, strict=True))]
+    if rare is not None:
+        tokens = sum(ref_tokens[BUCKETS.index(bucket)] for bucket in RARE_BUCKETS)
+        body.append([RARE_NAME, f"{tokens:,}", *(f"{rare[name]:.3f}" for name in systems)])
     return md_table(["training frequency", "reference tokens", *(f"F: {name}" for name in systems)], body)
 
 
