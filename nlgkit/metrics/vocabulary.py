@@ -95,6 +95,14 @@ def rare_share(
     ]
 
 
+def matched_f1(matches: int, out_tokens: int, ref_tokens: int) -> tuple[float, float, float]:
+    """Precision, recall and F1 from clipped matches and occurrence counts; all 0 where nothing matched."""
+    if not matches:
+        return 0.0, 0.0, 0.0
+    precision, recall = matches / out_tokens, matches / ref_tokens
+    return precision, recall, 2 * precision * recall / (precision + recall)
+
+
 def word_f1_by_bin(
     hyps: Sequence[str], refs: Sequence[str], counts: Mapping[str, int], edges: Sequence[int] = DEFAULT_EDGES
 ) -> list[dict]:
@@ -112,9 +120,7 @@ def word_f1_by_bin(
             ref_total[index] += ref_counts[word]
     rows = []
     for label, both, ref_n, out_n in zip(bin_labels(edges), matches, ref_total, out_total, strict=True):
-        precision = both / out_n if both else 0.0
-        recall = both / ref_n if both else 0.0
-        f1 = 2 * precision * recall / (precision + recall) if both else 0.0
+        precision, recall, f1 = matched_f1(both, out_n, ref_n)
         rows.append(
             {
                 "bin": label,

@@ -20,7 +20,7 @@ from statistics import fmean
 from typing import TYPE_CHECKING
 
 from nlgkit.evaluate.markdown import md_table
-from nlgkit.metrics.vocabulary import DEFAULT_EDGES, word_f1_by_bin
+from nlgkit.metrics.vocabulary import DEFAULT_EDGES, matched_f1, word_f1_by_bin
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -65,12 +65,8 @@ def pooled_fscore(run: Sequence[BucketScore], buckets: Sequence[str] = RARE_BUCK
     """The F-score of several buckets taken as one (their matches and occurrences summed): each rare bucket holds
     about a hundred test tokens, too few for a difference between two systems to mean much on its own."""
     chosen = [score for score in run if score.bucket in buckets]
-    matches = sum(score.matches for score in chosen)
-    if not matches:
-        return 0.0
-    precision = matches / sum(score.hyp_tokens for score in chosen)
-    recall = matches / sum(score.ref_tokens for score in chosen)
-    return 2 * precision * recall / (precision + recall)
+    return matched_f1(sum(score.matches for score in chosen), sum(score.hyp_tokens for score in chosen),
+                      sum(score.ref_tokens for score in chosen))[2]
 
 
 def fscore_table(ref_tokens: Sequence[int], systems: Mapping[str, Sequence[float]],
