@@ -21,7 +21,9 @@ from nlgkit.evaluate.analysis.word_fscore import (
     fscore_table,
     mean_fscores,
     pooled_fscore,
+    rare_bootstrap,
     word_fscore_by_frequency,
+    word_matches,
 )
 from nlgkit.experiments.hirasawa import CAPPED, hirasawa_report
 from nlgkit.experiments.hirasawa_runs import (
@@ -91,6 +93,32 @@ def test_rare_words_pooled_by_hand() -> None:
     lines = fscore_table([s.ref_tokens for s in scores], {"random": mean_fscores([scores])},
                          {"random": pooled_fscore(scores)})
     assert lines[-1] == "| 1–4 (pooled) | 3 | 0.800 |"
+
+
+def test_rare_word_bootstrap_resamples_sentences() -> None:
+    """Twenty test sentences, each with one rare reference word "r" (seen once in training). System B translates it
+    in all twenty, A in none: B wins on every resample. C translates it in sentence 0 alone: a resample without
+    sentence 0, which happens with probability (19/20)^20 = 0.358, shows no gain, so p is about 0.36. Seeds are
+    averaged: A's two seeds (F 0 and 1) score 0.5."""
+    counts = {"r": 1, "the": 5000}
+    refs = ["the r"] * 20
+    none, every = word_matches(["the x"] * 20, refs, counts), word_matches(refs, refs, counts)
+    first = word_matches(["the r", *["the x"] * 19], refs, counts)
+    assert none.shape == (20, len(BUCKETS), 3) and first[0, BUCKETS.index("1")].tolist() == [1, 1, 1]
+    assert first[1, BUCKETS.index("1")].tolist() == [0, 0, 1] and first[1, BUCKETS.index("0")].tolist() == [0, 1, 0]
+    assert first[:, BUCKETS.index("≥1000")].sum(axis=0).tolist() == [20, 20, 20]
+
+    sure = rare_bootstrap([none], [every], samples=300)
+    assert (sure.score_a, sure.score_b, sure.delta, sure.p_value) == (0.0, 1.0, 1.0, 0.0)
+    assert (sure.ci_low, sure.ci_high) == (1.0, 1.0)
+    assert rare_bootstrap([every], [every], samples=50).p_value == 1.0  # a system is never better than itself
+    lucky = rare_bootstrap([none], [first], samples=2000)
+    assert lucky.score_b == pytest.approx(2 * (1 / 1) * (1 / 20) / (1 + 1 / 20))  # P = 1, R = 1/20
+    assert 0.32 < lucky.p_value < 0.40 and lucky.ci_low == 0.0 and lucky.ci_high > 0
+    seeds = rare_bootstrap([none, every], [every], samples=50)
+    assert (seeds.score_a, seeds.delta) == (0.5, 0.5)
+    with pytest.raises(DataError, match="segments"):
+        rare_bootstrap([none], [word_matches(refs[:5], refs[:5], counts)])
 
 
 def test_placement_from_saved_configs() -> None:
@@ -249,6 +277,8 @@ def test_real_records_land_in_their_rows_and_rebuild_the_report(hirasawa_runs: l
     assert [row[0] for row in fscore] == [*BUCKETS, "1–4 (pooled)"]
     assert "| training frequency | reference tokens | F: random (n = 1 †) | F: GloVe (n = 1 †) |" in text
     assert "Columns marked" not in text  # every column capped alike: no mixed-budget warning
+    assert "1–4 (pooled) against random, paired bootstrap over test sentences (1000 resamples;" in text
+    assert ": GloVe " in text and "], p " in text.split("1–4 (pooled) against random")[1]
     assert "`text_glove_seed2`: rnn, en-de, glove, seed 2, all" in text
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -57,8 +57,6 @@ def paired_bootstrap(
             f"paired bootstrap: metric {metric!r} has no sufficient statistics "
             f"(choose from {', '.join(METRICS)})"
         )
-    if samples < 1:
-        raise ConfigError(f"samples = {samples}: must be positive")
     if not hyps_a or len(hyps_a) != len(hyps_b):
         raise DataError(f"systems A and B have {len(hyps_a)} and {len(hyps_b)} lines: need the same, > 0")
     if not refs or any(len(stream) != len(hyps_a) for stream in refs):
@@ -74,13 +72,47 @@ def paired_bootstrap(
         if not math.isclose(direct, score, rel_tol=1e-9, abs_tol=1e-9):  # the shortcut must be exact
             raise NlgkitError(f"{metric}: sufficient statistics give {score}, corpus_score {direct}")
 
+    return paired_bootstrap_statistics([stats_a], [stats_b], lambda summed: _score(scorer, summed), metric, samples,
+                                       seed, HIGHER_IS_BETTER[metric])
+
+
+def paired_bootstrap_statistics(
+    runs_a: Sequence[np.ndarray],
+    runs_b: Sequence[np.ndarray],
+    score: Callable[[np.ndarray], float],
+    metric: str,
+    samples: int = 1000,
+    seed: int = 12345,
+    higher_is_better: bool = True,
+) -> BootstrapResult:
+    """Paired bootstrap for any corpus score computed from summed per-segment statistics: each run is an array whose
+    first axis is the test segments (the same segments for every run), ``score`` maps its sum over the drawn segments
+    (flattened to one vector) to a score, and a system with several runs (its seeds) scores their mean on each draw, so seed noise is averaged
+    and the interval is the test set's sampling error around that mean."""
+    if samples < 1:
+        raise ConfigError(f"samples = {samples}: must be positive")
+    if not runs_a or not runs_b:
+        raise DataError("paired bootstrap: each system needs at least one run")
+    n = len(runs_a[0])
+    if n == 0 or any(len(run) != n for run in (*runs_a, *runs_b)):
+        raise DataError(f"paired bootstrap: runs have {sorted({len(run) for run in (*runs_a, *runs_b)})} segments: "
+                        "need the same, > 0")
+    flat_a = [np.asarray(run, dtype=np.float64).reshape(n, -1) for run in runs_a]
+    flat_b = [np.asarray(run, dtype=np.float64).reshape(n, -1) for run in runs_b]
+    if len({run.shape[1] for run in (*flat_a, *flat_b)}) > 1:
+        raise DataError("paired bootstrap: runs have different statistics per segment")
+
+    def system(runs: Sequence[np.ndarray], drawn: np.ndarray) -> float:
+        return statistics.fmean(score(drawn @ run) for run in runs)
+
+    everything = np.ones(n)
+    score_a, score_b = system(flat_a, everything), system(flat_b, everything)
     rng = np.random.default_rng(seed)
-    n = len(hyps_a)
     deltas = np.empty(samples)
     for i in range(samples):
         drawn = np.bincount(rng.integers(0, n, size=n), minlength=n).astype(np.float64)  # (n,) draw counts
-        deltas[i] = _score(scorer, drawn @ stats_b) - _score(scorer, drawn @ stats_a)  # summed stats
-    sign = 1.0 if HIGHER_IS_BETTER[metric] else -1.0
+        deltas[i] = system(flat_b, drawn) - system(flat_a, drawn)
+    sign = 1.0 if higher_is_better else -1.0
     low, high = np.percentile(deltas, [2.5, 97.5])
     return BootstrapResult(
         metric=metric,
@@ -91,7 +123,7 @@ def paired_bootstrap(
         ci_low=float(low),
         ci_high=float(high),
         samples=samples,
-        higher_is_better=HIGHER_IS_BETTER[metric],
+        higher_is_better=higher_is_better,
     )
 
 
@@ -102,16 +134,7 @@ def paired_bootstrap_means(scores_a: Sequence[float], scores_b: Sequence[float],
     a, b = np.asarray(scores_a, dtype=np.float64), np.asarray(scores_b, dtype=np.float64)
     if a.size == 0 or a.shape != b.shape:
         raise DataError(f"systems A and B have {a.size} and {b.size} scores: need the same, > 0")
-    rng = np.random.default_rng(seed)
-    n = a.size
-    deltas = np.empty(samples)
-    for i in range(samples):
-        drawn = np.bincount(rng.integers(0, n, size=n), minlength=n).astype(np.float64)  # (n,) draw counts
-        deltas[i] = float(drawn @ (b - a)) / n
-    low, high = np.percentile(deltas, [2.5, 97.5])
-    return BootstrapResult(metric=metric, score_a=float(a.mean()), score_b=float(b.mean()),
-                           delta=float(b.mean() - a.mean()), p_value=float(np.mean(deltas <= 0.0)),
-                           ci_low=float(low), ci_high=float(high), samples=samples)
+    return paired_bootstrap_statistics([a], [b], lambda summed: float(summed[0]) / a.size, metric, samples, seed)
 
 
 def _score(scorer: object, summed: np.ndarray) -> float:

@@ -19,19 +19,23 @@ from dataclasses import replace
 from pathlib import Path
 from statistics import fmean
 
+import numpy as np
+
 from nlgkit.core.errors import DataError
 from nlgkit.core.figures import save_png
 from nlgkit.evaluate.analysis.word_fscore import (
     RARE_NAME,
+    bucket_scores,
     fscore_figure,
     fscore_table,
     mean_fscores,
     pooled_fscore,
+    rare_bootstrap,
 )
 from nlgkit.evaluate.collect import counted_seeds
 from nlgkit.evaluate.markdown import md_table
 from nlgkit.evaluate.published import PaperTable
-from nlgkit.evaluate.significance import mean_sd, paired_bootstrap
+from nlgkit.evaluate.significance import BootstrapResult, mean_sd, paired_bootstrap
 from nlgkit.experiments.common import log, write_output
 from nlgkit.experiments.hirasawa_runs import (
     DEBIASING_NAMES,
@@ -48,7 +52,7 @@ from nlgkit.experiments.hirasawa_runs import (
     grid,
     load_run,
     planned_models,
-    run_fscores,
+    run_word_matches,
 )
 from nlgkit.experiments.other_data import runs_table
 from nlgkit.experiments.papers import load_table
@@ -85,7 +89,7 @@ def hirasawa_report(runs: Sequence[HirasawaRun], planned: Mapping[str, Sequence[
                "with another such run."), ""]
     for subset in SUBSETS:
         lines += [f"### {SUBSET_NAMES[subset]}", "", *_bootstrap_table(rows[subset], every, samples), ""]
-    lines += _fscore_lines(cells, figure)
+    lines += _fscore_lines(cells, figure, samples)
     other = [run for run in runs if run.place.pair not in PAIRS]
     if other:
         lines += ["## Other runs", "", "Runs of a language pair outside the paper's tables:", "",
@@ -300,13 +304,17 @@ def _versus_random(random: Mapping[int, HirasawaRun], runs: Mapping[int, Hirasaw
             parts.append(f"seed {seed}: another test set than the random run's")
         else:
             result = paired_bootstrap(base.result.hyps, run.result.hyps, run.result.ref_streams, samples=samples)
-            p = f"p < {1 / samples:.2g}" if result.p_value == 0 else f"p = {result.p_value:.3f}"
             mark = "" if _finished(run) else f" {CAPPED}"
-            parts.append(f"seed {seed}{mark}: {result.delta:+.2f} [{result.ci_low:+.2f}, {result.ci_high:+.2f}], {p}")
+            parts.append(f"seed {seed}{mark}: {result.delta:+.2f} [{result.ci_low:+.2f}, {result.ci_high:+.2f}], "
+                         f"{_p_text(result)}")
     return "; ".join(parts)
 
 
-def _fscore_lines(cells: Cells, figure: Path | None) -> list[str]:
+def _p_text(result: BootstrapResult) -> str:
+    return f"p < {1 / result.samples:.2g}" if result.p_value == 0 else f"p = {result.p_value:.3f}"
+
+
+def _fscore_lines(cells: Cells, figure: Path | None, samples: int) -> list[str]:
     """Their Fig. 1 per pair and model: every model and subset with a random and a GloVe row run gets a table and a
     panel (VAG-NMT first, as theirs), so the rare-word claim is read off each model the runs cover, not one."""
     lines = ["## Word F-score by training frequency (their Fig. 1)", "",
@@ -323,16 +331,17 @@ def _fscore_lines(cells: Cells, figure: Path | None) -> list[str]:
         if not chosen:
             lines += [f"{PAIR_NAMES[pair]}: needs a random and a GloVe run of one model and subset.", ""]
         for subset, model, systems in chosen:
-            scores = {name: [run_fscores(run) for run in runs] for name, runs in systems.items()}
-            reference = next(iter(scores.values()))[0]
-            assert reference is not None  # word-level rows only
-            seeds = {f"{name} (n = {_count(systems[name])})": [s for s in fscores if s is not None]
-                     for name, fscores in scores.items()}
+            matches = {name: [m for m in map(run_word_matches, runs) if m is not None]
+                       for name, runs in systems.items()}
+            seeds = {f"{name} (n = {_count(systems[name])})": [bucket_scores(m) for m in runs]
+                     for name, runs in matches.items()}
+            reference = next(iter(seeds.values()))[0]  # word-level rows only: a random run is there
             means = {name: mean_fscores(runs) for name, runs in seeds.items()}
             rare = {name: fmean(pooled_fscore(run) for run in runs) for name, runs in seeds.items()}
             title = f"{PAIR_NAMES[pair]}, {MODEL_NAMES.get(model, model)}, {SUBSET_NAMES[subset].split(' (')[0]}"
             panels[title.replace("`", "")] = means
-            lines += [f"### {title}", "", *fscore_table([bucket.ref_tokens for bucket in reference], means, rare), ""]
+            lines += [f"### {title}", "", *fscore_table([bucket.ref_tokens for bucket in reference], means, rare), "",
+                      *_rare_bootstrap_line(matches, samples), ""]
             finished = {any(_finished(run) for run in runs) for runs in systems.values()}
             if len(finished) > 1:
                 lines += [(f"Columns marked {CAPPED} are interim (every seed stopped by a limit); beside a column "
@@ -343,6 +352,23 @@ def _fscore_lines(cells: Cells, figure: Path | None) -> list[str]:
     elif figure is not None:
         figure.unlink(missing_ok=True)  # a figure of earlier runs beside a report that has none would mislead
     return lines
+
+
+def _rare_bootstrap_line(matches: Mapping[str, Sequence[np.ndarray]], samples: int) -> list[str]:
+    """Each pre-trained system's pooled rare-word F against random's by paired bootstrap over test sentences (seed
+    means on each draw): the rare buckets hold a few hundred tokens, so a gap of a hundredth may be luck."""
+    random = matches.get("random")
+    parts = []
+    for name, runs in matches.items():
+        if name == "random" or not random or not runs:
+            continue
+        result = rare_bootstrap(random, runs, samples)
+        parts.append(f"{name} {result.delta:+.3f} [{result.ci_low:+.3f}, {result.ci_high:+.3f}], {_p_text(result)}")
+    if not parts:
+        return []
+    return [f"{RARE_NAME} against random, paired bootstrap over test sentences ({samples} resamples; each system the "
+            "mean of its seeds, so the interval is the test set's sampling error, not the spread between seeds): "
+            + "; ".join(parts) + "."]
 
 
 def _figure_systems(cells: Cells, pair: str) -> list[tuple[str, str, dict[str, list[HirasawaRun]]]]:

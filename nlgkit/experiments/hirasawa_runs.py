@@ -19,11 +19,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from nlgkit.core.errors import NlgkitError
 from nlgkit.core.io import read_json
 from nlgkit.data.tokenize import TextPipeline
 from nlgkit.data.vocab import Vocabulary
-from nlgkit.evaluate.analysis.word_fscore import BucketScore, word_fscore_by_frequency
+from nlgkit.evaluate.analysis.word_fscore import word_matches
 from nlgkit.evaluate.collect import RunResult, collect_run
 from nlgkit.experiments.common import RECIPES
 from nlgkit.metrics.meteor import meteor_score
@@ -207,10 +209,10 @@ def table_uses(run_dir: Path) -> dict[str, TableUse]:
             for side, entry in sorted(embeddings.items()) if isinstance(entry, dict)}
 
 
-def run_fscores(run: HirasawaRun) -> list[BucketScore] | None:
-    """Word F-score by training frequency of a word-level run: its outputs and references re-tokenised as its data
-    was prepared, bucketed by the counts of its target vocabulary (None for a subword run, whose vocabulary counts
-    pieces, not words)."""
+def run_word_matches(run: HirasawaRun) -> np.ndarray | None:
+    """Word matches per test sentence and training-frequency bucket of a word-level run (word F-score's statistics):
+    its outputs and references re-tokenised as its data was prepared, bucketed by the counts of its target
+    vocabulary (None for a subword run, whose vocabulary counts pieces, not words)."""
     if run.place.row.subword != "none":
         return None
     lang = run.place.pair.split("-")[-1]
@@ -219,7 +221,7 @@ def run_fscores(run: HirasawaRun) -> list[BucketScore] | None:
     hyps = [" ".join(tokens) for tokens in pipeline.tokenize_many(run.result.hyps)]
     refs = [" ".join(tokens) for tokens in pipeline.tokenize_many(run.result.refs)]
     counts = train_counts(Vocabulary.load(run.result.run_dir / "data" / f"vocab.{lang}.txt"))
-    return word_fscore_by_frequency(hyps, refs, counts)
+    return word_matches(hyps, refs, counts)
 
 
 def planned_models(recipes_dir: Path = RECIPES / "hirasawa") -> dict[str, list[str]]:

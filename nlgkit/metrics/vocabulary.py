@@ -20,6 +20,8 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import numpy as np
+
 from nlgkit.core.errors import ConfigError
 from nlgkit.data.vocab import SPECIALS, Vocabulary
 
@@ -103,23 +105,30 @@ def matched_f1(matches: int, out_tokens: int, ref_tokens: int) -> tuple[float, f
     return precision, recall, 2 * precision * recall / (precision + recall)
 
 
+def word_matches_by_sentence(
+    hyps: Sequence[str], refs: Sequence[str], counts: Mapping[str, int], edges: Sequence[int] = DEFAULT_EDGES
+) -> np.ndarray:
+    """Per sentence and training-frequency bin: clipped matches, output and reference occurrences, shape
+    (sentences, bins, 3). Word F1's sufficient statistics: a bootstrap resamples sentences without recounting."""
+    check_edges(edges)
+    if len(hyps) != len(refs):
+        raise ValueError("hyps and refs differ in length")
+    stats = np.zeros((len(hyps), len(edges) + 1, 3), dtype=np.int64)
+    for row, (hyp, ref) in enumerate(zip(hyps, refs, strict=True)):
+        out_counts, ref_counts = Counter(hyp.split()), Counter(ref.split())
+        for word in out_counts.keys() | ref_counts.keys():
+            index = frequency_bin(counts.get(word, 0), edges)
+            stats[row, index] += (min(out_counts[word], ref_counts[word]), out_counts[word], ref_counts[word])
+    return stats
+
+
 def word_f1_by_bin(
     hyps: Sequence[str], refs: Sequence[str], counts: Mapping[str, int], edges: Sequence[int] = DEFAULT_EDGES
 ) -> list[dict]:
     """compare-mt's word precision, recall and F1 per training-frequency bin against one reference stream."""
-    check_edges(edges)
-    if len(hyps) != len(refs):
-        raise ValueError("hyps and refs differ in length")
-    matches, ref_total, out_total = ([0] * (len(edges) + 1) for _ in range(3))
-    for hyp, ref in zip(hyps, refs, strict=True):
-        out_counts, ref_counts = Counter(hyp.split()), Counter(ref.split())
-        for word in out_counts.keys() | ref_counts.keys():
-            index = frequency_bin(counts.get(word, 0), edges)
-            matches[index] += min(out_counts[word], ref_counts[word])
-            out_total[index] += out_counts[word]
-            ref_total[index] += ref_counts[word]
+    totals = word_matches_by_sentence(hyps, refs, counts, edges).sum(axis=0)
     rows = []
-    for label, both, ref_n, out_n in zip(bin_labels(edges), matches, ref_total, out_total, strict=True):
+    for label, (both, out_n, ref_n) in zip(bin_labels(edges), totals.tolist(), strict=True):
         precision, recall, f1 = matched_f1(both, out_n, ref_n)
         rows.append(
             {

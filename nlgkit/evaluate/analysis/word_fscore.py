@@ -4,8 +4,9 @@ For each word type, its matches are counted per sentence and clipped (a hypothes
 occurrences as the reference has), summed over the test set together with its hypothesis and reference
 occurrences. The word types of one training-frequency bucket are then pooled: precision = matches / hypothesis
 occurrences, recall = matches / reference occurrences, F = 2PR / (P + R), and 0 for a bucket with no match.
-The counting is :func:`nlgkit.metrics.vocabulary.word_f1_by_bin`; this module names the buckets, keeps the
-reference token count of each (how much of the test set a point stands for) and draws the table and figure.
+The counting is :func:`nlgkit.metrics.vocabulary.word_matches_by_sentence`; this module names the buckets, keeps the
+reference token count of each (how much of the test set a point stands for), tests the rare-word difference of two
+systems by a paired bootstrap over test sentences, and draws the table and figure.
 
 Buckets of training frequency (compare-mt's default cut-offs): 0 (never seen in training), 1, 2, 3, 4, 5–9,
 10–99, 100–999 and ≥ 1000. Tokens are whitespace-separated: give hypotheses, references and the training counts
@@ -19,8 +20,11 @@ from dataclasses import dataclass
 from statistics import fmean
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from nlgkit.evaluate.markdown import md_table
-from nlgkit.metrics.vocabulary import DEFAULT_EDGES, matched_f1, word_f1_by_bin
+from nlgkit.evaluate.significance import BootstrapResult, paired_bootstrap_statistics
+from nlgkit.metrics.vocabulary import DEFAULT_EDGES, matched_f1, word_matches_by_sentence
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -45,13 +49,25 @@ class BucketScore:
     fscore: float
 
 
+def word_matches(hyps: Sequence[str], refs: Sequence[str], train_counts: Mapping[str, int]) -> np.ndarray:
+    """Per test sentence and bucket of BUCKETS: clipped matches, hypothesis and reference occurrences, shape
+    (sentences, buckets, 3); each word bucketed by its count in ``train_counts`` (absent: 0)."""
+    return word_matches_by_sentence(hyps, refs, train_counts, EDGES)
+
+
+def bucket_scores(matches: np.ndarray) -> list[BucketScore]:
+    """Per bucket: the pooled word precision, recall and F-score of one system's :func:`word_matches`."""
+    scores = []
+    for bucket, (both, hyp_n, ref_n) in zip(BUCKETS, matches.sum(axis=0).tolist(), strict=True):
+        scores.append(BucketScore(bucket, both, hyp_n, ref_n, *matched_f1(both, hyp_n, ref_n)))
+    return scores
+
+
 def word_fscore_by_frequency(hyps: Sequence[str], refs: Sequence[str],
                              train_counts: Mapping[str, int]) -> list[BucketScore]:
     """Per bucket of BUCKETS: the pooled word precision, recall and F-score of ``hyps`` against ``refs`` (one
     reference per line), each word bucketed by its count in ``train_counts`` (absent: 0)."""
-    rows = word_f1_by_bin(hyps, refs, train_counts, EDGES)
-    return [BucketScore(bucket, row["matches"], row["out"], row["ref"], row["precision"], row["recall"], row["f1"])
-            for bucket, row in zip(BUCKETS, rows, strict=True)]
+    return bucket_scores(word_matches(hyps, refs, train_counts))
 
 
 def mean_fscores(runs: Sequence[Sequence[BucketScore]]) -> list[float]:
@@ -67,6 +83,20 @@ def pooled_fscore(run: Sequence[BucketScore], buckets: Sequence[str] = RARE_BUCK
     chosen = [score for score in run if score.bucket in buckets]
     return matched_f1(sum(score.matches for score in chosen), sum(score.hyp_tokens for score in chosen),
                       sum(score.ref_tokens for score in chosen))[2]
+
+
+def rare_bootstrap(runs_a: Sequence[np.ndarray], runs_b: Sequence[np.ndarray], samples: int = 1000,
+                   seed: int = 12345) -> BootstrapResult:
+    """Paired bootstrap over test sentences of the RARE_BUCKETS pooled F-score, system B (its seeds'
+    :func:`word_matches`) against A: is B's rare-word gain more than which test sentences happen to hold rare words?
+    Each system scores the mean over its seeds on every draw, as the report's F-score columns do."""
+    rare = [BUCKETS.index(bucket) for bucket in RARE_BUCKETS]
+
+    def pooled(runs: Sequence[np.ndarray]) -> list[np.ndarray]:
+        return [run[:, rare, :].sum(axis=1) for run in runs]  # (sentences, 3): the rare buckets as one
+
+    return paired_bootstrap_statistics(pooled(runs_a), pooled(runs_b), lambda summed: matched_f1(*summed)[2],
+                                       f"word F ({RARE_NAME})", samples, seed)
 
 
 def fscore_table(ref_tokens: Sequence[int], systems: Mapping[str, Sequence[float]],
