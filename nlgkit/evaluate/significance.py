@@ -40,6 +40,10 @@ class BootstrapResult:
     samples: int
     higher_is_better: bool = True
 
+    def p_text(self) -> str:
+        """The p-value as a report prints it: below the resolution of the resamples, a bound, not zero."""
+        return f"p < {1 / self.samples:.2g}" if self.p_value == 0 else f"p = {self.p_value:.3f}"
+
 
 def paired_bootstrap(
     hyps_a: Sequence[str],

@@ -6,7 +6,8 @@
 - Against random initialisation: each row with pre-trained embeddings against the random row of the same model,
   subset and pair by paired bootstrap on the test set, seed against the same seed.
 - Fig. 1: word F-score by training frequency (compare-mt's buckets) of random, GloVe and debiased GloVe
-  initialisation, a table and a panel of ``<output>_fscore.png`` for each model and subset that has them.
+  initialisation, a table and a panel of ``<output>_fscore.png`` for each model and subset that has them
+  (:mod:`nlgkit.experiments.hirasawa_fscore`).
 
 Which row a run belongs to is read from its saved config and data manifest (:mod:`nlgkit.experiments.hirasawa_runs`).
 """
@@ -17,27 +18,16 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
-from statistics import fmean
-
-import numpy as np
 
 from nlgkit.core.errors import DataError
-from nlgkit.core.figures import save_png
-from nlgkit.evaluate.analysis.word_fscore import (
-    RARE_NAME,
-    bucket_scores,
-    fscore_figure,
-    fscore_table,
-    mean_fscores,
-    pooled_fscore,
-    rare_bootstrap,
-)
 from nlgkit.evaluate.collect import counted_seeds
 from nlgkit.evaluate.markdown import md_table
 from nlgkit.evaluate.published import PaperTable
-from nlgkit.evaluate.significance import BootstrapResult, mean_sd, paired_bootstrap
+from nlgkit.evaluate.significance import mean_sd, paired_bootstrap
 from nlgkit.experiments.common import log, write_output
+from nlgkit.experiments.hirasawa_fscore import fscore_lines
 from nlgkit.experiments.hirasawa_runs import (
+    CAPPED,
     DEBIASING_NAMES,
     EMBEDDING_NAMES,
     MODEL_NAMES,
@@ -45,26 +35,22 @@ from nlgkit.experiments.hirasawa_runs import (
     PAIRS,
     SUBSET_NAMES,
     SUBSETS,
+    Cells,
     HirasawaRun,
     Log,
     Row,
     find_runs,
+    finished,
     grid,
     load_run,
     planned_models,
-    run_word_matches,
+    seed_count,
 )
 from nlgkit.experiments.other_data import runs_table
 from nlgkit.experiments.papers import load_table
 
 PAPER = "hirasawa"
 NOT_RUN = "not run"
-FIGURE_MODELS = ("vag_nmt", "imagination", "doubly_attentive", "rnn")  # the paper's Fig. 1 is VAG-NET's
-FIGURE_SYSTEMS = {("random", "none"): "random", ("glove", "none"): "GloVe", ("glove", "lc"): "GloVe + LC",
-                  ("glove", "abtt"): "GloVe + ABTT"}
-
-Cells = dict[tuple[Row, str], dict[int, HirasawaRun]]  # (row, pair) → seed → run
-CAPPED = "†"  # beside a seed count: none of the cell's seeds finished (each stopped by a limit)
 
 
 def hirasawa_report(runs: Sequence[HirasawaRun], planned: Mapping[str, Sequence[str]] | None = None,
@@ -89,7 +75,7 @@ def hirasawa_report(runs: Sequence[HirasawaRun], planned: Mapping[str, Sequence[
                "with another such run."), ""]
     for subset in SUBSETS:
         lines += [f"### {SUBSET_NAMES[subset]}", "", *_bootstrap_table(rows[subset], every, samples), ""]
-    lines += _fscore_lines(cells, figure, samples)
+    lines += fscore_lines(cells, figure, samples)
     other = [run for run in runs if run.place.pair not in PAIRS]
     if other:
         lines += ["## Other runs", "", "Runs of a language pair outside the paper's tables:", "",
@@ -166,15 +152,6 @@ def _counted(every: Cells) -> tuple[Cells, list[str]]:
     return cells, sorted(set_aside)
 
 
-def _finished(run: HirasawaRun) -> bool:
-    return run.result.finished
-
-
-def _count(runs: Sequence[HirasawaRun]) -> str:
-    """A cell's seed count, marked when none of its seeds finished."""
-    return f"{len(runs)} {CAPPED}" if runs and not any(_finished(run) for run in runs) else str(len(runs))
-
-
 def _rows(subset: str, models: Sequence[str], cells: Cells) -> list[Row]:
     """The grid of the planned models, the models with runs, and any other row a run fills, in the paper's order."""
     present = [row for row, pair in cells if row.subset == subset and pair in PAIRS]
@@ -231,7 +208,7 @@ def _score_table(rows: Sequence[Row], cells: Cells, table: PaperTable) -> list[s
         for pair in PAIRS:
             runs = [cells[(row, pair)][seed] for seed in sorted(cells.get((row, pair), {}))]
             paper = table.match(row.paper_keys(pair))
-            cells_of_row += [_count(runs), _mean([run.result.values["bleu"] for run in runs]),
+            cells_of_row += [seed_count(runs), _mean([run.result.values["bleu"] for run in runs]),
                              _paper(paper.values.get("bleu") if paper else None),
                              _mean([run.meteor for run in runs]),
                              _paper(paper.values.get("meteor") if paper else None)]
@@ -298,95 +275,16 @@ def _versus_random(random: Mapping[int, HirasawaRun], runs: Mapping[int, Hirasaw
         base, run = random.get(seed), runs[seed]
         if base is None:
             parts.append(f"seed {seed}: no random run of this seed")
-        elif _finished(base) != _finished(run):
+        elif finished(base) != finished(run):
             parts.append(f"seed {seed}: not compared (one of the two finished, the other stopped by a limit)")
         elif base.result.refs != run.result.refs:
             parts.append(f"seed {seed}: another test set than the random run's")
         else:
             result = paired_bootstrap(base.result.hyps, run.result.hyps, run.result.ref_streams, samples=samples)
-            mark = "" if _finished(run) else f" {CAPPED}"
+            mark = "" if finished(run) else f" {CAPPED}"
             parts.append(f"seed {seed}{mark}: {result.delta:+.2f} [{result.ci_low:+.2f}, {result.ci_high:+.2f}], "
-                         f"{_p_text(result)}")
+                         f"{result.p_text()}")
     return "; ".join(parts)
-
-
-def _p_text(result: BootstrapResult) -> str:
-    return f"p < {1 / result.samples:.2g}" if result.p_value == 0 else f"p = {result.p_value:.3f}"
-
-
-def _fscore_lines(cells: Cells, figure: Path | None, samples: int) -> list[str]:
-    """Their Fig. 1 per pair and model: every model and subset with a random and a GloVe row run gets a table and a
-    panel (VAG-NMT first, as theirs), so the rare-word claim is read off each model the runs cover, not one."""
-    lines = ["## Word F-score by training frequency (their Fig. 1)", "",
-             ("compare-mt's measure on test2016: outputs and references re-tokenised as the data was prepared, each "
-              "word bucketed by its count in the run's training target vocabulary (every training word: the "
-              "recipes keep min_freq = 1); matches clipped per sentence, precision and recall pooled over the "
-              "bucket's words. F is the mean over the system's seeds; reference tokens: how many test tokens a "
-              f"bucket holds; {RARE_NAME}: the words seen one to four times taken as one bucket (a steadier "
-              "figure for the claim that pre-trained vectors help rare words most). The paper shows VAG-NET's "
-              "(random, GloVe, GloVe + LC, GloVe + ABTT) as a figure without numbers."), ""]
-    panels: dict[str, dict[str, list[float]]] = {}
-    for pair in PAIRS:
-        chosen = _figure_systems(cells, pair)
-        if not chosen:
-            lines += [f"{PAIR_NAMES[pair]}: needs a random and a GloVe run of one model and subset.", ""]
-        for subset, model, systems in chosen:
-            matches = {name: [m for m in map(run_word_matches, runs) if m is not None]
-                       for name, runs in systems.items()}
-            seeds = {f"{name} (n = {_count(systems[name])})": [bucket_scores(m) for m in runs]
-                     for name, runs in matches.items()}
-            reference = next(iter(seeds.values()))[0]  # word-level rows only: a random run is there
-            means = {name: mean_fscores(runs) for name, runs in seeds.items()}
-            rare = {name: fmean(pooled_fscore(run) for run in runs) for name, runs in seeds.items()}
-            title = f"{PAIR_NAMES[pair]}, {MODEL_NAMES.get(model, model)}, {SUBSET_NAMES[subset].split(' (')[0]}"
-            panels[title.replace("`", "")] = means
-            lines += [f"### {title}", "", *fscore_table([bucket.ref_tokens for bucket in reference], means, rare), "",
-                      *_rare_bootstrap_line(matches, samples), ""]
-            finished = {any(_finished(run) for run in runs) for runs in systems.values()}
-            if len(finished) > 1:
-                lines += [(f"Columns marked {CAPPED} are interim (every seed stopped by a limit); beside a column "
-                           "trained to the stopping rule they compare training budgets, not initialisations."), ""]
-    if panels and figure is not None:
-        save_png(fscore_figure(panels), figure)
-        lines += [f"![Word F-score by training frequency]({figure.name})", ""]
-    elif figure is not None:
-        figure.unlink(missing_ok=True)  # a figure of earlier runs beside a report that has none would mislead
-    return lines
-
-
-def _rare_bootstrap_line(matches: Mapping[str, Sequence[np.ndarray]], samples: int) -> list[str]:
-    """Each pre-trained system's pooled rare-word F against random's by paired bootstrap over test sentences (seed
-    means on each draw): the rare buckets hold a few hundred tokens, so a gap of a hundredth may be luck."""
-    random = matches.get("random")
-    parts = []
-    for name, runs in matches.items():
-        if name == "random" or not random or not runs:
-            continue
-        result = rare_bootstrap(random, runs, samples)
-        parts.append(f"{name} {result.delta:+.3f} [{result.ci_low:+.3f}, {result.ci_high:+.3f}], {_p_text(result)}")
-    if not parts:
-        return []
-    return [f"{RARE_NAME} against random, paired bootstrap over test sentences ({samples} resamples; each system the "
-            "mean of its seeds, so the interval is the test set's sampling error, not the spread between seeds): "
-            + "; ".join(parts) + "."]
-
-
-def _figure_systems(cells: Cells, pair: str) -> list[tuple[str, str, dict[str, list[HirasawaRun]]]]:
-    """Each (subset, model) of ``pair`` with a random row and at least one GloVe row, its systems' runs on the random
-    row's test references."""
-    chosen = []
-    for model in FIGURE_MODELS:
-        for subset in SUBSETS:
-            systems = {}
-            for (embeddings, debiasing), name in FIGURE_SYSTEMS.items():
-                seeds = cells.get((Row(subset, model, embeddings, debiasing), pair), {})
-                if seeds:
-                    systems[name] = [seeds[seed] for seed in sorted(seeds)]
-            if "random" in systems and len(systems) > 1:
-                refs = systems["random"][0].result.refs
-                chosen.append((subset, model, {name: [run for run in runs if run.result.refs == refs]
-                                               for name, runs in systems.items()}))
-    return chosen
 
 
 def _describe(run: HirasawaRun) -> str:

@@ -247,3 +247,17 @@ def grid(subset: str, models: Sequence[str]) -> list[Row]:
         rows.append(Row(subset, model, "random", "none"))
         rows += [Row(subset, model, embeddings, debiasing) for embeddings in EMBEDDINGS[1:] for debiasing in DEBIASING]
     return rows
+
+
+Cells = dict[tuple[Row, str], dict[int, HirasawaRun]]  # (row, pair) → seed → run
+CAPPED = "†"  # beside a seed count: none of the cell's seeds finished (each stopped by a limit)
+
+
+def finished(run: HirasawaRun) -> bool:
+    """Stopped by the training rule, not by a limit."""
+    return run.result.finished
+
+
+def seed_count(runs: Sequence[HirasawaRun]) -> str:
+    """A cell's seed count, marked when none of its seeds finished."""
+    return f"{len(runs)} {CAPPED}" if runs and not any(finished(run) for run in runs) else str(len(runs))
