@@ -90,9 +90,9 @@ def paired_bootstrap_statistics(
     higher_is_better: bool = True,
 ) -> BootstrapResult:
     """Paired bootstrap for any corpus score computed from summed per-segment statistics: each run is an array whose
-    first axis is the test segments (the same segments for every run), ``score`` maps its sum over the drawn segments
-    (flattened to one vector) to a score, and a system with several runs (its seeds) scores their mean on each draw, so seed noise is averaged
-    and the interval is the test set's sampling error around that mean."""
+    first axis is the test segments (the same segments for every run), ``score`` maps its sum over the drawn
+    segments (flattened to one vector) to a score, and a system with several runs (its seeds) scores their mean on
+    each draw, so seed noise is averaged and the interval is the test set's sampling error around that mean."""
     if samples < 1:
         raise ConfigError(f"samples = {samples}: must be positive")
     if not runs_a or not runs_b:
