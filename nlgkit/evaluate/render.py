@@ -50,7 +50,7 @@ def _significance(row: ReportRow) -> str:
     if result is None:
         return "–" if row.summary else "n/a (other test set)"
     # no resample went against the run: p is below the test's resolution, not zero
-    p = f"p < {1 / result.samples:.2g}" if result.p_value == 0 else f"p = {result.p_value:.3f}"
+    p = result.p_text()
     return f"{result.delta:+.2f} [{result.ci_low:+.2f}, {result.ci_high:+.2f}], {p}"
 
 

@@ -109,7 +109,7 @@ def versus_baseline(row: ReportRow) -> str:
     result = row.significance
     if result is None:
         return "–"
-    p = f"p < {1 / result.samples:.2g}" if result.p_value == 0 else f"p = {result.p_value:.3f}"
+    p = result.p_text()
     return f"{result.delta:+.2f} [{result.ci_low:+.2f}, {result.ci_high:+.2f}], {p}"
 
 

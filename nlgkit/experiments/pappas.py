@@ -84,7 +84,7 @@ def versus(base: RunResult, run: RunResult, samples: int = 1000) -> str:
     if run is base:
         return "baseline"
     result = paired_bootstrap(base.hyps, run.hyps, [run.refs], samples=samples)
-    p = f"p < {1 / samples:.2g}" if result.p_value == 0 else f"p = {result.p_value:.3f}"
+    p = result.p_text()
     return f"{result.delta:+.2f} [{result.ci_low:+.2f}, {result.ci_high:+.2f}], {p}"
 
 

@@ -36,7 +36,7 @@ def claim_lines(results: Sequence[RunResult], samples: int = 1000) -> list[str]:
         return ["The claim (random ≈ pre-trained targets) needs both a `uniform` and a `pretrained` run."]
     pre, uni = by_targets["pretrained"], by_targets["uniform"]
     result = paired_bootstrap(pre.hyps, uni.hyps, [uni.refs], samples=samples)
-    p = f"p < {1 / samples:.2g}" if result.p_value == 0 else f"p = {result.p_value:.3f}"
+    p = result.p_text()
     return [(f"Random sphere targets − pre-trained targets (beam {uni.keys['beam']}): {result.delta:+.2f} BLEU "
             f"[{result.ci_low:+.2f}, {result.ci_high:+.2f}] by paired bootstrap ({samples} resamples), {p} that "
             "random targets are not better. The paper finds them within about a BLEU of each other, and better "
