@@ -383,3 +383,21 @@ def test_every_model_with_random_and_glove_rows_gets_its_fscore_table_and_panel(
     assert figure.read_bytes().startswith(b"\x89PNG") and "EN→DE: needs a random and a GloVe run" not in text
     panels = {title: {"random": [0.1] * len(BUCKETS)} for title in "abc"}
     assert [axes.get_subplotspec().rowspan.start for axes in fscore_figure(panels).axes] == [0, 0, 1]
+
+
+def test_each_multimodal_row_is_compared_with_text_only_of_its_embeddings(hirasawa_runs: list[Path]) -> None:
+    """What the image adds: a multimodal seed against the text-only seed of the same initial embeddings (the same
+    run here, so Δ is 0 exactly), never against another table's; a row without that text-only run says so."""
+    random, glove = (load_run(path, "cpu") for path in hirasawa_runs)
+    text = hirasawa_report([random, glove, as_model(random, "imagination"), as_model(glove, "vag_nmt")],
+                           planned={"all": ["rnn", "imagination", "vag_nmt"], "covered": []}, samples=20)
+    versus = table_rows(text, "Against text-only NMT")
+    assert [row[:3] for row in versus] == [["IMAGINATION (`imagination`)", "random", "–"],
+                                           ["VAG-NMT (`vag_nmt`)", "GloVe", "none"]]
+    for row in versus:
+        assert row[3].startswith(f"seed 2 {CAPPED}: +0.00 [+0.00, +0.00], p ") and row[4] == "not run"
+    alone = hirasawa_report([glove, as_model(random, "imagination")],
+                            planned={"all": ["rnn", "imagination"], "covered": []}, samples=20)
+    assert table_rows(alone, "Against text-only NMT")[0][3] == "seed 2: no text-only run of this seed"
+    covered = text.split("## Against text-only NMT", 1)[1].split("\n## ", 1)[0].split("### image-covered")[1]
+    assert covered.split("\n\n")[1].strip() == "No multimodal run on these pairs yet."

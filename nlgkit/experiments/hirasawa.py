@@ -5,6 +5,8 @@
   mean ± sd over seeds with the seed count, the paper's cell beside each. A row with no run says "not run".
 - Against random initialisation: each row with pre-trained embeddings against the random row of the same model,
   subset and pair by paired bootstrap on the test set, seed against the same seed.
+- Against text-only NMT: each multimodal row against the text-only row of the same embeddings, subset and pair, the
+  same way (what the image adds; on the covered subset, the comparison the issue asks for).
 - Fig. 1: word F-score by training frequency (compare-mt's buckets) of random, GloVe and debiased GloVe
   initialisation, a table and a panel of ``<output>_fscore.png`` for each model and subset that has them
   (:mod:`nlgkit.experiments.hirasawa_fscore`).
@@ -15,7 +17,7 @@ Which row a run belongs to is read from its saved config and data manifest (:mod
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -51,6 +53,9 @@ from nlgkit.experiments.papers import load_table
 
 PAPER = "hirasawa"
 NOT_RUN = "not run"
+TEXT_ONLY = "rnn"  # the model every multimodal one is compared with
+NO_PRETRAINED = "No run with pre-trained embeddings on these pairs yet."
+NO_MULTIMODAL = "No multimodal run on these pairs yet."
 
 
 def hirasawa_report(runs: Sequence[HirasawaRun], planned: Mapping[str, Sequence[str]] | None = None,
@@ -74,7 +79,14 @@ def hirasawa_report(runs: Sequence[HirasawaRun], planned: Mapping[str, Sequence[
                "compares training budgets, not final models; a run trained to the stopping rule is compared only "
                "with another such run."), ""]
     for subset in SUBSETS:
-        lines += [f"### {SUBSET_NAMES[subset]}", "", *_bootstrap_table(rows[subset], every, samples), ""]
+        lines += [f"### {SUBSET_NAMES[subset]}", "", *(_bootstrap_table(rows[subset], every, samples, _random_row,
+                                                                        "random") or [NO_PRETRAINED]), ""]
+    lines += ["## Against text-only NMT (paired bootstrap, seed-matched, test2016)", "",
+              ("Each seed of a multimodal row against the same seed of the text-only row with the same initial "
+               "embeddings, subset and pair (what the image adds), measured as above."), ""]
+    for subset in SUBSETS:
+        lines += [f"### {SUBSET_NAMES[subset]}", "", *(_bootstrap_table(rows[subset], every, samples, _text_row,
+                                                                        "text-only") or [NO_MULTIMODAL]), ""]
     lines += fscore_lines(cells, figure, samples)
     other = [run for run in runs if run.place.pair not in PAIRS]
     if other:
@@ -251,34 +263,47 @@ def _paper(value: float | None) -> str:
     return "–" if value is None else f"{value:.2f}"
 
 
-def _bootstrap_table(rows: Sequence[Row], cells: Cells, samples: int) -> list[str]:
+def _random_row(row: Row) -> Row | None:
+    """The random-initialisation row a pre-trained row is compared with: the same subset, model, subword and
+    scales (none for a random row)."""
+    return None if row.embeddings == "random" else replace(row, embeddings="random", debiasing="none")
+
+
+def _text_row(row: Row) -> Row | None:
+    """The text-only row a multimodal row is compared with: the same subset, embeddings, subword and scales."""
+    return None if row.model == TEXT_ONLY else replace(row, model=TEXT_ONLY)
+
+
+def _bootstrap_table(rows: Sequence[Row], cells: Cells, samples: int, baseline: Callable[[Row], Row | None],
+                     versus: str) -> list[str]:
+    """Each row that has runs and a baseline row against that baseline, pair by pair (empty: no such row)."""
     body = []
     for row in rows:
-        if row.embeddings == "random" or not any((row, pair) in cells for pair in PAIRS):
+        base = baseline(row)
+        if base is None or not any((row, pair) in cells for pair in PAIRS):
             continue
-        base = replace(row, embeddings="random", debiasing="none")  # the same subset, model, subword and scales
         body.append([MODEL_NAMES.get(row.model, f"`{row.model}`"), _embedding_name(row),
-                     DEBIASING_NAMES.get(row.debiasing, row.debiasing),
-                     *(_versus_random(cells.get((base, pair), {}), cells.get((row, pair), {}), samples)
+                     "–" if row.embeddings == "random" else DEBIASING_NAMES.get(row.debiasing, row.debiasing),
+                     *(_versus(cells.get((base, pair), {}), cells.get((row, pair), {}), samples, versus)
                        for pair in PAIRS)])
     if not body:
-        return ["No run with pre-trained embeddings on these pairs yet."]
-    return md_table(["model", "embeddings", "debiasing", *(f"{PAIR_NAMES[p]} vs random" for p in PAIRS)], body,
+        return []
+    return md_table(["model", "embeddings", "debiasing", *(f"{PAIR_NAMES[p]} vs {versus}" for p in PAIRS)], body,
                     [False] * (3 + len(PAIRS)))
 
 
-def _versus_random(random: Mapping[int, HirasawaRun], runs: Mapping[int, HirasawaRun], samples: int) -> str:
+def _versus(baseline: Mapping[int, HirasawaRun], runs: Mapping[int, HirasawaRun], samples: int, versus: str) -> str:
     if not runs:
         return NOT_RUN
     parts = []
     for seed in sorted(runs):
-        base, run = random.get(seed), runs[seed]
+        base, run = baseline.get(seed), runs[seed]
         if base is None:
-            parts.append(f"seed {seed}: no random run of this seed")
+            parts.append(f"seed {seed}: no {versus} run of this seed")
         elif finished(base) != finished(run):
             parts.append(f"seed {seed}: not compared (one of the two finished, the other stopped by a limit)")
         elif base.result.refs != run.result.refs:
-            parts.append(f"seed {seed}: another test set than the random run's")
+            parts.append(f"seed {seed}: another test set than the {versus} run's")
         else:
             result = paired_bootstrap(base.result.hyps, run.result.hyps, run.result.ref_streams, samples=samples)
             mark = "" if finished(run) else f" {CAPPED}"
