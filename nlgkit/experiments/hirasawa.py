@@ -78,15 +78,11 @@ def hirasawa_report(runs: Sequence[HirasawaRun], planned: Mapping[str, Sequence[
                f"not better (one-sided). Seed {CAPPED}: both runs stopped by a limit (Runs says which), so the difference "
                "compares training budgets, not final models; a run trained to the stopping rule is compared only "
                "with another such run."), ""]
-    for subset in SUBSETS:
-        lines += [f"### {SUBSET_NAMES[subset]}", "", *(_bootstrap_table(rows[subset], every, samples, _random_row,
-                                                                        "random") or [NO_PRETRAINED]), ""]
+    lines += _bootstrap_sections(rows, every, samples, _random_row, "random", NO_PRETRAINED)
     lines += ["## Against text-only NMT (paired bootstrap, seed-matched, test2016)", "",
               ("Each seed of a multimodal row against the same seed of the text-only row with the same initial "
                "embeddings, subset and pair (what the image adds), measured as above."), ""]
-    for subset in SUBSETS:
-        lines += [f"### {SUBSET_NAMES[subset]}", "", *(_bootstrap_table(rows[subset], every, samples, _text_row,
-                                                                        "text-only") or [NO_MULTIMODAL]), ""]
+    lines += _bootstrap_sections(rows, every, samples, _text_row, "text-only", NO_MULTIMODAL)
     lines += fscore_lines(cells, figure, samples)
     other = [run for run in runs if run.place.pair not in PAIRS]
     if other:
@@ -272,6 +268,16 @@ def _random_row(row: Row) -> Row | None:
 def _text_row(row: Row) -> Row | None:
     """The text-only row a multimodal row is compared with: the same subset, embeddings, subword and scales."""
     return None if row.model == TEXT_ONLY else replace(row, model=TEXT_ONLY)
+
+
+def _bootstrap_sections(rows: Mapping[str, Sequence[Row]], cells: Cells, samples: int,
+                        baseline: Callable[[Row], Row | None], versus: str, empty: str) -> list[str]:
+    """One bootstrap table per data subset under its own heading (``empty`` where a subset has none)."""
+    lines = []
+    for subset in SUBSETS:
+        table = _bootstrap_table(rows[subset], cells, samples, baseline, versus)
+        lines += [f"### {SUBSET_NAMES[subset]}", "", *(table or [empty]), ""]
+    return lines
 
 
 def _bootstrap_table(rows: Sequence[Row], cells: Cells, samples: int, baseline: Callable[[Row], Row | None],
