@@ -68,6 +68,37 @@ def test_render_command_rewrites_the_markdown_from_the_json(tmp_path: Path, caps
     assert "wrote" in capsys.readouterr().out
 
 
+DEBIAS_ROW = {"method": "lc", "words": 50_000, "dim": 300, "k": 10, "components": 3, "device": "cpu",
+              "seconds": 40.0, "words_per_s": 1250.0, "table_mib": 57.2, "threads": 2, "peak_rss_mib": 612.0,
+              "finite": True, "search_gflop": 1500.0, "square_matmul_gflops": 75.0}
+
+
+def test_debias_section_measured_alone_keeps_the_rest_and_gives_the_share_of_matmul_peak(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from nlgkit.experiments.bench import run as bench
+
+    monkeypatch.setattr(bench, "_spawn", lambda *argv: {**DEBIAS_ROW, **json.loads(argv[3])})
+    (tmp_path / "BENCH.json").write_text(json.dumps(committed()))
+    output = tmp_path / "BENCH.md"
+    nlgkit_command(["bench", "--only", "debias", "--output", str(output)])
+    new = json.loads((tmp_path / "BENCH.json").read_text())
+    assert {key: value for key, value in new.items() if key != "debias"} == committed()
+    assert new["debias"]["measured"]["commit"] and len(new["debias"]["cases"]) >= 2
+    text = output.read_text()
+    assert "Measured on its own (`nlgkit bench --only debias`)" in text
+    # 1,500 GFLOP in 40 s = 37.5 GFLOP/s, half of the 75 GFLOP/s matmul rate
+    assert "| localized centering (k = 10) | 50,000 × 300 | cpu | 2 | 40.0 | 1,250 | 37.5 GFLOP/s = 50% of 75.0 |" in text
+
+
+def test_debias_worker_measures_a_real_table() -> None:
+    from nlgkit.experiments.bench.debias import measure_debias
+
+    row = measure_debias("lc", words=3000, dim=50)
+    assert row["finite"] and row["seconds"] > 0 and row["search_gflop"] == 2 * 3000 * 3000 * 50 / 1e9
+    assert row["square_matmul_gflops"] > 0
+    assert "search_gflop" not in measure_debias("abtt", words=3000, dim=50)
+
+
 def test_bench_keeps_its_figures_and_carries_what_it_could_not_measure(tmp_path: Path,
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     """``make bench``'s assembly, with each measuring process answered by the committed figures."""
@@ -83,6 +114,8 @@ def test_bench_keeps_its_figures_and_carries_what_it_could_not_measure(tmp_path:
             return next(r for r in rows["head"] if r["head"] == recipe and r["vocab"] == int(argv[5]))
         if worker == "decode":
             return next(r for r in rows["decode"] if r["model"] == recipe)
+        if worker == "debias":
+            return {**DEBIAS_ROW, **json.loads(recipe)}
         assert worker == "train", argv  # no trained run or images here: nothing else may be measured
         return next(r for r in rows["train"] if r["recipe"] == recipe)
 
@@ -98,6 +131,7 @@ def test_bench_keeps_its_figures_and_carries_what_it_could_not_measure(tmp_path:
     assert new["captioning"]["previous_captioning"] == old["captioning"]["previous_captioning"]
     assert new["training"] == old["training"] and new["heads"] == old["heads"]
     assert new["meta"]["warmup"] == 3 and new["meta"]["threads"] == old["training"][0]["threads"]
+    assert [(case["method"], case["words"]) for case in new["debias"]["cases"]] == [("abtt", 400_000), ("lc", 50_000)]
     text = output.read_text()
     assert text == render_benchmarks(new)
     assert f"Not measured: no trained run at `{tmp_path / 'none'}`" in text

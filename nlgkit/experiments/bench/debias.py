@@ -4,18 +4,22 @@ Hirasawa & Komachi debias whole pre-trained tables (GloVe 6B: 400,000 words × 3
 linear passes and costs seconds anywhere; localized centering needs every word's 10 nearest neighbours, V² · e
 multiply-adds (10¹⁴ for that table), so on a 2-core CPU it is measured on a 50,000-word table (the time grows as
 V², memory as V) and on the full table only where there is a GPU. Each case runs in its own process
-(``nlgkit bench --worker debias --case JSON``), so its peak RSS is its own.
+(``nlgkit bench --worker debias --case JSON``), so its peak RSS is its own. Localized centering's speed is
+also given as a share of this machine's float32 matmul rate, measured in the same process: its neighbour search is
+V² · e multiply-adds of matrix products, so the share says how close it runs to the hardware, whatever the CPU.
 """
 
 from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from typing import Any
 
 import torch
 
 from nlgkit.core.seeding import regenerable_generator
+from nlgkit.experiments.bench.efficiency import square_matmul_rate
 from nlgkit.experiments.bench.process import peak_rss_mib, spawn_json
 from nlgkit.wordvectors.debias import debias
 
@@ -50,10 +54,15 @@ def measure_debias(method: str = "abtt", words: int = FULL, dim: int = 300, k: i
     if device == "cuda":
         result["peak_gpu_mib"] = torch.cuda.max_memory_allocated() / 2**20
         result["gpu"] = torch.cuda.get_device_name()
+    elif method == "lc":  # the neighbour search's products against this CPU's matmul peak
+        result["search_gflop"] = 2 * words * words * dim / 1e9
+        result["square_matmul_gflops"] = square_matmul_rate()
     return result
 
 
-def benchmark_debias(cases: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
-    """Every case of :func:`debias_cases` (or ``cases``), each in a process of its own."""
+def benchmark_debias(spawn: Callable[..., dict[str, Any]] = spawn_json,
+                     cases: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+    """Every case of :func:`debias_cases` (or ``cases``), each in a process of its own (``spawn`` runs one
+    ``nlgkit bench`` worker)."""
     chosen = debias_cases(torch.cuda.is_available()) if cases is None else cases
-    return [spawn_json("--worker", "debias", "--case", json.dumps(case)) for case in chosen]
+    return [spawn("--worker", "debias", "--case", json.dumps(case)) for case in chosen]

@@ -49,7 +49,8 @@ from nlgkit.vision.encoders import EncoderConfig, build_encoder
 from nlgkit.vision.images import load_image
 
 WORKERS = ("train", "generate", "extract", "head", "decode", "gpu-epoch", "debias", "ct2")
-SECTIONS = ("multimodal", "gpu", "serve", "ct2", "translation")  # what ``nlgkit bench --only`` can measure on its own
+# what ``nlgkit bench --only`` can measure on its own
+SECTIONS = ("multimodal", "gpu", "serve", "ct2", "translation", "debias")
 GPU_CASE_SECONDS = 100  # a GPU case still running then (a compiler stuck recompiling) is reported as stopped
 
 
@@ -236,7 +237,7 @@ def run_benchmarks(settings: BenchSettings) -> str:
             captioning["previous_captioning"] = previous
     heads = [_spawn("--worker", "head", "--recipe", case, "--limit", str(v)) for case in HEAD_CASES for v in VOCABS]
     decoding = [_spawn("--worker", "decode", "--recipe", name, "--beam", "5") for name in DECODERS]
-    debiasing = benchmark_debias()
+    debiasing = {"cases": benchmark_debias(_spawn)}
     multimodal = _multimodal(settings)
     serving = _serve(settings)
     ct2 = _ct2(settings)
@@ -274,6 +275,8 @@ def _run_section(settings: BenchSettings) -> str:
         results["ct2"] = _ct2(settings)
     elif settings.only == "translation":
         results.update(_translation_alone(settings))
+    elif settings.only == "debias":
+        results["debias"] = {"cases": benchmark_debias(_spawn), "measured": _stamp()}
     else:
         results["multimodal"] = _multimodal(settings)
     with atomic_write(output.with_suffix(".json")) as handle:
@@ -288,10 +291,15 @@ def _translation_alone(settings: BenchSettings) -> dict[str, Any]:
         raise NlgkitError(f"--translate-run {settings.translate_run}: no trained run there (train it first)")
     translation = _spawn("--worker", "generate", "--run", settings.translate_run, "--beam", str(settings.beam),
                          "--limit", str(settings.limit))
-    git = git_revision()
-    stamp = {"commit": git["commit"], "dirty": git["dirty"], "date": time.strftime("%Y-%m-%d")}
+    stamp = _stamp()
     return {"translation": {**translation, "measured": stamp},
             "startup": {**measure_startup(settings.translate_run), "measured": stamp}}
+
+
+def _stamp() -> dict[str, Any]:
+    """The commit and date of a section measured on its own (the rest of the file keeps its own stamp)."""
+    git = git_revision()
+    return {"commit": git["commit"], "dirty": git["dirty"], "date": time.strftime("%Y-%m-%d")}
 
 
 def _gpu(settings: BenchSettings, translate: bool) -> dict[str, Any]:
