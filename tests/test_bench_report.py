@@ -131,7 +131,7 @@ def test_bench_keeps_its_figures_and_carries_what_it_could_not_measure(tmp_path:
     assert new["captioning"]["previous_captioning"] == old["captioning"]["previous_captioning"]
     assert new["training"] == old["training"] and new["heads"] == old["heads"]
     assert new["meta"]["warmup"] == 3 and new["meta"]["threads"] == old["training"][0]["threads"]
-    assert [(case["method"], case["words"]) for case in new["debias"]["cases"]] == [("abtt", 400_000), ("lc", 50_000)]
+    assert [(case["method"], case["words"]) for case in new["debias"]["cases"]] == [("abtt", 400_000), ("lc", 400_000)]
     text = output.read_text()
     assert text == render_benchmarks(new)
     assert f"Not measured: no trained run at `{tmp_path / 'none'}`" in text

@@ -282,7 +282,6 @@ def debias_lines(section: dict[str, Any] | None) -> list[str]:
                       rows, numeric=[False, False, False, True, True, True, False, True, True, True])
     lines += ["", ("Localized centering's neighbour search is 2 · V² · e FLOPs of float32 products (cosine "
                    "similarities of every pair of words, in blocks); its share of the 2048² matmul rate measured in "
-                   "the same process says how near the hardware it runs. Its time grows as V², so the CPU case "
-                   "uses 50,000 words: × 64 for GloVe 6B's 400,000. All-but-the-Top is a few linear passes in "
-                   "float64 (mean, covariance, projections): its time grows as V.")]
+                   "the same process says how near the hardware it runs; its time grows as V². All-but-the-Top is a "
+                   "few linear passes in float64 (mean, covariance, projections): its time grows as V.")]
     return lines
