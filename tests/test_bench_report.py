@@ -68,26 +68,37 @@ def test_render_command_rewrites_the_markdown_from_the_json(tmp_path: Path, caps
     assert "wrote" in capsys.readouterr().out
 
 
-DEBIAS_ROW = {"method": "lc", "words": 50_000, "dim": 300, "k": 10, "components": 3, "device": "cpu",
-              "seconds": 40.0, "words_per_s": 1250.0, "table_mib": 57.2, "threads": 2, "peak_rss_mib": 612.0,
-              "finite": True, "search_gflop": 1500.0, "square_matmul_gflops": 75.0}
+DEBIAS_ROW = {"method": "lc", "words": 400_000, "dim": 300, "k": 10, "components": 3, "device": "cpu",
+              "seconds": 600.0, "words_per_s": 666.7, "table_mib": 457.8, "threads": 2, "peak_rss_mib": 2048.0,
+              "finite": True, "search_gflop": 96_000.0, "square_matmul_gflops": 320.0}
+
+
+def debias_answer(*argv: str) -> dict:
+    """A debias worker's row for the case in ``argv`` (only localized centering has a neighbour search)."""
+    case = json.loads(argv[3])
+    row = {**DEBIAS_ROW, **case}
+    if case["method"] != "lc":
+        del row["search_gflop"], row["square_matmul_gflops"]
+    return row
 
 
 def test_debias_section_measured_alone_keeps_the_rest_and_gives_the_share_of_matmul_peak(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from nlgkit.experiments.bench import run as bench
 
-    monkeypatch.setattr(bench, "_spawn", lambda *argv: {**DEBIAS_ROW, **json.loads(argv[3])})
+    monkeypatch.setattr(bench, "_spawn", debias_answer)
     (tmp_path / "BENCH.json").write_text(json.dumps(committed()))
     output = tmp_path / "BENCH.md"
     nlgkit_command(["bench", "--only", "debias", "--output", str(output)])
     new = json.loads((tmp_path / "BENCH.json").read_text())
-    assert {key: value for key, value in new.items() if key != "debias"} == committed()
+    others = {key: value for key, value in committed().items() if key != "debias"}
+    assert {key: value for key, value in new.items() if key != "debias"} == others
     assert new["debias"]["measured"]["commit"] and len(new["debias"]["cases"]) >= 2
     text = output.read_text()
     assert "Measured on its own (`nlgkit bench --only debias`)" in text
-    # 1,500 GFLOP in 40 s = 37.5 GFLOP/s, half of the 75 GFLOP/s matmul rate
-    assert "| localized centering (k = 10) | 50,000 × 300 | cpu | 2 | 40.0 | 1,250 | 37.5 GFLOP/s = 50% of 75.0 |" in text
+    # 96,000 GFLOP in 600 s = 160 GFLOP/s, half of the 320 GFLOP/s matmul rate
+    assert "| localized centering (k = 10) | 400,000 × 300 | cpu | 2 | 600.0 | 667 | 160.0 GFLOP/s = 50% of 320.0 |" in text
+    assert "| All-but-the-Top (D = 3) | 400,000 × 300 | cpu | 2 | 600.0 | 667 | – |" in text
 
 
 def test_debias_worker_measures_a_real_table() -> None:
@@ -115,7 +126,7 @@ def test_bench_keeps_its_figures_and_carries_what_it_could_not_measure(tmp_path:
         if worker == "decode":
             return next(r for r in rows["decode"] if r["model"] == recipe)
         if worker == "debias":
-            return {**DEBIAS_ROW, **json.loads(recipe)}
+            return debias_answer(*argv)
         assert worker == "train", argv  # no trained run or images here: nothing else may be measured
         return next(r for r in rows["train"] if r["recipe"] == recipe)
 
