@@ -318,32 +318,28 @@ def _gpu(settings: BenchSettings, translate: bool) -> dict[str, Any]:
     if translate:
         gpu["translation"] = _spawn("--worker", "generate", "--run", settings.translate_run, "--beam",
                                     str(settings.beam), "--limit", str(settings.limit), "--device", "cuda")
-    git = git_revision()
-    return {**gpu, "commit": git["commit"], "dirty": git["dirty"], "date": time.strftime("%Y-%m-%d")}
+    return {**gpu, **_stamp()}
 
 
 def _serve(settings: BenchSettings) -> dict[str, Any]:
     """The load test of ``nlgkit serve`` with ``translate_run`` (:mod:`nlgkit.experiments.bench.serve`), stamped
     with the commit and date it was measured on."""
-    git = git_revision()
-    return {**serve_benchmarks(ROOT, settings.translate_run), "commit": git["commit"], "dirty": git["dirty"],
-            "date": time.strftime("%Y-%m-%d")}
+    stamp = _stamp()
+    return {**serve_benchmarks(ROOT, settings.translate_run), **stamp}
 
 
 def _ct2(settings: BenchSettings) -> dict[str, Any]:
     """nlgkit's beam search against its CTranslate2 export, float32 and int8 (:mod:`nlgkit.experiments.bench.ct2`),
     stamped with the commit and date it was measured on."""
-    git = git_revision()
-    return {**ct2_benchmarks(ROOT, settings.ct2_run, settings.beam, settings.limit, _spawn), "commit": git["commit"],
-            "dirty": git["dirty"], "date": time.strftime("%Y-%m-%d")}
+    stamp = _stamp()
+    return {**ct2_benchmarks(ROOT, settings.ct2_run, settings.beam, settings.limit, _spawn), **stamp}
 
 
 def _multimodal(settings: BenchSettings) -> dict[str, Any]:
     """Multimodal translation training against text-only NMT (:mod:`nlgkit.experiments.bench.multimodal`),
     stamped with the commit, date and threads it was measured with."""
     section = multimodal_benchmarks(ROOT, settings.multimodal_updates, settings.warmup, _spawn)
-    git = git_revision()
-    return {**section, "commit": git["commit"], "dirty": git["dirty"], "date": time.strftime("%Y-%m-%d"),
+    return {**section, **_stamp(),
             "threads": section["rows"][0]["threads"] if section["rows"] else torch.get_num_threads()}
 
 
