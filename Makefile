@@ -107,12 +107,13 @@ demo: $(STAMP)
 	$(NLGKIT) reproduce show runs/demo/test.hyp.en $(DE_EN)/test.ref.en --source $(DE_EN)/test.ref.de -n 5
 	$(NLGKIT) evaluate --hyp runs/demo/test.hyp.en --ref $(DE_EN)/test.ref.en
 
+# --durations: the log names the slowest tests, where the suite's 10-minute budget on two cores goes
 test: $(STAMP)
 	@timeout 300 $(MAKE) -s browser || echo "no Chromium: the page's browser test will be skipped (make browser)"
 	$(VENV)/bin/ruff check nlgkit tests
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q --durations=10
 
 test-slow: $(STAMP)
 	$(PY) -m pytest -q -m slow
