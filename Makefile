@@ -261,17 +261,21 @@ pappas-speed: $(STAMP)
 # so make the tables first. A run recorded in RECORDS/hirasawa is not trained again; after the report every trained
 # run is recorded there. HIRASAWA_SET: options added to every run. 390 runs with the defaults: narrow them down.
 # HIRASAWA_INIT=nmtpytorch: the initial scales of the paper's toolkit (every matrix N(0, 2/fan_in), unit-length
-# table rows: train.weight_init, embeddings.normalize), in runs named RECIPE_LABEL_seedN_nmtpytorch-init.
+# table rows: train.weight_init, embeddings.normalize), in runs named RECIPE_LABEL_seedN_nmtpytorch-init;
+# HIRASAWA_INIT=matched: nlgkit's own initial weights with the tables scaled to the mean length of the random rows
+# (embeddings.match_scale), in runs named RECIPE_LABEL_seedN_matched-scale (no random runs: the default ones serve).
 HIRASAWA_RECIPES ?= $(wildcard recipes/hirasawa/*.toml)
 HIRASAWA_EMBEDDINGS ?= random $(foreach table,word2vec glove fasttext glove6b,$(table) $(table)+lc $(table)+abtt)
 HIRASAWA_SEEDS ?= 1 2 3
 HIRASAWA_SET ?=
 HIRASAWA_INIT ?= default
-ifeq ($(filter $(HIRASAWA_INIT),default nmtpytorch),)
-$(error HIRASAWA_INIT = $(HIRASAWA_INIT): use default or nmtpytorch)
+ifeq ($(filter $(HIRASAWA_INIT),default nmtpytorch matched),)
+$(error HIRASAWA_INIT = $(HIRASAWA_INIT): use default, nmtpytorch or matched)
 endif
-hirasawa_init_set := $(if $(filter nmtpytorch,$(HIRASAWA_INIT)),--set train.weight_init=kaiming_normal --set embeddings.normalize=true)
-hirasawa_suffix := $(if $(filter nmtpytorch,$(HIRASAWA_INIT)),_nmtpytorch-init)
+hirasawa_init_set := $(if $(filter nmtpytorch,$(HIRASAWA_INIT)),--set train.weight_init=kaiming_normal --set embeddings.normalize=true)\
+	$(if $(filter matched,$(HIRASAWA_INIT)),--set embeddings.match_scale=true)
+hirasawa_suffix := $(if $(filter nmtpytorch,$(HIRASAWA_INIT)),_nmtpytorch-init)$(if $(filter matched,$(HIRASAWA_INIT)),_matched-scale)
+hirasawa_labels := $(if $(filter matched,$(HIRASAWA_INIT)),$(filter-out random,$(HIRASAWA_EMBEDDINGS)),$(HIRASAWA_EMBEDDINGS))
 HIRASAWA_TABLES ?= $(RUNS_DIR)/hirasawa_tables
 HIRASAWA_RECORDS := $(RECORDS)/hirasawa
 hirasawa_runs = $(wildcard $(RUNS_DIR)/hirasawa/*/)
@@ -282,7 +286,7 @@ hirasawa_runs = $(wildcard $(RUNS_DIR)/hirasawa/*/)
 # shared cache (task.features_dir): with -j and no cache yet, start with one run
 # (`make hirasawa-run-text_en-de_random_seed1`) so that the others read it.
 HIRASAWA_CELLS = $(foreach seed,$(HIRASAWA_SEEDS),$(foreach recipe,$(HIRASAWA_RECIPES),$(foreach label,\
-	$(HIRASAWA_EMBEDDINGS),$(basename $(notdir $(recipe)))_$(label)_seed$(seed)$(hirasawa_suffix):$(recipe):$(label):$(seed))))
+	$(hirasawa_labels),$(basename $(notdir $(recipe)))_$(label)_seed$(seed)$(hirasawa_suffix):$(recipe):$(label):$(seed))))
 HIRASAWA_TRAIN = $(foreach cell,$(HIRASAWA_CELLS),hirasawa-run-$(firstword $(subst :, ,$(cell))))
 $(HIRASAWA_TRAIN): hirasawa-run-%: $(STAMP)
 	cell=$(filter $*:%,$(HIRASAWA_CELLS)); seed=$${cell##*:}; recipe=$${cell#*:}; recipe=$${recipe%%:*}; \

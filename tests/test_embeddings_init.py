@@ -19,7 +19,7 @@ from nlgkit.core.config import load_recipe
 from nlgkit.data.vocab import PAD, SPECIALS, Vocabulary
 from nlgkit.experiments.hirasawa_runs import Row, TableUse, placement, table_uses
 from nlgkit.runs.build import build_model
-from nlgkit.runs.embeddings import initialise_embeddings
+from nlgkit.runs.embeddings import initialise_embeddings, mean_row_length
 from nlgkit.runs.loading import load_trained
 from nlgkit.runs.weight_init import initialise_weights
 from nlgkit.tasks import build_task
@@ -162,4 +162,31 @@ def test_a_run_with_nmtpytorch_scales_trains_them_and_reports_a_row_of_its_own(s
     source = run.model.source_embedding().weight.detach()  # type: ignore[union-attr]
     assert torch.allclose(source[len(SPECIALS):].norm(dim=1), torch.ones(len(source) - len(SPECIALS)), atol=1e-3)
     saved = json.loads((tmp_path / "run" / "config.json").read_text())
-    assert placement(saved, {}).row == Row("all", "rnn", "glove", "none", "none", "kaiming_normal, unit table rows")
+    assert placement(saved, {}).row == Row("all", "rnn", "glove", "none", "none", "kaiming_normal", "unit table rows")
+
+
+def test_match_scale_gives_a_short_table_the_length_of_the_models_own_rows(setup, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Real tables' rows are 7–10 times shorter than N(0, 1) rows; ``embeddings.match_scale`` scales the table by one
+    factor to the mean length of the rows the model drew (its ``weight_init``): lengths match, directions and the
+    rows' length ratios stay, padding stays zero, and provenance records the factor."""
+    recipe, data_dir, rows, _ = setup
+    words = list(rows) + ["zzqx1"]
+    short = torch.stack([*rows.values(), torch.ones(DIM)]) * 0.1
+    save_table(tmp_path / "short.safetensors", short, words, kind="trained")
+    config = load_recipe(with_embeddings(recipe, f'source = "{tmp_path / "short.safetensors"}"\nmatch_scale = true'))
+    task = build_task(config)
+    vocabs = task.load_vocabularies(data_dir)
+    vocab = vocabs["de"]
+    for weights, length in (("default", DIM ** 0.5), ("kaiming_normal", 2 ** 0.5)):  # N(0, 1) / N(0, 2/fan_in) rows
+        model = build_model(config, task.model_context(vocabs), vocabs["en"])
+        initialise_weights(model, weights)
+        drawn = mean_row_length(model.source_embedding().weight.detach(), vocab.pad_index)  # type: ignore[union-attr]
+        assert drawn == pytest.approx(length, rel=0.1)
+        done = initialise_embeddings(model, config, task, vocabs)
+        weight = model.source_embedding().weight.detach()  # type: ignore[union-attr]
+        assert mean_row_length(weight, vocab.pad_index) == pytest.approx(drawn, rel=1e-5)
+        factor = done["source"]["scale"]
+        assert factor > 1.0  # the table's rows were the shorter
+        for word, row in list(rows.items())[:50]:
+            assert torch.allclose(weight[vocab.index(word)], 0.1 * factor * row, atol=1e-5)
+        assert float(weight[vocab.pad_index].abs().sum()) == 0.0

@@ -132,6 +132,13 @@ def test_placement_from_saved_configs() -> None:
     place = placement({**base, "embeddings": {"label": "GloVe6B+LC"}}, {"subword": "bpe-joint:10000"})
     assert place.row == Row("all", "vag_nmt", "glove6b", "lc", "bpe-joint:10000")
     assert parse_label("word2vec") == ("word2vec", "none") and parse_label("") == ("random", "none")
+    nmtpytorch = {"train": {"weight_init": "kaiming_normal"}, "embeddings": {"normalize": True, "match_scale": True}}
+    place = placement({**base, **nmtpytorch}, {})  # no table: the row-scaling keys change nothing
+    assert place.row == Row("all", "vag_nmt", "random", "none", "none", "kaiming_normal", "default")
+    place = placement({**base, "embeddings": {"label": "glove+abtt", "source": "x", "match_scale": True}}, {})
+    assert place.row == Row("all", "vag_nmt", "glove", "abtt", "none", "default", "table rows at the model's scale")
+    place = placement({**base, **nmtpytorch, "embeddings": {"target": "glove.vec", "normalize": True}}, {})
+    assert place.row == Row("all", "vag_nmt", "glove", "none", "none", "kaiming_normal", "unit table rows")
 
 
 def test_the_recipes_plan_the_models_of_each_subset(tmp_path: Path) -> None:
@@ -401,3 +408,18 @@ def test_each_multimodal_row_is_compared_with_text_only_of_its_embeddings(hirasa
     assert table_rows(alone, "Against text-only NMT")[0][3] == "seed 2: no text-only run of this seed"
     covered = text.split("## Against text-only NMT", 1)[1].split("\n## ", 1)[0].split("### image-covered")[1]
     assert covered.split("\n\n")[1].strip() == "No multimodal run on these pairs yet."
+
+
+def test_rescaled_table_rows_are_a_row_of_their_own_against_random_of_the_same_weights(
+        hirasawa_runs: list[Path]) -> None:
+    """``embeddings.match_scale`` changes only the table's rows, so such a row is compared with the random run of
+    the same initial weights (no random run of its own: a random model reads no table) and named in brackets."""
+    random, glove = (load_run(path, "cpu") for path in hirasawa_runs)
+    matched = dataclasses.replace(glove, place=dataclasses.replace(glove.place, row=dataclasses.replace(
+        glove.place.row, table_rows="table rows at the model's scale")))
+    text = hirasawa_report([random, matched], planned={"all": ["rnn"], "covered": []}, samples=20)
+    versus = table_rows(text, "Against random initialisation")
+    assert [row[:3] for row in versus] == [["text-only NMT (`rnn`)", "GloVe (table rows at the model's scale)", "none"]]
+    assert versus[0][3].startswith(f"seed 2 {CAPPED}: ") and "p = " in versus[0][3]
+    rows = {(row[1], row[2]): row for row in table_rows(text, "Tables 3–4: all")}
+    assert rows[("GloVe", "none")][3] == "0" and rows[("GloVe (table rows at the model's scale)", "none")][3] == "1 †"

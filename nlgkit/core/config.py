@@ -115,6 +115,9 @@ class EmbeddingsConfig:
     trainable: bool = True  # false: rows found in the table stay fixed; missing words are still trained
     project: bool = False  # a table of another size is projected to the embedding size (else an error)
     normalize: bool = False  # every row scaled to unit length (Hirasawa's nmtpytorch loader), padding stays zero
+    # the table's rows (after normalize) scaled by one factor to the mean length of the model's own initial rows, so
+    # that words from a table and words drawn at random start at one scale (angles and relative lengths unchanged)
+    match_scale: bool = False
     label: str = ""  # how reports name these embeddings (e.g. "glove+abtt"); "" = "random" without tables
 
     @property

@@ -236,12 +236,13 @@ def _table6_line(table: PaperTable) -> str:
                          f"{_paper(row.values.get('meteor'))} METEOR")
     return ("Their Table 6 adds VAG-NET with random initialisation on 10k joint BPE merges: " + ", ".join(cells)
             + " (BLEU below its word-level random row in both pairs). A run on subwords, or with other initial "
-            "scales (`train.weight_init`, `embeddings.normalize`), gets a row of its own, named in brackets.")
+            "scales (`train.weight_init`, `embeddings.normalize`, `embeddings.match_scale`), gets a row of its own, "
+            "named in brackets.")
 
 
 def _embedding_name(row: Row) -> str:
     name = EMBEDDING_NAMES.get(row.embeddings, f"`{row.embeddings}`")
-    variants = [part for part in (row.subword, row.init) if part not in ("none", "default")]
+    variants = [part for part in (row.subword, row.init, row.table_rows) if part not in ("none", "default")]
     return f"{name} ({'; '.join(variants)})" if variants else name
 
 
@@ -261,8 +262,9 @@ def _paper(value: float | None) -> str:
 
 def _random_row(row: Row) -> Row | None:
     """The random-initialisation row a pre-trained row is compared with: the same subset, model, subword and
-    scales (none for a random row)."""
-    return None if row.embeddings == "random" else replace(row, embeddings="random", debiasing="none")
+    initial weights, no table (none for a random row)."""
+    return None if row.embeddings == "random" else replace(row, embeddings="random", debiasing="none",
+                                                           table_rows="default")
 
 
 def _text_row(row: Row) -> Row | None:

