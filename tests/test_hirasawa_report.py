@@ -354,6 +354,13 @@ def test_one_cell_never_pools_runs_started_from_different_tables(hirasawa_runs: 
                                     shutil.copytree(seed3.result.run_dir, tmp_path / "text_glove_seed4"))),
                                 tables={**same, "source": TableUse("c" * 64, 1234, 9797, "d" * 64)})
     assert "seed 4" in hirasawa_report([one, linked, seed4], planned={"all": ["rnn"], "covered": []}, samples=20)
+    # The link holds across cells: the run that recorded both digests may be another model's (the German GloVe +
+    # ABTT table of the IMAGINATION seeds was linked by a text-only run); without it the two seeds are two tables.
+    elsewhere = as_model(linked, "imagination")
+    planned = {"all": ["rnn", "imagination"], "covered": []}
+    assert "seed 4" in hirasawa_report([one, elsewhere, seed4], planned=planned, samples=20)
+    with pytest.raises(DataError, match=r"text_glove_seed2 and text_glove_seed4: one cell"):
+        hirasawa_report([one, seed4], planned=planned, samples=20)
     with pytest.raises(DataError, match=r"text_glove_seed2 and text_glove_seed4: one cell"):
         hirasawa_report([one, dataclasses.replace(seed4, tables={**same, "source": TableUse("c" * 64, 1234, 9797,
                                                                                             "e" * 64)})],

@@ -120,31 +120,36 @@ def _seeds(runs: Sequence[HirasawaRun]) -> tuple[Cells, list[str]]:
 def _check_tables(every: Cells) -> None:
     """A cell's seeds must have started from the same tables: one label (``glove``) over vectors trained on other
     text would be a mean of two experiments. Two runs read the same table when they share a file or content digest,
-    directly or through a third run (one that recorded both: the file another saved with its header in another
-    order). Runs whose provenance predates the table digests are not checked."""
+    directly or through any other run of the report, in this cell or another (one that recorded both: the file
+    another saved with its header in another order). Runs whose provenance predates the table digests are not
+    checked."""
+    same_table = _same_tables([use.digests() for seeds in every.values() for run in seeds.values()
+                               for use in run.tables.values() if use.digests()])
     for (row, pair), seeds in every.items():
         for side in ("source", "target"):
-            tables = [(run.name, run.tables[side].digests()) for run in seeds.values()
-                      if side in run.tables and run.tables[side].digests()]
-            groups = _same_tables(tables)
+            groups: dict[int, set[str]] = {}
+            for run in seeds.values():
+                digests = run.tables[side].digests() if side in run.tables else set()
+                if digests:
+                    groups.setdefault(same_table[min(digests)], set()).add(run.name)
             if len(groups) > 1:
-                first, second = sorted(min(names) for names in groups)[:2]
+                first, second = sorted(min(names) for names in groups.values())[:2]
                 raise DataError(f"{first} and {second}: one cell ({row.model}, {row.embeddings}, {row.debiasing}, "
                                 f"{pair}) but {side} embeddings from different tables (SHA-256 differs); give one a "
                                 "label of its own ([embeddings] label)")
 
 
-def _same_tables(tables: Sequence[tuple[str, set[str]]]) -> list[set[str]]:
-    """Runs grouped by table: (run name, digests) pairs merged while their digests overlap; the groups' names."""
-    groups: list[tuple[set[str], set[str]]] = []  # (names, digests)
-    for name, digests in tables:
-        names, digests = {name}, set(digests)
-        for group in [group for group in groups if group[1] & digests]:
+def _same_tables(uses: Sequence[set[str]]) -> dict[str, int]:
+    """Digest → the number of its table: the digests of one use (a file and its content) name one table, and uses
+    sharing a digest are merged, so a link recorded by one run serves every cell."""
+    groups: list[set[str]] = []
+    for digests in uses:
+        merged = set(digests)
+        for group in [group for group in groups if group & merged]:
             groups.remove(group)
-            names |= group[0]
-            digests |= group[1]
-        groups.append((names, digests))
-    return [names for names, _ in groups]
+            merged |= group
+        groups.append(merged)
+    return {digest: number for number, group in enumerate(groups) for digest in group}
 
 
 def _counted(every: Cells) -> tuple[Cells, list[str]]:
