@@ -279,6 +279,36 @@ def test_bootstrap_other_metrics_and_direction(systems: tuple, metric: str) -> N
     assert (result.delta < 0) == (metric == "ter")  # lower TER is better
 
 
+def test_a_baselines_statistics_are_extracted_once_for_every_comparison(
+        systems: tuple, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A report bootstraps many rows against one baseline: each system's n-grams are counted once (then kept,
+    read-only), and the kept statistics give the same answers as fresh ones."""
+    from sacrebleu.metrics.bleu import BLEU
+
+    from nlgkit.evaluate.significance import sentence_statistics
+
+    ref, worse, better = systems
+    sentence_statistics.cache_clear()
+    fresh = [paired_bootstrap(worse, system, [ref], samples=100) for system in (better, ref)]
+    extracted: list[int] = []
+    original = BLEU._extract_corpus_statistics
+
+    def counting(self, hyps, refs):  # type: ignore[no-untyped-def]
+        extracted.append(len(hyps))
+        return original(self, hyps, refs)
+
+    monkeypatch.setattr(BLEU, "_extract_corpus_statistics", counting)
+    sentence_statistics.cache_clear()
+    kept = [paired_bootstrap(worse, system, [ref], samples=100) for system in (better, ref, better)]
+    assert kept == [*fresh, fresh[0]]
+    assert len(extracted) == 6  # three systems, each: its statistics and the check against corpus_score
+    paired_bootstrap(worse, better, [ref], samples=100, lowercase=True)  # another metric setting: counted anew
+    assert len(extracted) == 10
+    stats = sentence_statistics("bleu", False, tuple(worse), (tuple(ref),))
+    with pytest.raises(ValueError, match="read-only"):
+        stats[0, 0] = 0.0
+
+
 def test_mean_sd_and_bootstrap_errors() -> None:
     mean, sd = mean_sd([1.0, 2.0, 3.0, 4.0])
     assert (mean, sd) == pytest.approx((2.5, math.sqrt(5 / 3)))  # sum of squares 5, ddof = 1

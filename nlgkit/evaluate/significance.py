@@ -15,6 +15,7 @@ all sentences once the statistics give exactly ``corpus_score`` (checked on ever
 
 from __future__ import annotations
 
+import functools
 import math
 import statistics
 from collections.abc import Callable, Sequence
@@ -65,19 +66,28 @@ def paired_bootstrap(
         raise DataError(f"systems A and B have {len(hyps_a)} and {len(hyps_b)} lines: need the same, > 0")
     if not refs or any(len(stream) != len(hyps_a) for stream in refs):
         raise DataError("every reference stream must have as many lines as the hypotheses")
+    streams = tuple(tuple(stream) for stream in refs)
+    stats_a = sentence_statistics(metric, lowercase, tuple(hyps_a), streams)
+    stats_b = sentence_statistics(metric, lowercase, tuple(hyps_b), streams)
     scorer = sacrebleu_metric(metric, lowercase)
-    streams = [list(stream) for stream in refs]
-    stats_a = np.asarray(scorer._extract_corpus_statistics(list(hyps_a), streams), dtype=np.float64)
-    stats_b = np.asarray(scorer._extract_corpus_statistics(list(hyps_b), streams), dtype=np.float64)
-    score_a = _score(scorer, stats_a.sum(axis=0))
-    score_b = _score(scorer, stats_b.sum(axis=0))
-    for hyps, score in ((hyps_a, score_a), (hyps_b, score_b)):
-        direct = float(scorer.corpus_score(list(hyps), streams).score)
-        if not math.isclose(direct, score, rel_tol=1e-9, abs_tol=1e-9):  # the shortcut must be exact
-            raise NlgkitError(f"{metric}: sufficient statistics give {score}, corpus_score {direct}")
-
     return paired_bootstrap_statistics([stats_a], [stats_b], lambda summed: _score(scorer, summed), metric, samples,
                                        seed, HIGHER_IS_BETTER[metric])
+
+
+@functools.lru_cache(maxsize=64)
+def sentence_statistics(metric: str, lowercase: bool, hyps: tuple[str, ...],
+                        refs: tuple[tuple[str, ...], ...]) -> np.ndarray:
+    """sacrebleu's per-sentence sufficient statistics of ``hyps`` (segments × statistics, read-only), checked to
+    give ``corpus_score`` exactly when summed. Kept for the last systems asked: a report that bootstraps every row
+    against one baseline extracts each system's n-grams once, not once per comparison."""
+    scorer = sacrebleu_metric(metric, lowercase)
+    streams = [list(stream) for stream in refs]
+    stats = np.asarray(scorer._extract_corpus_statistics(list(hyps), streams), dtype=np.float64)
+    summed, direct = _score(scorer, stats.sum(axis=0)), float(scorer.corpus_score(list(hyps), streams).score)
+    if not math.isclose(direct, summed, rel_tol=1e-9, abs_tol=1e-9):  # the shortcut must be exact
+        raise NlgkitError(f"{metric}: sufficient statistics give {summed}, corpus_score {direct}")
+    stats.setflags(write=False)
+    return stats
 
 
 def paired_bootstrap_statistics(
