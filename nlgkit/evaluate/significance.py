@@ -10,7 +10,8 @@ interval of ``delta = score_b - score_a`` is the 2.5th and 97.5th percentile of 
 Scores are resampled from sacrebleu's per-sentence sufficient statistics (n-gram matches and lengths for
 BLEU, character/word n-gram statistics for chrF, edits and reference lengths for TER), summed over each
 resample and turned into a corpus score by sacrebleu itself, so a resample costs no re-tokenisation; with
-all sentences once the statistics give exactly ``corpus_score`` (checked on every call).
+all sentences once the statistics give exactly ``corpus_score`` (checked whenever a system's statistics are
+extracted; ``sentence_statistics`` keeps the last 64 systems', so a baseline compared with many rows is counted once).
 """
 
 from __future__ import annotations
