@@ -28,6 +28,7 @@ from nlgkit.core.errors import ConfigError
 from nlgkit.data.vocab import Vocabulary
 from nlgkit.evaluate.significance import mean_sd, paired_bootstrap
 from nlgkit.metrics import captions as cm
+from nlgkit.metrics import meteor
 from nlgkit.metrics.corpus import corpus_scores
 from nlgkit.metrics.meteor import METEOR_JAR, meteor_score, meteor_variant
 from nlgkit.metrics.vocabulary import DEFAULT_EDGES, bin_labels, parse_edges, train_counts, vocab_report
@@ -207,6 +208,26 @@ def test_meteor_translation_equals_jar_file_mode(tmp_path: Path) -> None:
     assert ours["signature"] == "METEOR 1.5|lang:de|modules:exact+stem|params:rank|tok:meteor-norm"
     li = meteor_score(["ciao mondo bello", "x"], [["ciao mondo bello", "y"]], "it")
     assert li["available"] and 0 < li["score"] < 100 and "tok:13a+lower" in li["signature"]
+
+
+
+def test_a_meteor_session_scores_each_system_as_a_jar_of_its_own_would(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A report scores thirty systems in one warm jar per language: every system still gets the score a fresh
+    jar gives it, whatever was scored before it."""
+    if shutil.which("java") is None or not (TOK / "val.lc.norm.tok.de").is_file():
+        pytest.skip("java or Multi30K not available")
+    refs = [[r] for r in (TOK / "val.lc.norm.tok.de").read_text(encoding="utf-8").splitlines()[:40]]
+    systems = [[perturb(r[0], i + shift) for i, r in enumerate(refs)] for shift in (0, 1, 3)]
+    alone = [meteor.run_meteor(hyps, refs, meteor_variant("de")) for hyps in systems]
+    assert len({score for score, _ in alone}) == 3  # the systems differ, so a mixed-up score would show
+    started, jar = [], meteor._MeteorProcess
+    monkeypatch.setattr(meteor, "_MeteorProcess", lambda *args: started.append(args) or jar(*args))
+    with meteor.MeteorSession() as session:
+        together = [session.score(hyps, refs, meteor_variant("de")) for hyps in (*systems[::-1], systems[0])]
+        italian = session.score(["ciao mondo bello"], [["ciao mondo"]], meteor_variant("it"))
+    assert together == [*alone[::-1], alone[0]] and len(started) == 2  # one jar for German, one for Italian
+    assert italian == meteor.run_meteor(["ciao mondo bello"], [["ciao mondo"]], meteor_variant("it"))
+
 
 
 # -- vocabulary usage, rare share, word F1 (worked out by hand in the comments) ----------------------------

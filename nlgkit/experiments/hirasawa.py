@@ -50,6 +50,7 @@ from nlgkit.experiments.hirasawa_runs import (
 )
 from nlgkit.experiments.other_data import runs_table
 from nlgkit.experiments.papers import load_table
+from nlgkit.metrics.meteor import MeteorSession
 
 PAPER = "hirasawa"
 NOT_RUN = "not run"
@@ -340,7 +341,8 @@ def hirasawa(run_dirs: list[str], records: str | None, output: str | None, devic
     """``nlgkit reproduce hirasawa``: every record under ``records`` and every trained run of ``run_dirs`` in the
     paper's layout; given directories not trained yet are listed. The figure goes beside ``output``."""
     found, waiting = find_runs(run_dirs, records, report_log)
-    runs = [load_run(path, device, report_log) for path in found]
+    with MeteorSession() as meteor:
+        runs = [load_run(path, device, report_log, meteor) for path in found]
     figure = Path(output).with_name(f"{Path(output).stem}_fscore.png") if output else None
     text = hirasawa_report(runs, figure=figure)
     if waiting:

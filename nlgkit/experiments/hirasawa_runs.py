@@ -28,7 +28,7 @@ from nlgkit.data.vocab import Vocabulary
 from nlgkit.evaluate.analysis.word_fscore import word_matches
 from nlgkit.evaluate.collect import RunResult, collect_run
 from nlgkit.experiments.common import RECIPES
-from nlgkit.metrics.meteor import meteor_score
+from nlgkit.metrics.meteor import MeteorSession, meteor_score
 from nlgkit.metrics.vocabulary import train_counts
 from nlgkit.runs.outputs import best_meta, is_record, saved_config
 
@@ -195,12 +195,14 @@ def find_runs(run_dirs: Sequence[str], records: str | None,
     return [found[name] for name in sorted(found)], sorted(set(waiting))
 
 
-def load_run(run_dir: Path, device: str = "auto", log: Log | None = None) -> HirasawaRun:
-    """Collect a run (its kept test outputs, or generated once and kept) and score METEOR on them."""
+def load_run(run_dir: Path, device: str = "auto", log: Log | None = None,
+             meteor: MeteorSession | None = None) -> HirasawaRun:
+    """Collect a run (its kept test outputs, or generated once and kept) and score METEOR on them (in
+    ``meteor``'s jar when given: a report scores every run in one)."""
     result = collect_run(run_dir, ("bleu",), device, log)
     manifest = data_manifest(run_dir)
     place = placement(saved_config(run_dir), manifest)
-    scored = meteor_score(result.hyps, result.ref_streams, place.pair.split("-")[-1])
+    scored = meteor_score(result.hyps, result.ref_streams, place.pair.split("-")[-1], meteor)
     tables = table_uses(run_dir)
     if scored["available"]:
         return HirasawaRun(result, place, manifest, float(scored["score"]), scored["signature"], tables)
