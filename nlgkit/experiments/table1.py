@@ -24,6 +24,7 @@ from nlgkit.experiments.captioning import (
 )
 from nlgkit.experiments.papers import load_table
 from nlgkit.metrics.captions import caption_scores
+from nlgkit.metrics.meteor import MeteorSession
 from nlgkit.metrics.vocabulary import vocabulary_usage
 
 MODEL_NAMES = {"show_tell": "tell", "show_attend_tell": "attend"}
@@ -39,9 +40,9 @@ def run_status(run_dir: Path) -> str:
     return f"{state}, best epoch {loop.get('best_epoch', '?')} of {done}"
 
 
-def score(captions: SplitCaptions) -> dict[str, Any]:
-
-    result = caption_scores(captions.texts, captions.refs)
+def score(captions: SplitCaptions, meteor: MeteorSession | None = None) -> dict[str, Any]:
+    """A row's values (METEOR in ``meteor``'s jar when given) and the per-image CIDEr its bootstrap resamples."""
+    result = caption_scores(captions.texts, captions.refs, session=meteor)
     values = {name: result["scores"][name].get("score") for name in COLUMNS if name != "VU"}
     values["VU"] = vocabulary_usage(captions.texts)["score"]
     unk = sum("<unk>" in text.split() for text in captions.texts)  # a fixed head's way of saying "rare word"
@@ -54,7 +55,11 @@ def _data_dir(run_dir: Path) -> Path:
 
 def build_table1(run_dirs: list[Path], device: str = "cpu") -> dict[str, Any]:
     """Scores, statuses, significance, baseline and examples of ``run_dirs`` (data only; see :func:`render`)."""
+    with MeteorSession() as meteor:  # one English jar (8 s to load its paraphrase table) for every row
+        return _build_table1(run_dirs, device, meteor)
 
+
+def _build_table1(run_dirs: list[Path], device: str, meteor: MeteorSession) -> dict[str, Any]:
     paper = load_table("shalev2020_table1")
     rows, outputs = [], {}
     for run_dir in run_dirs:
@@ -62,7 +67,7 @@ def build_table1(run_dirs: list[Path], device: str = "cpu") -> dict[str, Any]:
         model, head = MODEL_NAMES.get(config["model"]["type"], config["model"]["type"]), config["head"]["type"]
         captions = caption_split(run_dir, "test", device)
         outputs[model, head] = captions
-        scored = score(captions)
+        scored = score(captions, meteor)
         paper_row = paper.match({"dataset": "mscoco", "model": model, "head": head})
         rows.append({"run": str(run_dir), "model": model, "head": head, "status": run_status(run_dir),
                      "images": len(captions.texts), **scored,
@@ -74,7 +79,7 @@ def build_table1(run_dirs: list[Path], device: str = "cpu") -> dict[str, Any]:
             row["vs_learned"] = {"delta": test.delta, "ci": [test.ci_low, test.ci_high], "p": test.p_value}
     # the baseline needs the prepared features, which a run record does not keep
     prepared = [r for r in run_dirs if (_data_dir(r) / "manifest.json").is_file()]
-    baseline = score(nearest_neighbour_captions(prepared[0])) if prepared else None
+    baseline = score(nearest_neighbour_captions(prepared[0]), meteor) if prepared else None
     examples = {}
     if run_dirs:
         vocab = Vocabulary.load(run_dirs[0] / "data" / "vocab.en.txt")  # the run's copy of its vocabulary
