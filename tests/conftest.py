@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import gzip
+import json
+import os
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from filelock import FileLock
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared"
@@ -19,10 +24,50 @@ def multi30k_source() -> Path:
     return MULTI30K
 
 
+def prepared_once(tmp_path_factory: pytest.TempPathFactory, name: str,
+                  prepare: Callable[[Path], dict]) -> tuple[Path, dict]:
+    """``prepare(directory)`` once a session: under pytest-xdist (``make test``) by the first worker that needs
+    it, and read by the others (spaCy over the whole corpus takes 16 s of a core). Tests only read it."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if worker is None:  # one process: this session's own directory
+        out = tmp_path_factory.mktemp(name) / "multi30k_de-en"
+        return out, prepare(out)
+    shared = tmp_path_factory.getbasetemp().parent / name  # this session's, beside each worker's own
+    out, done = shared / "multi30k_de-en", shared / "manifest.json"
+    with FileLock(str(shared) + ".lock"):
+        if not done.is_file():
+            done.parent.mkdir(parents=True, exist_ok=True)
+            done.write_text(json.dumps(prepare(out)), encoding="utf-8")
+    return out, json.loads(done.read_text(encoding="utf-8"))
+
+
 @pytest.fixture(scope="session")
 def paper(tmp_path_factory: pytest.TempPathFactory, multi30k_source: Path) -> tuple[Path, dict]:
     """Multi30K DE-EN in the paper's setting (raw files, spaCy, lowercase, min-freq 2), prepared once."""
     from nlgkit.data.prepare import prepare_multi30k
 
-    out = tmp_path_factory.mktemp("paper") / "multi30k_de-en"
-    return out, prepare_multi30k(out, "de", "en", source=str(multi30k_source))
+    return prepared_once(tmp_path_factory, "paper",
+                         lambda out: prepare_multi30k(out, "de", "en", source=str(multi30k_source)))
+
+
+SLICE_PAIRS = 2000
+
+
+@pytest.fixture(scope="session")
+def paper_slice(tmp_path_factory: pytest.TempPathFactory, multi30k_source: Path) -> tuple[Path, dict]:
+    """The paper's setting on the first 2,000 training pairs (and the whole validation and test sets): a
+    vocabulary of about a quarter of the corpus's, for tests that train a model until it learns, whose time
+    goes mostly into the output layer's |V| columns."""
+    from nlgkit.data.prepare import prepare_multi30k
+
+    def prepare(out: Path) -> dict:
+        source = out.parent / "source"
+        (source / "task1" / "raw").mkdir(parents=True)
+        for path in (multi30k_source / "task1" / "raw").glob("*.[de][en].gz"):
+            with gzip.open(path, "rt", encoding="utf-8") as handle:
+                lines = handle.read().splitlines(keepends=True)
+            with gzip.open(source / "task1" / "raw" / path.name, "wt", encoding="utf-8") as handle:
+                handle.writelines(lines[:SLICE_PAIRS] if path.name.startswith("train.") else lines)
+        return prepare_multi30k(out, "de", "en", source=str(source))
+
+    return prepared_once(tmp_path_factory, "paper_slice", prepare)

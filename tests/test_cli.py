@@ -340,18 +340,24 @@ SECTIONS = {
 
 
 @pytest.mark.parametrize("name", ["continuous", "joint", "sampled", "luong", "transformer"])
-def test_a_research_head_or_model_learns_to_translate_through_the_trainer(name: str, paper,  # type: ignore[no-untyped-def]
-                                                                          tmp_path: Path) -> None:
+def test_a_research_head_or_model_learns_to_translate_through_the_trainer(name: str, tmp_path: Path,
+                                                                          request: pytest.FixtureRequest) -> None:
     """The new heads and models train through the unchanged trainer and search: memorised training sentences
-    come out clearly better than from the same model untrained (beam 3; the continuous head's vMF scores)."""
-    data_dir = paper[0]
-    extra = {"transformer": {"schedule": "inverse_sqrt", "warmup_updates": 30, "lr": 0.003, "max_epochs": 40,
+    come out clearly better than from the same model untrained (beam 3; the continuous head's vMF scores), on
+    the 2,000-pair slice's vocabulary (1,302 target words). The Transformer trains a learned head (15 epochs: BLEU
+    14.8 against 0.03 untrained; the fixed one took 40 epochs; every head with it learns a batch in
+    test_transformer). The Luong model keeps the fixed head and the whole corpus's vocabulary, on which it learns
+    fastest (50 epochs: BLEU 8.8; 3.8 on the slice's)."""
+    data_dir = request.getfixturevalue("paper" if name == "luong" else "paper_slice")[0]
+    extra = {"transformer": {"schedule": "inverse_sqrt", "warmup_updates": 30, "lr": 0.003, "max_epochs": 15,
                              "adam_betas": [0.9, 0.98]},
              "luong": {"max_epochs": 50, "lr": 0.01}}.get(name, {"max_epochs": 10})
     recipe = tiny_recipe(tmp_path, data_dir, tmp_path / name, **extra)
     text = recipe.read_text()
     if name in ("luong", "transformer"):
         text = text.replace(RNN_SECTION, SECTIONS[name])
+        if name == "transformer":
+            text = text.replace('type = "fixed"\ninit = "l2"\nbias = "fixed"', 'type = "learned"')
     else:
         text = text.replace('type = "fixed"\ninit = "l2"\nbias = "fixed"', SECTIONS[name])
     assert text != recipe.read_text()
