@@ -26,24 +26,26 @@ if TYPE_CHECKING:
 HIGHER_IS_BETTER = {"bleu": True, "chrf": True, "ter": False}
 
 
-def _metric(name: str, lowercase: bool) -> Metric:
+def _metric(name: str, lowercase: bool, references: list[list[str]] | None = None) -> Metric:
     """A sacrebleu metric with its default settings; ``lowercase`` means case-insensitive for all three.
 
     (sacrebleu's TER alone ignores case by default; here the one flag decides for every metric, and the
     signature's ``case:`` field records the choice.)
     """
     if name == "bleu":
-        return BLEU(lowercase=lowercase)
+        return BLEU(lowercase=lowercase, references=references)
     if name == "chrf":
-        return CHRF(lowercase=lowercase)
+        return CHRF(lowercase=lowercase, references=references)
     if name == "ter":
-        return TER(case_sensitive=not lowercase)
+        return TER(case_sensitive=not lowercase, references=references)
     raise ConfigError(f"unknown metric {name!r} (choose from {', '.join(METRICS)})")
 
 
-def sacrebleu_metric(name: str, lowercase: bool = False) -> Metric:
-    """The sacrebleu metric object ``corpus_scores`` uses for ``name`` (e.g. for its sufficient statistics)."""
-    return _metric(name, lowercase)
+def sacrebleu_metric(name: str, lowercase: bool = False,
+                     references: Sequence[Sequence[str]] | None = None) -> Metric:
+    """The sacrebleu metric object ``corpus_scores`` uses for ``name`` (e.g. for its sufficient statistics); with
+    ``references`` (streams), holding their preprocessed n-grams for every system scored against them."""
+    return _metric(name, lowercase, None if references is None else [list(stream) for stream in references])
 
 
 def check_streams(hyps: Sequence[str], refs: Sequence[Sequence[str]]) -> None:
