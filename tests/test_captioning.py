@@ -49,6 +49,8 @@ dir = "{run_dir}"
 [task]
 type = "captioning"
 metric = "cider"
+[task.encoder]
+image_size = 160  # half the default's pixels; validation CIDEr 12.2 vs 0.4 untrained (15.8 vs 0.3 at 224)
 [data]
 dir = "{data_dir}"
 tgt_lang = "en"
@@ -270,7 +272,7 @@ def test_fine_tuning_the_encoders_top_block_trains_it_with_the_captioner(caption
     from nlgkit.vision.encoders import EncoderConfig, build_encoder
 
     path = recipe(tmp_path, caption_data, tmp_path / "tuned")
-    text = path.read_text().replace('metric = "cider"', 'metric = "cider"\n[task.encoder]\nfine_tune_top = true')
+    text = path.read_text().replace("[task.encoder]\n", "[task.encoder]\nfine_tune_top = true\n")
     path.write_text(text.replace("max_epochs = 8", "max_epochs = 1\nmax_updates = 4"))
     result = cli("train", str(path), "--device", "cpu")
     assert result.exit_code == 0, result.output
