@@ -186,7 +186,7 @@ class MeteorSession:
             score, scores = process.compute_score(gts, res)
         except (ValueError, BrokenPipeError) as exc:  # java died: stdout ended or stdin closed
             message = f"METEOR failed: {process.error_text()} ({exc})"
-            self.close()
+            self.close()  # the failed jar's protocol lock stays held: no later system may reuse it
             raise NlgkitError(message) from None
         return float(score), [float(value) for value in scores]
 
