@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 
@@ -78,6 +79,24 @@ def test_multiple_references(sample: tuple[list[str], list[str], list[str]]) -> 
     assert scores["ter"]["score"] == pytest.approx(sacrebleu.corpus_ter(hyps, [ref, second]).score, abs=1e-9)
     assert all(entry["signature"].startswith("nrefs:2|") for entry in scores.values())
     assert scores["bleu"]["score"] != pytest.approx(corpus_scores(hyps, [ref])["bleu"]["score"])
+
+
+def test_systems_scored_against_one_reference_set_each_get_their_own_score(
+        sample: tuple[list[str], list[str], list[str]]) -> None:
+    """corpus_scores keeps the references' n-grams for the next system: a system's score, signature and BLEU counts
+    must still be the ones a fresh sacrebleu gives it, whatever was scored against those references before."""
+    hyps, ref, second = sample
+    systems = [hyps, list(reversed(hyps)), [line.upper() for line in hyps], hyps[:1] + ref[1:]]
+    fresh = {"bleu": sacrebleu.corpus_bleu, "chrf": sacrebleu.corpus_chrf,
+             "ter": functools.partial(sacrebleu.corpus_ter, case_sensitive=True)}  # nlgkit's case flag is one
+    for system in [*systems, *reversed(systems)]:
+        for refs in ([ref], [ref, second]):
+            scores = corpus_scores(system, refs)
+            for name, score in fresh.items():
+                assert scores[name]["score"] == pytest.approx(score(system, refs).score, abs=1e-9), (name, refs)
+            assert scores["bleu"]["counts"] == sacrebleu.corpus_bleu(system, refs).counts
+            assert scores["bleu"]["signature"].startswith(f"nrefs:{len(refs)}|case:mixed|")
+    assert len({corpus_scores(system, [ref])["bleu"]["score"] for system in systems}) == len(systems)
 
 
 def test_lowercase_applies_to_every_metric() -> None:

@@ -21,15 +21,11 @@ import math
 import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from nlgkit.core.errors import ConfigError, DataError, NlgkitError
-from nlgkit.metrics.corpus import HIGHER_IS_BETTER, METRICS, sacrebleu_metric
-
-if TYPE_CHECKING:
-    from sacrebleu.metrics.base import Metric
+from nlgkit.metrics.corpus import HIGHER_IS_BETTER, METRICS, sacrebleu_metric, scorer_with_references
 
 
 @dataclass(frozen=True)
@@ -77,13 +73,6 @@ def paired_bootstrap(
     scorer = sacrebleu_metric(metric, lowercase)
     return paired_bootstrap_statistics([stats_a], [stats_b], lambda summed: _score(scorer, summed), metric, samples,
                                        seed, HIGHER_IS_BETTER[metric])
-
-
-@functools.lru_cache(maxsize=8)
-def scorer_with_references(metric: str, lowercase: bool, refs: tuple[tuple[str, ...], ...]) -> Metric:
-    """A sacrebleu metric holding ``refs``' preprocessed n-grams: every system bootstrapped against the same
-    references reuses them (their tokenising was a third of each system's extraction in the Hirasawa report)."""
-    return sacrebleu_metric(metric, lowercase, refs)
 
 
 @functools.lru_cache(maxsize=64)

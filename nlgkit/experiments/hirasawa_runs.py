@@ -13,6 +13,7 @@ checkpoint (replacing a record of the same name); a given directory with neither
 
 from __future__ import annotations
 
+import functools
 import tomllib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -225,12 +226,22 @@ def run_word_matches(run: HirasawaRun) -> np.ndarray | None:
     if run.place.row.subword != "none":
         return None
     lang = run.place.pair.split("-")[-1]
-    pipeline = TextPipeline(lang, str(run.manifest.get("tokenizer", "spacy")),
-                            bool(run.manifest.get("lowercase", True)))
-    hyps = [" ".join(tokens) for tokens in pipeline.tokenize_many(run.result.hyps)]
-    refs = [" ".join(tokens) for tokens in pipeline.tokenize_many(run.result.refs)]
+    tokenizer, lowercase = str(run.manifest.get("tokenizer", "spacy")), bool(run.manifest.get("lowercase", True))
+    hyps = list(_retokenized(lang, tokenizer, lowercase, tuple(run.result.hyps)))
+    refs = list(_references_retokenized(lang, tokenizer, lowercase, tuple(run.result.refs)))
     counts = train_counts(Vocabulary.load(run.result.run_dir / "data" / f"vocab.{lang}.txt"))
     return word_matches(hyps, refs, counts)
+
+
+def _retokenized(lang: str, tokenizer: str, lowercase: bool, lines: tuple[str, ...]) -> tuple[str, ...]:
+    """``lines`` tokenised as a data directory's text was, tokens joined by spaces."""
+    return tuple(" ".join(tokens) for tokens in TextPipeline(lang, tokenizer, lowercase).tokenize_many(lines))
+
+
+@functools.lru_cache(maxsize=4)
+def _references_retokenized(lang: str, tokenizer: str, lowercase: bool, lines: tuple[str, ...]) -> tuple[str, ...]:
+    """:func:`_retokenized`, kept for the last reference sets: a report's runs of one pair share test2016's."""
+    return _retokenized(lang, tokenizer, lowercase, lines)
 
 
 def planned_models(recipes_dir: Path = RECIPES / "hirasawa") -> dict[str, list[str]]:

@@ -8,6 +8,7 @@ metrics (``caption``) and vocabulary usage (``vu``), each from its own module.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -48,6 +49,14 @@ def sacrebleu_metric(name: str, lowercase: bool = False,
     return _metric(name, lowercase, None if references is None else [list(stream) for stream in references])
 
 
+@functools.lru_cache(maxsize=8)
+def scorer_with_references(name: str, lowercase: bool, refs: tuple[tuple[str, ...], ...]) -> Metric:
+    """A sacrebleu metric holding ``refs``' preprocessed n-grams (streams), kept for the last 8 reference sets: every
+    system scored against the same references (a report's runs of one test set, a bootstrap's resamples, each
+    validation of a training run) reuses their tokenising, a third of scoring a system."""
+    return sacrebleu_metric(name, lowercase, refs)
+
+
 def check_streams(hyps: Sequence[str], refs: Sequence[Sequence[str]]) -> None:
     """At least one reference stream, each exactly as long as ``hyps``."""
     if not refs:
@@ -83,12 +92,17 @@ def corpus_scores(
     brevity penalty and the system/reference lengths.
     """
     check_streams(hyps, refs)
-    scorers = {name: _metric(name, lowercase) for name in dict.fromkeys(metrics)}  # validate all names first
-    if not scorers:
+    names = list(dict.fromkeys(metrics))
+    for name in names:  # validate all names first
+        if name not in METRICS:
+            raise ConfigError(f"unknown metric {name!r} (choose from {', '.join(METRICS)})")
+    if not names:
         raise ConfigError(f"no metric given (choose from {', '.join(METRICS)})")
+    streams = tuple(tuple(stream) for stream in refs)
     results: dict[str, dict[str, Any]] = {}
-    for name, scorer in scorers.items():
-        score = scorer.corpus_score(list(hyps), [list(stream) for stream in refs])
+    for name in names:
+        scorer = scorer_with_references(name, lowercase, streams)
+        score = scorer.corpus_score(list(hyps), None)
         entry: dict[str, Any] = {"score": float(score.score), "signature": str(scorer.get_signature())}
         if name == "bleu":
             entry.update(
