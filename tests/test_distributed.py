@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -46,7 +47,8 @@ def train(recipe: Path, *args: str, ranks: int = 1) -> subprocess.CompletedProce
 
 @pytest.fixture(scope="module")
 def runs(paper: tuple[Path, dict], tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """Six updates of the same recipe: one process; two ranks; two ranks stopped after three and resumed."""
+    """Six updates of the same recipe: one process; two ranks; two ranks stopped after three and resumed (and a
+    copy of that run as it stopped: ``two_at_three``, for a test to resume otherwise)."""
     tmp = tmp_path_factory.mktemp("ddp")
     out = {}
     for name in ("one", "two", "two_resumed", "half_batch"):
@@ -55,6 +57,9 @@ def runs(paper: tuple[Path, dict], tmp_path_factory: pytest.TempPathFactory) -> 
         recipe = tiny_recipe(tmp, paper[0], out[name], dropout=0.0, batch_size=batch, max_updates=6, log_every=2)
         if name == "two_resumed":
             train(recipe, "--set", "train.max_updates=3", ranks=2)
+            out["two_at_three"] = tmp / "two_at_three"
+            shutil.copytree(out[name], out["two_at_three"])
+            out["two_at_three_recipe"] = recipe
             train(recipe, "--resume", ranks=2)
         else:
             train(recipe, ranks=2 if name == "two" else 1)
@@ -94,13 +99,14 @@ def test_an_interrupted_two_rank_run_resumes_where_the_uninterrupted_one_ends(ru
     assert resumed and resumed[0]["update"] == 3 and resumed[0]["saved_world_size"] == 2
 
 
-def test_a_run_of_two_ranks_resumes_in_one_process_and_says_what_changes(paper, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    recipe = tiny_recipe(tmp_path, paper[0], tmp_path / "run", dropout=0.0, batch_size=GLOBAL_BATCH, max_updates=3)
-    train(recipe, ranks=2)
-    result = train(recipe, "--resume", "--set", "train.max_updates=5")
+def test_a_run_of_two_ranks_resumes_in_one_process_and_says_what_changes(runs: dict[str, Path]) -> None:
+    run_dir = runs["two_at_three"]  # stopped by two ranks after three updates
+    result = train(runs["two_at_three_recipe"], "--run-dir", str(run_dir), "--resume", "--set", "train.max_updates=5")
     said = [line for line in result.stderr.splitlines() if "saved by 2 rank(s), resumed by 1" in line]
     assert said and len(said[0]) > 80  # one line in a log file, however long its path (no wrap at 80 columns)
-    assert json.loads((tmp_path / "run" / "summary.json").read_text())["update"] == 5
+    assert json.loads((run_dir / "summary.json").read_text())["update"] == 5
+    resumed = [e for e in events(run_dir) if e["event"] == "resume"]
+    assert [(e["update"], e["saved_world_size"]) for e in resumed] == [(3, 2)]
 
 
 def test_ranks_come_from_torchrun_and_share_each_batch_disjointly() -> None:
