@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 
 from nlgkit.cli.main import app
 from nlgkit.core.config import load_recipe
+from nlgkit.core.errors import ConfigError
 from nlgkit.core.io import read_lines
 from nlgkit.metrics.corpus import bleu
 from nlgkit.runs.loading import load_trained
@@ -171,6 +172,37 @@ def test_resume_gives_the_same_weights_as_an_uninterrupted_run(paper, tmp_path: 
     assert_same_weights(tmp_path / "whole", tmp_path / "parts", "last")
     summary = json.loads((tmp_path / "parts" / "summary.json").read_text())
     assert summary["update"] == 18 and summary["epoch"] == 2
+
+
+def test_a_run_killed_without_warning_resumes_from_its_last_save_inside_the_epoch(  # type: ignore[no-untyped-def]
+        paper, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """train.save_every_updates: a crash no handler sees (here an error in update 8 of a 12-update epoch) leaves
+    checkpoints/last at update 6, mid-epoch; resumed, the run ends with the weights of a run never interrupted and
+    never saved inside an epoch (saving takes nothing from the random streams)."""
+    data_dir = paper[0]
+    whole = tiny_recipe(tmp_path, data_dir, tmp_path / "whole", max_updates=14)
+    assert cli("train", str(whole)).exit_code == 0
+    killed = tiny_recipe(tmp_path, data_dir, tmp_path / "killed", max_updates=14, save_every_updates=3)
+    from nlgkit.train.trainer import Trainer
+
+    original, calls = Trainer.train_step, []
+
+    def crash_in_update_8(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        calls.append(1)
+        if len(calls) == 8:
+            raise RuntimeError("the machine went away")
+        return original(self, *args, **kwargs)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(Trainer, "train_step", crash_in_update_8)
+        assert cli("train", str(killed)).exit_code != 0
+    meta = json.loads((tmp_path / "killed" / "checkpoints" / "last" / "meta.json").read_text())
+    assert (meta["loop"]["update"], meta["loop"]["epoch"], meta["loop"]["batch_in_epoch"]) == (6, 1, 6)
+    result = cli("train", str(killed), "--resume")
+    assert result.exit_code == 0, result.output
+    assert_same_weights(tmp_path / "whole", tmp_path / "killed", "last")
+    with pytest.raises(ConfigError, match="train.save_every_updates = -1: must be 0 or positive"):
+        load_recipe(killed, ["train.save_every_updates=-1"])
 
 
 def test_a_run_stops_once_its_learning_rate_decays_below_stop_min_lr(paper, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]

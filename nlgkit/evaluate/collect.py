@@ -27,7 +27,7 @@ from nlgkit.tasks import build_task
 # these (and the seed) are repetitions of one experiment. The wall-time cap is one: it depends on the machine,
 # and a run that reached it shows so in its status (reports flag one stopped while still improving).
 EXECUTION_ONLY = {"train": {"seed", "device", "num_threads", "log_every", "max_minutes",
-                            "tensorboard", "keep_epochs"}, "search": {"batch_size"}}
+                            "tensorboard", "keep_epochs", "save_every_updates"}, "search": {"batch_size"}}
 
 
 @dataclass

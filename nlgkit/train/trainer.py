@@ -252,6 +252,8 @@ class Trainer:
                 loop.stop_reason = reason or "stopped on another rank (resume with --resume)"
                 interrupted = True
                 break
+            if t.save_every_updates and loop.update % t.save_every_updates == 0 and position + 1 < len(batches):
+                self._save(session, loop, self.last_dir, {})  # the epoch's end saves its own
         progress.remove_task(bar)
         return interrupted, loop.batch_in_epoch >= len(batches)
 
