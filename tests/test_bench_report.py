@@ -10,6 +10,7 @@ import pytest
 from helpers import nlgkit_command
 
 from nlgkit.experiments.bench.report import render_benchmarks
+from nlgkit.experiments.bench.threads import thread_cases, usable_cores
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -131,6 +132,7 @@ def test_bench_keeps_its_figures_and_carries_what_it_could_not_measure(tmp_path:
         return next(r for r in rows["train"] if r["recipe"] == recipe)
 
     monkeypatch.setattr(bench, "_spawn", answer)
+    monkeypatch.setattr(bench, "_spawn_together", lambda argvs: [answer(*argv) for argv in argvs])
     startup = {key: old["startup"][key] for key in ("help_s", "import_torch_s")}  # no run to translate with
     monkeypatch.setattr(bench, "measure_startup", lambda run_dir: startup if run_dir is None else {})
     (tmp_path / "BENCH.json").write_text(json.dumps(old))
@@ -143,6 +145,8 @@ def test_bench_keeps_its_figures_and_carries_what_it_could_not_measure(tmp_path:
     assert new["training"] == old["training"] and new["heads"] == old["heads"]
     assert new["meta"]["warmup"] == 3 and new["meta"]["threads"] == old["training"][0]["threads"]
     assert [(case["method"], case["words"]) for case in new["debias"]["cases"]] == [("abtt", 400_000), ("lc", 400_000)]
+    assert [(r["processes"], r["threads"]) for r in new["threads"]["rows"]] == \
+        [(c["processes"], c["threads"]) for c in thread_cases(usable_cores())]
     text = output.read_text()
     assert text == render_benchmarks(new)
     assert f"Not measured: no trained run at `{tmp_path / 'none'}`" in text

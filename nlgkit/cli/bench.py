@@ -35,7 +35,7 @@ def bench(
     ct2_run: Annotated[str, typer.Option(help="Trained Transformer run measured against its CTranslate2 export")]
     = "runs/ct2_transformer",
     only: Annotated[str, typer.Option(
-        metavar="SECTION", help="Measure only this section (multimodal, gpu, serve, ct2, translation, debias) and keep the other "
+        metavar="SECTION", help="Measure only this section (multimodal, gpu, serve, ct2, translation, debias, threads) and keep the other "
                                 "figures of the JSON")]
     = "",
     render: Annotated[bool, typer.Option("--render", help="Measure nothing: rewrite the Markdown from the JSON beside it")]
@@ -49,6 +49,8 @@ def bench(
     efficiency: Annotated[bool, typer.Option("--efficiency", hidden=True)] = False,
     run: Annotated[str | None, typer.Option(hidden=True)] = None,
     case: Annotated[str | None, typer.Option(hidden=True)] = None,
+    threads: Annotated[int, typer.Option(hidden=True)] = 0,
+    barrier: Annotated[str, typer.Option(hidden=True)] = "",
 ) -> None:
     """Measure training, decoding, feature extraction and start-up speed on this machine (`make bench`)."""
     from nlgkit.experiments.bench import run as measuring  # lazy: CLI start-up
@@ -56,7 +58,7 @@ def bench(
     if worker:  # one measurement, in a process of its own spawned by the parent run
         typer.echo(json.dumps(measuring.worker(worker, recipe=recipe, run=run, updates=updates, warmup=warmup,
                                                efficiency=efficiency, images=images, limit=limit, beam=beam,
-                                               device=device, case=case)))
+                                               device=device, case=case, threads=threads, barrier=barrier)))
     elif generate:
         typer.echo(json.dumps(measuring.measure_generation(generate, beam, limit, device)))
     elif render:

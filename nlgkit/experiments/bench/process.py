@@ -7,6 +7,8 @@ import json
 import resource
 import subprocess
 import sys
+import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +30,26 @@ def spawn_json(*argv: str, timeout: float | None = None) -> dict[str, Any]:
                              cwd=ROOT, check=False, timeout=timeout)
     except subprocess.TimeoutExpired:
         raise NlgkitError(f"benchmark {' '.join(argv)} stopped after {timeout:g} s") from None
-    if out.returncode != 0:
-        last = out.stderr.strip().splitlines()[-1:]
-        raise NlgkitError(f"benchmark {' '.join(argv)} failed: {last[0] if last else f'exit code {out.returncode}'}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return _figures(argv, out.returncode, out.stdout, out.stderr)
+
+
+def spawn_json_together(argvs: Sequence[Sequence[str]]) -> list[dict[str, Any]]:
+    """Run several ``python -m nlgkit bench argv…`` processes at once, each told to wait for the others before it
+    times anything (``--barrier DIR:N``); their figures in order. One process alone runs as :func:`spawn_json`."""
+    if len(argvs) == 1:
+        return [spawn_json(*argvs[0])]
+    with tempfile.TemporaryDirectory(prefix="nlgkit-bench-") as barrier:
+        processes = [subprocess.Popen([sys.executable, "-m", "nlgkit", "bench", *argv, "--barrier",
+                                       f"{barrier}:{len(argvs)}"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                      text=True, cwd=ROOT) for argv in argvs]
+        outputs = [process.communicate() for process in processes]
+    return [_figures(argv, process.returncode, out, err)
+            for argv, process, (out, err) in zip(argvs, processes, outputs)]
+
+
+def _figures(argv: Sequence[str], returncode: int, stdout: str, stderr: str) -> dict[str, Any]:
+    """The JSON object a worker's last output line prints; its last error line if it failed."""
+    if returncode != 0:
+        last = stderr.strip().splitlines()[-1:]
+        raise NlgkitError(f"benchmark {' '.join(argv)} failed: {last[0] if last else f'exit code {returncode}'}")
+    return json.loads(stdout.strip().splitlines()[-1])

@@ -12,6 +12,7 @@ from typing import Any
 
 from nlgkit.evaluate.markdown import md_table
 from nlgkit.experiments.bench.serve import serve_lines
+from nlgkit.experiments.bench.threads import thread_lines
 
 
 def render_benchmarks(results: dict[str, Any]) -> str:
@@ -30,6 +31,7 @@ def render_benchmarks(results: dict[str, Any]) -> str:
     lines += captioning_lines(results["captioning"])
     if "multimodal" in results:  # JSON written before this benchmark existed has no section for it
         lines += multimodal_lines(results["multimodal"], meta)
+    lines += thread_lines(results.get("threads"))  # nothing for JSON written before this benchmark existed
     lines += head_lines(results.get("heads", []))
     lines += decoding_lines(results.get("decoding", []))
     lines += debias_lines(results.get("debias"))

@@ -14,6 +14,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,7 +31,7 @@ from nlgkit.experiments.bench.efficiency import MatmulRecorder
 from nlgkit.experiments.bench.efficiency import efficiency as matmul_efficiency
 from nlgkit.experiments.bench.gpu import GPU_CASES, measure_epoch
 from nlgkit.experiments.bench.multimodal import multimodal_benchmarks
-from nlgkit.experiments.bench.process import ROOT, peak_rss_mib, spawn_json
+from nlgkit.experiments.bench.process import ROOT, peak_rss_mib, spawn_json, spawn_json_together
 from nlgkit.experiments.bench.report import render_benchmarks
 from nlgkit.experiments.bench.research import (
     DECODERS,
@@ -41,6 +42,7 @@ from nlgkit.experiments.bench.research import (
     measure_model_training,
 )
 from nlgkit.experiments.bench.serve import serve_benchmarks
+from nlgkit.experiments.bench.threads import thread_benchmarks, wait_for_all
 from nlgkit.generation.decode import generate
 from nlgkit.runs.loading import load_trained
 from nlgkit.runs.provenance import cpu_name, git_revision
@@ -50,7 +52,7 @@ from nlgkit.vision.images import load_image
 
 WORKERS = ("train", "generate", "extract", "head", "decode", "gpu-epoch", "debias", "ct2")
 # what ``nlgkit bench --only`` can measure on its own
-SECTIONS = ("multimodal", "gpu", "serve", "ct2", "translation", "debias")
+SECTIONS = ("multimodal", "gpu", "serve", "ct2", "translation", "debias", "threads")
 GPU_CASE_SECONDS = 100  # a GPU case still running then (a compiler stuck recompiling) is reported as stopped
 
 
@@ -72,13 +74,16 @@ class BenchSettings:
     only: str = ""  # one of SECTIONS: measure that section alone, keep the rest of the JSON as it is
 
 
-def measure_training(recipe: str, updates: int, warmup: int, efficiency: bool = False) -> dict[str, Any]:
+def measure_training(recipe: str, updates: int, warmup: int, efficiency: bool = False, threads: int = 0,
+                     barrier: str = "") -> dict[str, Any]:
     """Target tokens/s over ``updates`` real batches of the recipe's first epoch (after ``warmup``).
 
     With ``efficiency``, the same batches are stepped again while their matrix products are recorded, and
     the step time is compared with this machine's matmul rate at those shapes (:mod:`nlgkit.experiments.bench.efficiency`).
+    ``threads`` replaces the recipe's ``train.num_threads``; with ``barrier`` (``DIR:N``) the timed updates start
+    once N processes have warmed up (:func:`~nlgkit.experiments.bench.threads.wait_for_all`).
     """
-    config = load_recipe(ROOT / recipe)
+    config = load_recipe(ROOT / recipe, [f"train.num_threads={threads}"] if threads else [])
     trainer = Trainer(config, show_progress=False)
     session = trainer.set_up()
     model, data, optimizer, device = session.model, session.data, session.optimizer, session.device
@@ -86,6 +91,8 @@ def measure_training(recipe: str, updates: int, warmup: int, efficiency: bool = 
     batches = bucketed_batches(data.train, config.train.batch_size, config.train.batch_unit, config.train.seed, 1)
     tokens, seconds = 0, 0.0
     for i, indices in enumerate(batches[: warmup + updates]):
+        if barrier and i == warmup:
+            wait_for_all(barrier)
         batch = session.task.collate(data.train, indices, session.tgt_vocab).to(device)
         start = time.perf_counter()
         trainer.train_step(session, batch)
@@ -177,7 +184,7 @@ def _timed(argv: list[str]) -> float:
 
 def worker(kind: str, recipe: str | None = None, run: str | None = None, updates: int = 30, warmup: int = 3,
            efficiency: bool = False, images: str = "", limit: int = 0, beam: int = 5, device: str = "cpu",
-           case: str | None = None) -> dict[str, Any]:
+           case: str | None = None, threads: int = 0, barrier: str = "") -> dict[str, Any]:
     """One measurement, in the process of ``nlgkit bench --worker KIND`` (spawned by :func:`_spawn`)."""
     if kind not in (*WORKERS, "model-training"):
         raise NlgkitError(f"--worker {kind!r}: choose from {', '.join(WORKERS)}")
@@ -196,7 +203,7 @@ def worker(kind: str, recipe: str | None = None, run: str | None = None, updates
     if not recipe:
         raise NlgkitError(f"--worker {kind} needs --recipe")
     if kind == "train":
-        return measure_training(recipe, updates, warmup, efficiency)
+        return measure_training(recipe, updates, warmup, efficiency, threads, barrier)
     if kind == "head":
         return measure_head(recipe, limit)
     if kind == "gpu-epoch":
@@ -206,6 +213,10 @@ def worker(kind: str, recipe: str | None = None, run: str | None = None, updates
 
 def _spawn(*argv: str) -> dict[str, Any]:
     return spawn_json(*argv)
+
+
+def _spawn_together(argvs: Sequence[Sequence[str]]) -> list[dict[str, Any]]:
+    return spawn_json_together(argvs)
 
 
 def render_only(output: str) -> str:
@@ -239,6 +250,7 @@ def run_benchmarks(settings: BenchSettings) -> str:
     decoding = [_spawn("--worker", "decode", "--recipe", name, "--beam", "5") for name in DECODERS]
     debiasing = {"cases": benchmark_debias(_spawn)}
     multimodal = _multimodal(settings)
+    threads = _threads(settings)
     serving = _serve(settings)
     ct2 = _ct2(settings)
     gpu = _gpu(settings, translation is not None and translation.get("run") == settings.translate_run)
@@ -248,7 +260,7 @@ def run_benchmarks(settings: BenchSettings) -> str:
             "warmup": settings.warmup, "translate_run": settings.translate_run}
     results = {"meta": meta, "training": training, "translation": translation, "startup": startup,
                "captioning": captioning, "heads": heads, "decoding": decoding, "gpu": gpu, "debias": debiasing,
-               "multimodal": multimodal, "serve": serving, "ct2": ct2}
+               "multimodal": multimodal, "threads": threads, "serve": serving, "ct2": ct2}
     if previous_translation:
         results["previous_translation"] = previous_translation
     output = ROOT / settings.output
@@ -277,6 +289,8 @@ def _run_section(settings: BenchSettings) -> str:
         results.update(_translation_alone(settings))
     elif settings.only == "debias":
         results["debias"] = {"cases": benchmark_debias(_spawn), "measured": _stamp()}
+    elif settings.only == "threads":
+        results["threads"] = _threads(settings)
     else:
         results["multimodal"] = _multimodal(settings)
     with atomic_write(output.with_suffix(".json")) as handle:
@@ -319,6 +333,13 @@ def _gpu(settings: BenchSettings, translate: bool) -> dict[str, Any]:
         gpu["translation"] = _spawn("--worker", "generate", "--run", settings.translate_run, "--beam",
                                     str(settings.beam), "--limit", str(settings.limit), "--device", "cuda")
     return {**gpu, **_stamp()}
+
+
+def _threads(settings: BenchSettings) -> dict[str, Any]:
+    """One training run on every core against a one-thread run per core (:mod:`nlgkit.experiments.bench.threads`),
+    stamped with the machine, commit and date it was measured on."""
+    return {**thread_benchmarks(settings.updates, settings.warmup, _spawn_together), "cpu": cpu_name(),
+            **_stamp()}
 
 
 def _serve(settings: BenchSettings) -> dict[str, Any]:
