@@ -159,30 +159,33 @@ def assert_same_weights(run_a: Path, run_b: Path, checkpoint: str) -> None:
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a), f"{checkpoint} weights differ"
 
 
-def test_resume_gives_the_same_weights_as_an_uninterrupted_run(paper, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    data_dir = paper[0]
-    # 300 pairs / 25 per batch = 12 updates per epoch: 18 updates cross an epoch end (validation, schedule)
-    whole = tiny_recipe(tmp_path, data_dir, tmp_path / "whole", max_updates=18)
-    assert cli("train", str(whole)).exit_code == 0
-    parts = tiny_recipe(tmp_path, data_dir, tmp_path / "parts", max_updates=5)
+@pytest.fixture(scope="module")
+def uninterrupted(paper: tuple[Path, dict], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """18 updates of the tiny recipe in one go: 300 pairs / 25 per batch = 12 updates per epoch, so they cross an
+    epoch end (validation, schedule)."""
+    tmp = tmp_path_factory.mktemp("uninterrupted")
+    assert cli("train", str(tiny_recipe(tmp, paper[0], tmp / "whole", max_updates=18))).exit_code == 0
+    return tmp / "whole"
+
+
+def test_resume_gives_the_same_weights_as_an_uninterrupted_run(paper, uninterrupted: Path,  # type: ignore[no-untyped-def]
+                                                                tmp_path: Path) -> None:
+    parts = tiny_recipe(tmp_path, paper[0], tmp_path / "parts", max_updates=5)
     assert cli("train", str(parts)).exit_code == 0
     assert cli("train", str(parts), "--resume", "--set", "train.max_updates=14").exit_code == 0
     result = cli("train", str(parts), "--resume", "--set", "train.max_updates=18")
     assert result.exit_code == 0, result.output
-    assert_same_weights(tmp_path / "whole", tmp_path / "parts", "last")
+    assert_same_weights(uninterrupted, tmp_path / "parts", "last")
     summary = json.loads((tmp_path / "parts" / "summary.json").read_text())
     assert summary["update"] == 18 and summary["epoch"] == 2
 
 
 def test_a_run_killed_without_warning_resumes_from_its_last_save_inside_the_epoch(  # type: ignore[no-untyped-def]
-        paper, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        paper, uninterrupted: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """train.save_every_updates: a crash no handler sees (here an error in update 8 of a 12-update epoch) leaves
     checkpoints/last at update 6, mid-epoch; resumed, the run ends with the weights of a run never interrupted and
     never saved inside an epoch (saving takes nothing from the random streams)."""
-    data_dir = paper[0]
-    whole = tiny_recipe(tmp_path, data_dir, tmp_path / "whole", max_updates=14)
-    assert cli("train", str(whole)).exit_code == 0
-    killed = tiny_recipe(tmp_path, data_dir, tmp_path / "killed", max_updates=14, save_every_updates=3)
+    killed = tiny_recipe(tmp_path, paper[0], tmp_path / "killed", max_updates=18, save_every_updates=3)
     from nlgkit.train.trainer import Trainer
 
     original, calls = Trainer.train_step, []
@@ -200,7 +203,7 @@ def test_a_run_killed_without_warning_resumes_from_its_last_save_inside_the_epoc
     assert (meta["loop"]["update"], meta["loop"]["epoch"], meta["loop"]["batch_in_epoch"]) == (6, 1, 6)
     result = cli("train", str(killed), "--resume")
     assert result.exit_code == 0, result.output
-    assert_same_weights(tmp_path / "whole", tmp_path / "killed", "last")
+    assert_same_weights(uninterrupted, tmp_path / "killed", "last")
     with pytest.raises(ConfigError, match="train.save_every_updates = -1: must be 0 or positive"):
         load_recipe(killed, ["train.save_every_updates=-1"])
 
