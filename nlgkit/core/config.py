@@ -73,9 +73,7 @@ class TrainConfig:
     weight_decay: float = 0.0
     max_updates: int = 0  # stop after this many updates (0 = no limit)
     max_minutes: float = 0.0  # stop (after a checkpoint) once this much wall time has passed (0 = no limit)
-    # also write checkpoints/last every N updates inside an epoch (fairseq's --save-interval-updates), so a run killed
-    # without warning (SIGKILL, a lost machine) resumes from at most N updates back; 0 = only at epoch ends and stops
-    save_every_updates: int = 0
+    save_every_updates: int = 0  # also checkpoint "last" every N updates mid-epoch, for SIGKILL (0 = epoch ends only)
     valid_beam: int = 1  # beam size for the per-epoch validation BLEU (1 = greedy, fast)
     keep_epochs: int = 3  # checkpoints/epoch_NNN of the last K and the K best epochs (`nlgkit average`)
     device: str = "auto"  # auto | cpu | cuda | cuda:N
@@ -389,10 +387,9 @@ def validate(config: RunConfig, source: str) -> None:
     if 0 < t.stop_min_lr <= t.min_lr:
         raise ConfigError(f"{source}: train.stop_min_lr = {t.stop_min_lr} can never be passed: the schedule stops "
                           f"decaying at train.min_lr = {t.min_lr}")
-    if t.keep_epochs < 0:
-        raise ConfigError(f"{source}: train.keep_epochs = {t.keep_epochs}: must be 0 or positive")
-    if t.save_every_updates < 0:
-        raise ConfigError(f"{source}: train.save_every_updates = {t.save_every_updates}: must be 0 or positive")
+    for key, count in (("keep_epochs", t.keep_epochs), ("save_every_updates", t.save_every_updates)):
+        if count < 0:
+            raise ConfigError(f"{source}: train.{key} = {count}: must be 0 or positive")
     if not 0.0 < t.lr_decay <= 1.0:
         raise ConfigError(f"{source}: train.lr_decay = {t.lr_decay}: must be in (0, 1]")
     if config.search.nbest > config.search.beam:
