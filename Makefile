@@ -156,8 +156,10 @@ reproduce-table3: $(STAMP)
 # hours each on CPU, minutes on a GPU), translate test2016, write the table (mean ± sd over the seeds). Each run is a
 # target of its own (table2-RUN), so `make -jN reproduce-table2` trains N side by side once table2-data has prepared
 # every data directory (one H100 ran 8 at 5.5× the speed of one after another; on a CPU give each one thread:
-# TABLE2_SET="--set train.num_threads=1"). TABLE2_SET: options added to every run. They train seed-major (every cell's
-# seed 1 first), so an interrupted reproduction has whole rows of fewer seeds.
+# TABLE2_SET="--set train.num_threads=1"; on 2 AMD EPYC cores two such runs trained 1.20× the tokens of one run on
+# both, BENCHMARKS.md; add train.save_every_updates=100 where a run may be killed without warning). TABLE2_SET:
+# options added to every run. They train seed-major (every cell's seed 1 first), so an interrupted reproduction has
+# whole rows of fewer seeds.
 TABLE2_SET ?=
 TABLE2_TRAIN = $(foreach seed,$(TABLE2_SEEDS),$(foreach recipe,$(TABLE2_RECIPES),table2-$(call seeded,$(recipe),$(seed))))
 table2-data: $(STAMP)
