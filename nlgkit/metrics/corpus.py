@@ -92,16 +92,13 @@ def corpus_scores(
     brevity penalty and the system/reference lengths.
     """
     check_streams(hyps, refs)
-    names = list(dict.fromkeys(metrics))
-    for name in names:  # validate all names first
-        if name not in METRICS:
-            raise ConfigError(f"unknown metric {name!r} (choose from {', '.join(METRICS)})")
-    if not names:
-        raise ConfigError(f"no metric given (choose from {', '.join(METRICS)})")
     streams = tuple(tuple(stream) for stream in refs)
+    scorers = {name: scorer_with_references(name, lowercase, streams)  # validate all names first
+               for name in dict.fromkeys(metrics)}
+    if not scorers:
+        raise ConfigError(f"no metric given (choose from {', '.join(METRICS)})")
     results: dict[str, dict[str, Any]] = {}
-    for name in names:
-        scorer = scorer_with_references(name, lowercase, streams)
+    for name, scorer in scorers.items():
         score = scorer.corpus_score(list(hyps), None)
         entry: dict[str, Any] = {"score": float(score.score), "signature": str(scorer.get_signature())}
         if name == "bleu":
