@@ -26,7 +26,8 @@ app = typer.Typer(
 app.callback()(root_options)  # nlgkit --version
 app.add_typer(prepare.app, name="prepare", help="Prepare a corpus: tokenise, subword, vocabularies, manifest.")
 app.add_typer(bpe.app, name="bpe", help="Learn or apply subword models (subword-nmt BPE, sentencepiece).")
-app.add_typer(embed.app, name="embed", help="Write word-vector tables: random, extracted, combined, loaded.")
+app.add_typer(embed.app, name="embed",
+              help="Word-vector tables: random, extracted, combined, loaded, trained, debiased; their report.")
 app.command()(train)
 app.command()(translate)
 app.command()(caption)
@@ -37,7 +38,7 @@ report.register(evaluate.app)  # nlgkit evaluate report RUN_DIR… [--paper TABL
 app.add_typer(evaluate.app, name="evaluate",
               help="Score outputs (BLEU, chrF, TER, METEOR, captioning metrics) and analyse trained models.")
 app.add_typer(reproduce.app, name="reproduce",
-              help="Reproduce the papers' tables (Shalev, Tokarchuk, Pappas) from runs or their committed records.")
+              help="Reproduce the papers' tables (Shalev, Tokarchuk, Pappas, Hirasawa) from runs or committed records.")
 app.command()(bench)
 app.command()(serve)
 
