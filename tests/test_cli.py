@@ -276,6 +276,8 @@ def test_bad_input_gives_one_line_errors(trained: tuple[Path, Path], paper, tmp_
     one_line_error(cli("train", str(recipe), "--resume", "--set", "model.decoder_dim=32"), "model.decoder_dim")
     one_line_error(cli("translate", "--model", str(tmp_path / "norun")), "norun")
     one_line_error(cli("translate", "--model", str(run_dir), "--input", str(tmp_path / "none.de")), "none.de")
+    one_line_error(cli("translate", "--model", str(run_dir), "--no-repeat-ngram-size", "-2", input="ein hund\n"),
+                   "--no-repeat-ngram-size -2: must be 0 or positive")
     # a vocabulary that does not match the checkpoint
     other = tmp_path / "other_run"
     import shutil

@@ -9,6 +9,7 @@ the search short.
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import json
 import shutil
@@ -182,6 +183,31 @@ def test_the_export_searches_as_nlgkit_does(exported: tuple[Path, Path], data_di
     if max_len_a < 1:  # the limits did cut: outputs end at their own, different, limits
         limits = translator.length_limits(sources)
         assert len({limit for h, limit in zip(expected, limits, strict=True) if len(h.tokens) == limit}) > 1
+
+
+def repeats_an_ngram(tokens: list[int], size: int) -> bool:
+    grams = [tuple(tokens[i : i + size]) for i in range(len(tokens) - size + 1)]
+    return len(set(grams)) < len(grams)
+
+
+@pytest.mark.parametrize("beam", [1, 5])
+def test_the_export_keeps_the_search_constraints(exported: tuple[Path, Path], data_dir: Path, beam: int) -> None:
+    """min_len and no_repeat_ngram_size reach CTranslate2. It masks the banned words before its softmax, so its
+    scores are renormalised over the words allowed (nlgkit's, as fairseq's, stay the model's log-probabilities):
+    greedy choices are the same, beams may part."""
+    run_dir, export_dir = exported
+    run = load_trained(run_dir, "best", "cpu")
+    sources = run.task.split_sources(data_dir, "test", run.vocabs)
+    options = SearchOptions(beam=beam, nbest=1, length_penalty=1.0, max_len_a=1.5, max_len_b=10, batch_size=16,
+                            min_len=3, no_repeat_ngram_size=2)
+    expected = [h[0] for h in generate(run.model, run.task, sources, run.tgt_vocab, **options.search_kwargs())]
+    free = dataclasses.replace(options, min_len=0, no_repeat_ngram_size=0)
+    unconstrained = [h[0] for h in generate(run.model, run.task, sources, run.tgt_vocab, **free.search_kwargs())]
+    assert sum(repeats_an_ngram(h.tokens, 2) or len(h.tokens) < 3 for h in unconstrained) >= 5  # they bind
+    found = [h[0] for h in CT2Translator(load_export(export_dir), options, threads=1).search(sources)]
+    assert not any(repeats_an_ngram(h.tokens, 2) or len(h.tokens) < 3 for h in found)
+    if beam == 1:
+        assert [h.tokens for h in found] == [h.tokens for h in expected]
 
 
 def test_padding_and_bos_are_never_output(exported: tuple[Path, Path], data_dir: Path, tmp_path: Path) -> None:

@@ -269,6 +269,17 @@ def test_stale_hypotheses_are_translated_again_and_written(tmp_path: Path, data_
     assert hyp.read_text(encoding="utf-8").splitlines() == first.hyps
     (second,) = collect_runs([run], device="cpu")
     assert second.reused and second.hyps == first.hyps
+    stamp = hyp.with_name(hyp.name + ".json")
+    older = json.loads(stamp.read_text(encoding="utf-8"))
+    for added in ("min_len", "no_repeat_ngram_size"):  # search settings nlgkit gained after such a stamp
+        del older["search"][added]
+    write_json(stamp, older)
+    (third,) = collect_runs([run], device="cpu")
+    assert third.reused  # what the stamp lacks counts at its default, which the run searches with
+    write_json(stamp, {**older, "search": {**older["search"], "no_repeat_ngram_size": 2}})
+    hyp.write_text("made with another search\n" * len(REFS), encoding="utf-8")
+    (fourth,) = collect_runs([run], device="cpu")
+    assert not fourth.reused and fourth.hyps == first.hyps
 
 
 def cli_app() -> typer.Typer:

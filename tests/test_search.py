@@ -144,6 +144,21 @@ def test_min_len_forbids_early_eos() -> None:
     assert outputs(run([LENGTH], 1, [10], min_len=2)[0]) == [([A, C], log(0.22))]
 
 
+# Greedy says A B A B: the second "A B" repeats a bigram, the second A a word.
+REPEAT: Script = {(): {A: 0.6, B: 0.4}, (A,): {B: 0.7, EOS: 0.3}, (A, B): {A: 0.8, EOS: 0.2},
+                  (A, B, A): {B: 0.9, EOS: 0.1}}
+
+
+@pytest.mark.parametrize(("size", "expected"), [
+    (0, ([A, B, A, B], log(0.6 * 0.7 * 0.8 * 0.9))),
+    (3, ([A, B, A, B], log(0.6 * 0.7 * 0.8 * 0.9))),  # "B A B" is a new trigram
+    (2, ([A, B, A], log(0.6 * 0.7 * 0.8 * 0.1))),  # B after "… A" would repeat "A B": EOS instead
+    (1, ([A, B], log(0.6 * 0.7 * 0.2))),  # A again would repeat the word A
+])
+def test_no_repeat_ngram_size_bans_the_word_that_would_repeat_an_ngram(size: int, expected: tuple) -> None:
+    assert outputs(run([REPEAT], 1, [10], no_repeat_ngram_size=size)[0]) == [expected]
+
+
 @pytest.mark.parametrize("beam", [1, 2])
 def test_never_ids_are_not_output(beam: int) -> None:
     assert run([NOT_WORDS], beam, [10])[0][0].tokens == [PAD]  # unmasked, the highest score wins
@@ -182,6 +197,8 @@ def test_invalid_options() -> None:
         run([LENGTH], 2, [5], nbest=3)
     with pytest.raises(ConfigError, match="beam_size"):
         run([LENGTH], 0, [5])
+    with pytest.raises(ConfigError, match="no_repeat_ngram_size = -1"):
+        run([LENGTH], 2, [5], no_repeat_ngram_size=-1)
 
 
 # --- A small real-ish model: GRU decoder with dot attention over a 3-D memory, random weights. ---

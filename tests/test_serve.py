@@ -152,6 +152,13 @@ def test_translate_answers_as_the_offline_command_does(client: TestClient, runs:
         assert [h["score"] for h in t["nbest"]] == pytest.approx([score for _, score in expected], abs=1e-4)
         assert t["text"] == (expected[0][0] if expected else "")
 
+    constrained = client.post("/translate", json={"lines": LINES, "no_repeat_ngram_size": 1, "min_len": 2})
+    offline = cli("translate", "--model", str(runs["translation"]), "--no-repeat-ngram-size", "1", "--min-len", "2",
+                  "--device", "cpu", input="\n".join(LINES) + "\n")
+    texts = [t["text"] for t in constrained.json()["translations"]]
+    assert texts == offline.stdout.splitlines() and texts != [t["text"] for t in translations]
+    assert all(len(set(text.split())) == len(text.split()) for text in texts)  # (no subwords: a word is a token)
+
     plain = client.post("/translate", json={"lines": LINES[:1], "beam": 1})  # greedy, the first model by default
     assert plain.json() == {"model": "de-en", "translations": [{"text": cli(
         "translate", "--model", str(runs["translation"]), "--beam", "1", "--device", "cpu",
@@ -177,6 +184,14 @@ def test_caption_answers_as_the_offline_command_does(client: TestClient, runs: d
         assert result["captions"] == record["captions"]
         png = base64.b64decode(result["attention_png"])
         assert png[:8] == b"\x89PNG\r\n\x1a\n" and Image.open(io.BytesIO(png)).size[0] > 200
+
+    constrained = client.post("/caption", data={"no_repeat_ngram_size": "1", "min_len": "4"},
+                              files=[("image", (name, data, "image/jpeg")) for name, data in files.items()])
+    offline = cli("caption", "--model", str(runs["captioning"]), *(str(tmp_path / n) for n in files), "--json",
+                  "--no-repeat-ngram-size", "1", "--min-len", "4", "--device", "cpu")
+    captions = [r["captions"] for r in constrained.json()["results"]]
+    assert captions == [json.loads(line)["captions"] for line in offline.stdout.splitlines()]
+    assert captions != [r["captions"][:1] for r in results]
 
 
 def test_an_ensemble_of_two_copies_serves_what_the_single_model_does(runs: dict[str, Path]) -> None:
@@ -226,6 +241,8 @@ TRANSLATE_CASES = [
     (b'{"lines": ["a"], "beam": 9}', 400, "at most 8"),
     (b'{"lines": ["a"], "beam": 2, "nbest": 3}', 400, "beam 2 / nbest 3"),
     (b'{"lines": ["a"], "beam": "2"}', 422, "beam: Input should be a valid integer"),
+    (b'{"lines": ["a"], "no_repeat_ngram_size": -1}', 400, "no_repeat_ngram_size -1: must be 0 or positive"),
+    (b'{"lines": ["a"], "min_len": 2.5}', 422, "min_len: Input should be a valid integer"),
     (b'{"lines": ["a"], "model": "nope"}', 404, "model 'nope' is not served (served: de-en, captioner)"),
     (b'{"lines": ["a"], "model": "captioner"}', 422, "'captioning' model"),
     (b"[" * 50_000, 422, "recursion limit"),
@@ -366,7 +383,8 @@ def fuzzed_request(rng: random.Random, images: list[bytes]) -> dict[str, Any]:
         words = ["".join(char() for _ in range(rng.randrange(12))) for _ in range(rng.randrange(0, 6))]
         body: dict[str, Any] = {"lines": words}
         for key, values in (("beam", [1, 2, 0, -3, 8, 9, 10**30, "3", None, 2.5]), ("nbest", [1, 2, 5, 0, True]),
-                            ("scores", [True, False, "yes", 1]), ("model", ["de-en", "captioner", "", None, 7])):
+                            ("scores", [True, False, "yes", 1]), ("model", ["de-en", "captioner", "", None, 7]),
+                            ("min_len", [0, 3, -1, 10**30]), ("no_repeat_ngram_size", [0, 1, 2, -2, "2"])):
             if rng.random() < 0.4:
                 body[key] = rng.choice(values)
         if rng.random() < 0.1:

@@ -38,7 +38,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def reference_search(model: Generator, inputs: dict[str, Any], sentence: int, *, beam: int, max_len: int,
                      length_penalty: float = 1.0, nbest: int = 1, min_len: int = 0,
-                     never: tuple[int, ...] = ()) -> list[Hypothesis]:
+                     no_repeat_ngram_size: int = 0, never: tuple[int, ...] = ()) -> list[Hypothesis]:
     """Beam search for one sentence of ``inputs``, the plain way (see the module docstring)."""
     if max_len <= 0:
         return [Hypothesis([], 0.0, 0.0)]
@@ -55,6 +55,9 @@ def reference_search(model: Generator, inputs: dict[str, Any], sentence: int, *,
                 scores = model.head.log_probs(features)[0].double().detach()  # (V,)
                 for word in [*never, *([EOS] if step - 1 < min_len else [])]:
                     scores[word] = -math.inf
+                for word in range(len(scores)):
+                    if repeats_an_ngram(tokens, word, no_repeat_ngram_size):
+                        scores[word] = -math.inf
                 for word, score in enumerate(scores.tolist()):
                     candidates.append((log_prob + score, row, word, tokens, next_state))
             candidates.sort(key=lambda c: (-c[0], c[1], c[2]))
@@ -70,6 +73,14 @@ def reference_search(model: Generator, inputs: dict[str, Any], sentence: int, *,
                 finished += [Hypothesis(tokens, normalise(score, step, length_penalty), score)
                              for tokens, score, _ in active if math.isfinite(score)]
     return sorted(finished, key=lambda h: h.score, reverse=True)[:nbest]
+
+
+def repeats_an_ngram(tokens: list[int], word: int, size: int) -> bool:
+    """Whether tokens + [word] ends with an n-gram of ``size`` tokens that ``tokens`` already holds."""
+    if size <= 0:
+        return False
+    new = (*tokens[len(tokens) - size + 1 :], word) if size > 1 else (word,)
+    return any(tuple(tokens[i : i + size]) == new for i in range(len(tokens) - size + 1))
 
 
 def paper_like_rnn(seed: int, vocab: int = 40) -> Generator:
@@ -108,7 +119,9 @@ def assert_same(got: list[Hypothesis], expected: list[Hypothesis]) -> None:
     {"beam": 3, "nbest": 3, "length_penalty": 0.0},
     {"beam": 4, "nbest": 2, "min_len": 3, "never": (PAD, BOS), "length_penalty": 0.6},
     {"beam": 1},
-], ids=["beam5", "nbest3-raw", "min-len-never", "greedy"])
+    {"beam": 4, "nbest": 2, "no_repeat_ngram_size": 2, "min_len": 2},
+    {"beam": 1, "no_repeat_ngram_size": 1, "min_len": 4},
+], ids=["beam5", "nbest3-raw", "min-len-never", "greedy", "no-repeat-bigram", "greedy-no-repeat-word"])
 def test_search_equals_the_reference(seed: int, options: dict[str, Any]) -> None:
     model = paper_like_rnn(seed)
     inputs, max_lens = sources(seed, batch=7)
@@ -119,6 +132,16 @@ def test_search_equals_the_reference(seed: int, options: dict[str, Any]) -> None
         assert_same(hyps, reference_search(model, inputs, i, max_len=int(max_lens[i]), **options))
     if options == {"beam": 5}:  # outputs of different lengths: sentences left the batch at different steps
         assert len({len(hyps[0].tokens) for hyps in found[1:]}) > 2
+    if options.get("no_repeat_ngram_size"):  # the ban changed outputs: without it, some repeat an n-gram
+        size = options["no_repeat_ngram_size"]
+        free = {k: v for k, v in options.items() if k not in ("beam", "no_repeat_ngram_size")}
+        with torch.inference_mode():
+            unbanned = search(model, model.encode(inputs), batch_size=len(max_lens), bos=BOS, eos=EOS,
+                              max_lens=max_lens, beam_size=options["beam"], **free)
+        assert any(repeats_an_ngram(h.tokens[:i], h.tokens[i], size)
+                   for hyps in unbanned for h in hyps for i in range(len(h.tokens)))
+        assert not any(repeats_an_ngram(h.tokens[:i], h.tokens[i], size)
+                       for hyps in found for h in hyps for i in range(len(h.tokens)))
 
 
 # --- the detokenizer: sacremoses' own code, loaded without its tokenizer --------------------------------------

@@ -99,6 +99,8 @@ class SearchConfig:
     length_penalty: float = 1.0  # scores divided by length**length_penalty (0 = raw log-probability)
     max_len_a: float = 1.5  # hypotheses stop at a * source_length + b tokens
     max_len_b: int = 10
+    min_len: int = 0  # no EOS before this many tokens
+    no_repeat_ngram_size: int = 0  # no n-gram of this size twice in one output (fairseq's option; 0 = off)
     batch_size: int = 64
 
 
@@ -363,15 +365,10 @@ def config_from_dict(data: dict[str, Any], source: str = "config") -> RunConfig:
 def validate(config: RunConfig, source: str) -> None:
     """Cross-field rules, checked in one place."""
     t = config.train
-    positive = {
-        "train.lr": t.lr,
-        "train.batch_size": t.batch_size,
-        "train.max_epochs": t.max_epochs,
-        "search.beam": config.search.beam,
-        "search.nbest": config.search.nbest,
-        "search.batch_size": config.search.batch_size,
-        "train.valid_beam": t.valid_beam,
-    }
+    s = config.search
+    positive = {"train.lr": t.lr, "train.batch_size": t.batch_size, "train.max_epochs": t.max_epochs,
+                "train.valid_beam": t.valid_beam, "search.beam": s.beam, "search.nbest": s.nbest,
+                "search.batch_size": s.batch_size}
     for key, value in positive.items():
         if value <= 0:
             raise ConfigError(f"{source}: {key} = {value}: must be positive")
@@ -387,13 +384,14 @@ def validate(config: RunConfig, source: str) -> None:
     if 0 < t.stop_min_lr <= t.min_lr:
         raise ConfigError(f"{source}: train.stop_min_lr = {t.stop_min_lr} can never be passed: the schedule stops "
                           f"decaying at train.min_lr = {t.min_lr}")
-    for key, count in (("keep_epochs", t.keep_epochs), ("save_every_updates", t.save_every_updates)):
+    for key, count in (("train.keep_epochs", t.keep_epochs), ("train.save_every_updates", t.save_every_updates),
+                       ("search.min_len", s.min_len), ("search.no_repeat_ngram_size", s.no_repeat_ngram_size)):
         if count < 0:
-            raise ConfigError(f"{source}: train.{key} = {count}: must be 0 or positive")
+            raise ConfigError(f"{source}: {key} = {count}: must be 0 or positive")
     if not 0.0 < t.lr_decay <= 1.0:
         raise ConfigError(f"{source}: train.lr_decay = {t.lr_decay}: must be in (0, 1]")
-    if config.search.nbest > config.search.beam:
-        raise ConfigError(f"{source}: search.nbest = {config.search.nbest} exceeds search.beam = {config.search.beam}")
+    if s.nbest > s.beam:
+        raise ConfigError(f"{source}: search.nbest = {s.nbest} exceeds search.beam = {s.beam}")
     for name in ("task", "model", "head"):
         check = getattr(getattr(config, name), "validate", None)
         if check is not None:

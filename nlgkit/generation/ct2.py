@@ -9,16 +9,21 @@ than ``max_input_tokens`` is cut with a warning).
 The search is set up to be nlgkit's (:mod:`nlgkit.search.beam`), which CTranslate2's follows closely: each step
 ranks the best 2·beam candidates, EOS ones within the top beam finish, a sentence stops with beam finished
 hypotheses, and scores are log-probabilities / length**length_penalty with the EOS counted in the length
-(``return_end_token``); an empty output is allowed (``min_decoding_length`` 0), and each sentence has nlgkit's own
-length limit ``max_len_a · (source tokens + 1) + max_len_b``. CTranslate2 takes one limit per call, so a batch
-runs with its largest and returns every finished hypothesis: a sentence that stopped before its own limit
-searched exactly as it would have with it; the few that did not are searched again with their own limit.
+(``return_end_token``); an empty output is allowed (``min_decoding_length`` is ``min_len``, 0 by default), and
+each sentence has nlgkit's own length limit ``max_len_a · (source tokens + 1) + max_len_b``. CTranslate2 takes
+one limit per call, so a batch runs with its largest and returns every finished hypothesis: a sentence that
+stopped before its own limit searched exactly as it would have with it; the few that did not are searched again
+with their own limit.
 
 Padding and BOS are never output. nlgkit masks them after normalising; CTranslate2 can only suppress them before
 (its softmax then leaves out their mass, which shifts every step's scores by log(1 − p(pad) − p(BOS)) and can
 reorder near-tied beams of a barely trained model). So the search runs unsuppressed, which a softmax head that has
 learnt to give them no mass does not notice, and a sentence whose hypotheses contain one of them is searched again
 with them suppressed. What remains different is arithmetic (CTranslate2's kernels, and int8 when asked for).
+
+``min_len`` and ``no_repeat_ngram_size`` are CTranslate2's own options, masked the same way before its softmax: the
+outputs keep them and greedy ones are nlgkit's, but scores are renormalised over the words allowed, so beams of a
+constrained search can part from nlgkit's (whose scores stay the model's log-probabilities, as fairseq's).
 """
 
 from __future__ import annotations
@@ -135,7 +140,8 @@ class CT2Translator:
         src_vocab, tgt_vocab = self.export.src_vocab, self.export.tgt_vocab
         results: list[Any] = self.engine.translate_batch(
             [src_vocab.decode(s) for s in sources], beam_size=options.beam, num_hypotheses=options.beam,
-            length_penalty=options.length_penalty, max_decoding_length=limit, min_decoding_length=0,
+            length_penalty=options.length_penalty, max_decoding_length=limit, min_decoding_length=options.min_len,
+            no_repeat_ngram_size=options.no_repeat_ngram_size,
             max_input_length=0, return_scores=True, return_end_token=True,
             suppress_sequences=[[PAD], [BOS]] if suppress else None)
         out = []

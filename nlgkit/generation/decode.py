@@ -31,6 +31,8 @@ def generate(
     max_len_b: int = 10,
     max_len: int = 0,
     batch_size: int = 64,
+    min_len: int = 0,
+    no_repeat_ngram_size: int = 0,
     device: torch.device | None = None,
     on_batch: Callable[[int], None] | None = None,
 ) -> list[list[Hypothesis]]:
@@ -38,6 +40,7 @@ def generate(
 
     Output length is limited to ``max_len_a * source_length + max_len_b`` tokens (the task defines a
     source's length: sentence tokens with </s> for translation, 0 for an image), and to ``max_len`` when > 0.
+    ``min_len`` and ``no_repeat_ngram_size`` constrain the search (:mod:`nlgkit.search.beam`).
     """
     device = device or next(model.parameters()).device
     order = sorted(range(len(sources)), key=lambda i: task.source_length(sources[i]))
@@ -55,7 +58,8 @@ def generate(
                     max_lens = max_lens.clamp(max=max_len)
                 found = search(model, state, batch_size=len(chunk), bos=vocab.bos_index, eos=vocab.eos_index,
                                beam_size=beam, max_lens=max_lens.to(device), length_penalty=length_penalty,
-                               nbest=nbest, never=(vocab.pad_index, vocab.bos_index))
+                               nbest=nbest, min_len=min_len, no_repeat_ngram_size=no_repeat_ngram_size,
+                               never=(vocab.pad_index, vocab.bos_index))
                 for i, hypotheses in zip(chunk, found):
                     results[i] = hypotheses
                 if on_batch is not None:

@@ -30,6 +30,8 @@ class SearchOptions:
     max_len_b: int
     max_len: int = 0
     batch_size: int = 64
+    min_len: int = 0
+    no_repeat_ngram_size: int = 0
 
     @classmethod
     def resolve(cls, defaults: SearchConfig, **overrides: float | None) -> SearchOptions:
@@ -44,6 +46,9 @@ class SearchOptions:
             raise DataError(f"--beam {options.beam} / --nbest {options.nbest}: need 1 <= nbest <= beam")
         if options.batch_size <= 0:
             raise DataError(f"--batch-size {options.batch_size}: must be positive")
+        for flag, value in (("--min-len", options.min_len), ("--no-repeat-ngram-size", options.no_repeat_ngram_size)):
+            if value < 0:
+                raise DataError(f"{flag} {value}: must be 0 or positive")
         return options
 
     def search_kwargs(self) -> dict[str, Any]:

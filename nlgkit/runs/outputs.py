@@ -4,7 +4,8 @@ Outputs are expensive (a whole split searched with beam 5 or 10), so a run keeps
 one line per item, in the file its task names (``test.hyp.en``; ``test.beam3.hyp.en`` for a search other than
 the recipe's). A stamp beside them (``….json``) names what made them: the best checkpoint (the SHA-256 of its
 ``meta.json``, so a copy without weights still counts), the search settings and the number of items. Outputs
-kept before stamps existed count while they are newer than the best checkpoint. The same rule serves every
+kept before stamps existed count while they are newer than the best checkpoint; a search setting the stamp lacks
+(added to nlgkit after it) counts at its default. The same rule serves every
 task, reports, run records and benchmarks; writing new outputs (which needs generation) is
 :mod:`nlgkit.evaluate.outputs`.
 """
@@ -16,8 +17,8 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
-from nlgkit.core.config import RunConfig, config_from_dict
-from nlgkit.core.errors import CheckpointError, DataError
+from nlgkit.core.config import RunConfig, SearchConfig, config_from_dict, from_dict
+from nlgkit.core.errors import CheckpointError, ConfigError, DataError
 from nlgkit.core.io import atomic_write, read_json, read_lines, write_json
 from nlgkit.tasks import build_task
 
@@ -88,6 +89,17 @@ def _stamp(run_dir: Path, config: RunConfig, items: int) -> dict[str, Any]:
             "items": items}
 
 
+def _stamp_is_current(stamp: dict[str, Any], run_dir: Path, config: RunConfig, items: int, where: str) -> bool:
+    """The stamp names the best checkpoint, ``config``'s search and ``items``; its search is read as a config, so
+    that settings it predates take their defaults (and one it names that nlgkit does not know makes it stale)."""
+    now, search = _stamp(run_dir, config, items), stamp.get("search")
+    try:
+        searched = from_dict(SearchConfig, search, "search", where, saved=True) if isinstance(search, dict) else None
+    except ConfigError:
+        return False
+    return {**stamp, "search": None} == {**now, "search": None} and searched == config.search
+
+
 def _stamp_file(outputs: Path) -> Path:
     return outputs.with_name(outputs.name + ".json")
 
@@ -103,7 +115,7 @@ def kept_outputs(run_dir: Path, config: RunConfig, split: str, items: int) -> li
     if is_record(run_dir):
         current = True
     elif stamp.is_file():
-        current = read_json(stamp) == _stamp(run_dir, config, items)
+        current = _stamp_is_current(read_json(stamp), run_dir, config, items, str(stamp))
     else:  # kept before stamps existed
         best = best_meta(run_dir).parent
         current = path.stat().st_mtime_ns > max(p.stat().st_mtime_ns for p in best.iterdir())

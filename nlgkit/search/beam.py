@@ -14,6 +14,11 @@ so that one long sentence does not keep the others computing.
 
 ``max_lens`` counts decoding steps, i.e. output tokens with the EOS included: an output that reaches it
 without choosing EOS is kept as it is (no EOS, ``max_len`` tokens).
+
+Constraints mask words before ranking, so a constrained beam is the best the model allows under them:
+``min_len`` forbids EOS before that many tokens; ``no_repeat_ngram_size`` n forbids any word that would
+repeat an n-gram the hypothesis already holds (fairseq's ``--no-repeat-ngram-size``; the BOS is not a
+token of it, and EOS never repeats anything, so a hypothesis can always end once ``min_len`` allows).
 """
 
 from __future__ import annotations
@@ -59,6 +64,7 @@ def search(
     length_penalty: float = 1.0,
     nbest: int = 1,
     min_len: int = 0,
+    no_repeat_ngram_size: int = 0,
     never: tuple[int, ...] = (),
 ) -> list[list[Hypothesis]]:
     """Beam search, or greedy search when ``beam_size`` is 1 (same result, less work).
@@ -66,9 +72,10 @@ def search(
     ``never``: token ids that are not words (padding, BOS) and are never output. A softmax head learns to give
     them no mass, but a score head ranks every row of its table: continuous output against targets extracted
     from a softmax model (whose padding and BOS rows were never trained) would otherwise emit them."""
-    _check(batch_size, beam_size, nbest, max_lens, min_len)
+    _check(batch_size, beam_size, nbest, max_lens, min_len, no_repeat_ngram_size)
     shared = {"batch_size": batch_size, "bos": bos, "eos": eos, "max_lens": max_lens,
-              "length_penalty": length_penalty, "min_len": min_len, "never": never}
+              "length_penalty": length_penalty, "min_len": min_len,
+              "no_repeat_ngram_size": no_repeat_ngram_size, "never": never}
     if beam_size == 1:
         return greedy_search(model, state, **shared)  # type: ignore[arg-type]
     return beam_search(model, state, beam_size=beam_size, nbest=nbest, **shared)  # type: ignore[arg-type]
@@ -85,10 +92,11 @@ def greedy_search(
     max_lens: Tensor,
     length_penalty: float = 1.0,
     min_len: int = 0,
+    no_repeat_ngram_size: int = 0,
     never: tuple[int, ...] = (),
 ) -> list[list[Hypothesis]]:
     """Argmax decoding, batched; each sentence stops at its EOS or its max_len and leaves the batch."""
-    _check(batch_size, 1, 1, max_lens, min_len)
+    _check(batch_size, 1, 1, max_lens, min_len, no_repeat_ngram_size)
     device = _device(state, max_lens)
     max_lens = max_lens.to(device=device, dtype=torch.long)
     results: list[list[Hypothesis]] = [[] for _ in range(batch_size)]
@@ -104,6 +112,7 @@ def greedy_search(
     while n:
         features, state = model.step(prev, state)  # (n, d)
         word_scores, offset = _step_scores(model, features, eos, step < min_len, never)  # (n, V), (n,)
+        _ban_repeated_ngrams(word_scores, tokens, no_repeat_ngram_size)
         best_score, best = word_scores.max(dim=1)  # (n,), (n,)
         log_prob = log_prob + (best_score - offset)
         tokens = torch.cat([tokens, best.unsqueeze(1)], dim=1)
@@ -140,10 +149,11 @@ def beam_search(
     length_penalty: float = 1.0,
     nbest: int = 1,
     min_len: int = 0,
+    no_repeat_ngram_size: int = 0,
     never: tuple[int, ...] = (),
 ) -> list[list[Hypothesis]]:
     """Batched beam search; returns per sentence its ``nbest`` best hypotheses, best first."""
-    _check(batch_size, beam_size, nbest, max_lens, min_len)
+    _check(batch_size, beam_size, nbest, max_lens, min_len, no_repeat_ngram_size)
     k = beam_size
     device = _device(state, max_lens)
     max_lens = max_lens.to(device=device, dtype=torch.long)
@@ -166,6 +176,7 @@ def beam_search(
     while n:
         features, state = model.step(prev, state)  # (n·beams, d)
         word_scores, offset = _step_scores(model, features, eos, step < min_len, never)  # (n·beams, V), (n·beams,)
+        _ban_repeated_ngrams(word_scores, tokens, no_repeat_ngram_size)
         # A sentence's best 2k extensions are among each of its rows' best 2k words: rank those only.
         row_width = min(2 * k, word_scores.size(1))
         row_scores, row_words = word_scores.topk(row_width, dim=1)  # (n·beams, w)
@@ -255,6 +266,20 @@ def _step_scores(model: Generator, features: Tensor, eos: int, forbid_eos: bool,
     return word_scores, offset
 
 
+def _ban_repeated_ngrams(word_scores: Tensor, tokens: Tensor, size: int) -> None:
+    """Mask, in place, each row's words that would complete an n-gram of ``size`` tokens the row already holds.
+
+    Every complete earlier window of the row's tokens (R, t) whose first size − 1 tokens equal the row's last
+    size − 1 bans its last token: one comparison over (R, t, size), no Python loop over hypotheses."""
+    if size <= 0 or tokens.size(1) < size:
+        return  # no complete n-gram yet, so nothing to repeat
+    windows = tokens.unfold(1, size, 1)  # (R, t − size + 1, size)
+    tail = tokens[:, tokens.size(1) - size + 1 :]  # (R, size − 1)
+    matches = windows[:, :, :-1].eq(tail.unsqueeze(1)).all(dim=2)  # (R, t − size + 1); all true when size is 1
+    rows, starts = matches.nonzero(as_tuple=True)
+    word_scores[rows, windows[rows, starts, -1]] = -math.inf
+
+
 def _start(results: list[list[Hypothesis]], max_lens: Tensor) -> Tensor:
     """Give sentences with max_len 0 their empty output; return the ids of the others (n,)."""
     for i in max_lens.le(0).nonzero().flatten().tolist():
@@ -269,7 +294,8 @@ def _device(state: State, max_lens: Tensor) -> torch.device:
     return max_lens.device
 
 
-def _check(batch_size: int, beam_size: int, nbest: int, max_lens: Tensor, min_len: int) -> None:
+def _check(batch_size: int, beam_size: int, nbest: int, max_lens: Tensor, min_len: int,
+           no_repeat_ngram_size: int = 0) -> None:
     """Reject options a user can get wrong with one clear message."""
     if beam_size < 1:
         raise ConfigError(f"beam_size = {beam_size}: must be at least 1")
@@ -277,5 +303,7 @@ def _check(batch_size: int, beam_size: int, nbest: int, max_lens: Tensor, min_le
         raise ConfigError(f"nbest = {nbest}: must be between 1 and beam_size ({beam_size})")
     if min_len < 0:
         raise ConfigError(f"min_len = {min_len}: must not be negative")
+    if no_repeat_ngram_size < 0:
+        raise ConfigError(f"no_repeat_ngram_size = {no_repeat_ngram_size}: must not be negative (0 = off)")
     if tuple(max_lens.shape) != (batch_size,):
         raise ValueError(f"max_lens has shape {tuple(max_lens.shape)}, expected ({batch_size},)")

@@ -1,8 +1,10 @@
 """The HTTP app of ``nlgkit serve``: four endpoints and a web page over the served models.
 
-- ``POST /translate`` JSON ``{"lines": [...], "model", "beam", "nbest", "scores"}`` → ``{"model",
-  "translations": [{"text", "score"?, "nbest"?: [{"text", "score"?}]}]}``, one per line, in order;
-- ``POST /caption`` multipart image files (+ ``model``, ``beam``, ``nbest``, ``attention`` fields) →
+- ``POST /translate`` JSON ``{"lines": [...], "model", "beam", "nbest", "scores", "min_len",
+  "no_repeat_ngram_size"}`` → ``{"model", "translations": [{"text", "score"?, "nbest"?: [{"text", "score"?}]}]}``,
+  one per line, in order;
+- ``POST /caption`` multipart image files (+ ``model``, ``beam``, ``nbest``, ``attention``, ``min_len``,
+  ``no_repeat_ngram_size`` fields) →
   ``{"model", "results": [{"image", "captions": [{"text", "score"}], "attention_png"?}]}``;
 - ``GET /models`` (what each served model does) and ``GET /health``; ``GET /`` the page (``static/``).
 
@@ -77,7 +79,7 @@ def create_app(models: Mapping[str, ServedModel], limits: ServeLimits | None = N
     async def translate(request: Request) -> dict[str, Any]:
         body = parse_translate(await read_body(request, limits.max_body_bytes), limits)
         model = pick(models, body.model, TRANSLATE)
-        options = model.options(body.beam, body.nbest)
+        options = model.options(body.beam, body.nbest, body.min_len, body.no_repeat_ngram_size)
         found = await asyncio.wrap_future(model.batcher.submit(options, body.lines))
         translations = []
         for hyps in found:
@@ -93,7 +95,7 @@ def create_app(models: Mapping[str, ServedModel], limits: ServeLimits | None = N
     async def caption(request: Request) -> dict[str, Any]:
         body = await parse_caption(request, limits)
         model = pick(models, body.model, CAPTION)
-        options = model.options(body.beam, body.nbest)
+        options = model.options(body.beam, body.nbest, body.min_len, body.no_repeat_ngram_size)
         if body.attention and not model.attention:
             raise RequestError(422, f"attention: model {model.name!r} ({model.run.config.model.type}) has no "
                                     "attention to draw (show_attend_tell has)")

@@ -26,7 +26,8 @@ class RequestError(Exception):
 
 
 class TranslateRequest(BaseModel):
-    """``POST /translate``: ``{"lines": [...], "model": NAME, "beam": N, "nbest": N, "scores": bool}``."""
+    """``POST /translate``: ``{"lines": [...], "model": NAME, "beam": N, "nbest": N, "scores": bool}``, and the
+    search constraints ``min_len`` and ``no_repeat_ngram_size``."""
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
@@ -35,18 +36,22 @@ class TranslateRequest(BaseModel):
     beam: int | None = None  # default: the run's [search] beam
     nbest: int | None = None  # hypotheses per line (default: the run's [search] nbest)
     scores: bool = False  # add each hypothesis's score
+    min_len: int | None = None  # default: the run's [search]
+    no_repeat_ngram_size: int | None = None  # default: the run's [search]
 
 
 @dataclass(frozen=True)
 class CaptionRequest:
-    """``POST /caption`` (multipart): the image files in order, and the form's ``model``, ``beam``, ``nbest``
-    and ``attention`` fields."""
+    """``POST /caption`` (multipart): the image files in order, and the form's ``model``, ``beam``, ``nbest``,
+    ``attention``, ``min_len`` and ``no_repeat_ngram_size`` fields."""
 
     images: list[tuple[str, bytes]]  # (display name, bytes)
     model: str | None = None
     beam: int | None = None
     nbest: int | None = None
     attention: bool = False
+    min_len: int | None = None
+    no_repeat_ngram_size: int | None = None
 
 
 async def read_body(request: Request, limit: int) -> bytes:
@@ -114,6 +119,9 @@ async def parse_caption(request: Request, limits: ServeLimits) -> CaptionRequest
         await form.close()
 
 
+CAPTION_FIELDS = ("model", "beam", "nbest", "attention", "min_len", "no_repeat_ngram_size")
+
+
 async def _caption_request(form: FormData, limits: ServeLimits) -> CaptionRequest:
     images: list[tuple[str, bytes]] = []
     fields: dict[str, str] = {}
@@ -127,15 +135,16 @@ async def _caption_request(form: FormData, limits: ServeLimits) -> CaptionReques
             images.append((name, data))
         elif key in fields:
             raise RequestError(422, f"form field {key!r} given twice")
-        elif key in ("model", "beam", "nbest", "attention"):
+        elif key in CAPTION_FIELDS:
             fields[key] = value
         else:
-            raise RequestError(422, f"unknown form field {key[:40]!r} (expected image files and model, beam, "
-                                    "nbest, attention)")
+            raise RequestError(422, f"unknown form field {key[:40]!r} (expected image files and "
+                                    f"{', '.join(CAPTION_FIELDS)})")
     if not images:
         raise RequestError(422, "no image uploaded: send one or more files (multipart field 'image')")
     return CaptionRequest(images, fields.get("model") or None, _integer(fields, "beam"), _integer(fields, "nbest"),
-                          _flag(fields, "attention"))
+                          _flag(fields, "attention"), _integer(fields, "min_len"),
+                          _integer(fields, "no_repeat_ngram_size"))
 
 
 def _integer(fields: dict[str, str], key: str) -> int | None:

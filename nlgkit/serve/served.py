@@ -69,13 +69,18 @@ class ServedModel:
         """Whether the model can show where it looked for each word (show-attend-tell)."""
         return self.does == CAPTION and hasattr(self.run.model, "attention")
 
-    def options(self, beam: int | None, nbest: int | None) -> SearchOptions:
-        """The run's ``[search]`` with a request's beam and n-best (DataError when they do not fit)."""
+    def options(self, beam: int | None, nbest: int | None, min_len: int | None = None,
+                no_repeat_ngram_size: int | None = None) -> SearchOptions:
+        """The run's ``[search]`` with a request's beam, n-best and constraints (DataError when they do not fit)."""
         if beam is not None and beam > self.limits.max_beam:
             raise DataError(f"beam {beam}: this server allows at most {self.limits.max_beam}")
+        for name, value in (("min_len", min_len), ("no_repeat_ngram_size", no_repeat_ngram_size)):
+            if value is not None and value < 0:
+                raise DataError(f"{name} {value}: must be 0 or positive (0 = off)")
         try:
             return SearchOptions.resolve(self.run.config.search, beam=beam, nbest=nbest,
-                                         batch_size=self.limits.max_batch)
+                                         batch_size=self.limits.max_batch, min_len=min_len,
+                                         no_repeat_ngram_size=no_repeat_ngram_size)
         except DataError:
             default = self.run.config.search
             raise DataError(f"beam {default.beam if beam is None else beam} / nbest "
@@ -87,6 +92,7 @@ class ServedModel:
         return {"name": self.name, "endpoint": f"/{self.does}", "task": config.task.type,
                 "model": config.model.type, "head": config.head.type, "checkpoint": str(self.run.checkpoint),
                 "device": str(self.run.device), "beam": search.beam, "nbest": search.nbest,
+                "min_len": search.min_len, "no_repeat_ngram_size": search.no_repeat_ngram_size,
                 "attention": self.attention}
 
     # -- the batches, in the batcher's worker thread ------------------------------------------------------------

@@ -349,7 +349,9 @@ class Trainer:
         search = self.config.search
         hyps = generate(model, task, data.valid_sources, session.tgt_vocab, beam=self.config.train.valid_beam,
                         length_penalty=search.length_penalty, max_len_a=search.max_len_a,
-                        max_len_b=search.max_len_b, batch_size=max(search.batch_size, 64), device=session.device)
+                        max_len_b=search.max_len_b, min_len=search.min_len,
+                        no_repeat_ngram_size=search.no_repeat_ngram_size, batch_size=max(search.batch_size, 64),
+                        device=session.device)
         texts = best_texts(hyps, session.tgt_vocab, task.detokenizer(self.run_dir / "data"))
         model.train()
         loss = total / max(tokens, 1)
