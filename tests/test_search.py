@@ -20,7 +20,7 @@ from torch import Tensor, nn
 from nlgkit.core.errors import ConfigError
 from nlgkit.heads.base import HeadContext, OutputHead
 from nlgkit.models.base import Generator, State
-from nlgkit.search import Hypothesis, beam_search, greedy_search, search
+from nlgkit.search import Hypothesis, Sampling, beam_search, greedy_search, search
 
 PAD, BOS, EOS, A, B, C = range(6)
 VOCAB = 6
@@ -285,13 +285,95 @@ def test_state_rows_follow_their_hypotheses(seed: int) -> None:
         assert len(hyps) == 4 and len({tuple(h.tokens) for h in hyps}) == 4  # no duplicates
         for hyp in hyps:
             ended = len(hyp.tokens) < int(max_lens[i])  # shorter than max_len only by choosing EOS
-            targets = hyp.tokens + ([EOS] if ended else [])
-            state, prev, total = model.encode(src[i : i + 1]), torch.tensor([BOS]), 0.0
-            with torch.no_grad():
-                for target in targets:
-                    features, state = model.step(prev, state)
-                    total += float(model.head.log_probs(features)[0, target])
-                    prev = torch.tensor([target])
-            assert hyp.log_prob == pytest.approx(total, abs=1e-4)
+            assert hyp.log_prob == pytest.approx(teacher_forced(model, src[i : i + 1], hyp.tokens, ended), abs=1e-4)
             lengths.add((len(hyp.tokens), ended))
     assert any(ended for _, ended in lengths) and not all(ended for _, ended in lengths)
+
+
+def teacher_forced(model: Generator, src: Tensor, tokens: list[int], ended: bool) -> float:
+    """The log-probability of ``tokens`` (+ EOS when ``ended``) for one source, step by step."""
+    state, prev, total = model.encode(src), torch.tensor([BOS]), 0.0
+    with torch.no_grad():
+        for target in tokens + ([EOS] if ended else []):
+            features, state = model.step(prev, state)
+            total += float(model.head.log_probs(features)[0, target])
+            prev = torch.tensor([target])
+    return total
+
+
+# --- sampling ------------------------------------------------------------------------------------------------
+
+def sample(scripts: list[Script], count: int, max_lens: list[int] | None = None, **options: Any
+           ) -> list[list[Hypothesis]]:
+    knobs = {key: options.pop(key) for key in ("topk", "topp", "temperature", "seed") if key in options}
+    return run(scripts, 1, max_lens or [10] * len(scripts), nbest=count, sampling=Sampling(**knobs), **options)
+
+
+def shares(hyps: list[Hypothesis]) -> dict[tuple[int, ...], float]:
+    counts: dict[tuple[int, ...], int] = {}
+    for h in hyps:
+        counts[tuple(h.tokens)] = counts.get(tuple(h.tokens), 0) + 1
+    return {tokens: n / len(hyps) for tokens, n in counts.items()}
+
+
+def test_samples_follow_the_model_and_carry_its_log_probabilities() -> None:
+    """GREEDY_TRAP's five outputs in their proportions (4,000 draws: 3 standard errors are < 0.023), each with
+    the exact log-probability of its path; best first."""
+    hyps = sample([GREEDY_TRAP], 4000)[0]
+    expected = {(A, A): 0.30, (A,): 0.18, (A, C): 0.12, (B, B): 0.36, (B,): 0.04}
+    found = shares(hyps)
+    assert set(found) == set(expected)
+    assert all(abs(found[tokens] - p) < 0.023 for tokens, p in expected.items()), found
+    assert all(h.log_prob == pytest.approx(log(expected[tuple(h.tokens)]), abs=1e-5) for h in hyps)
+    assert [h.score for h in hyps] == sorted((h.score for h in hyps), reverse=True)
+
+
+def test_temperature_flattens_and_topk_topp_restrict() -> None:
+    hot = shares(sample([GREEDY_TRAP], 4000, temperature=2.0)[0])
+    p_a = 0.6**0.5 / (0.6**0.5 + 0.4**0.5)  # 0.551: the first word's distribution at T = 2 (0.6 at T = 1)
+    assert abs(sum(p for tokens, p in hot.items() if tokens[0] == A) - p_a) < 0.025
+    for knobs in ({"topk": 1}, {"topp": 0.5}, {"temperature": 0.01}):  # all three leave greedy's path
+        assert shares(sample([GREEDY_TRAP], 200, **knobs)[0]) == {(A, A): 1.0}, knobs
+    top2 = shares(sample([GREEDY_TRAP], 400, topk=2)[0])  # after A: A or EOS, never C
+    assert set(top2) == {(A, A), (A,), (B, B), (B,)}
+    # topp 0.7: A (.6) alone falls short, so B joins; after A, A (.5) and EOS (.3) reach it, C does not; after
+    # B, B (.9) alone does
+    assert set(shares(sample([GREEDY_TRAP], 400, topp=0.7)[0])) == {(A, A), (A,), (B, B)}
+
+
+def test_samples_are_deterministic_by_seed() -> None:
+    same = [[h.tokens for h in sample([GREEDY_TRAP, LENGTH], 50, seed=7)[i]] for i in range(2)]
+    again = [[h.tokens for h in sample([GREEDY_TRAP, LENGTH], 50, seed=7)[i]] for i in range(2)]
+    other = [[h.tokens for h in sample([GREEDY_TRAP, LENGTH], 50, seed=8)[i]] for i in range(2)]
+    assert same == again and same != other
+
+
+def test_sampling_keeps_the_constraints() -> None:
+    assert all(not {PAD, BOS} & set(h.tokens) for h in sample([NOT_WORDS], 300, never=(PAD, BOS))[0])
+    assert {PAD, BOS} <= {t for h in sample([NOT_WORDS], 300)[0] for t in h.tokens}  # unmasked they come
+    assert shares(sample([LENGTH], 300, min_len=2)[0]).keys() <= {(A, C), (B, B), (B, B, B)}
+    assert all(len(set(h.tokens)) == len(h.tokens) for h in sample([REPEAT], 300, no_repeat_ngram_size=1)[0])
+    # nothing left to draw (every word banned or without mass, EOS too early): the output ends at −inf
+    stuck = sample([LENGTH], 50, min_len=5)[0]
+    assert {tuple(h.tokens) for h in stuck} == {(A, C), (B, B, B)} and all(h.log_prob == -math.inf for h in stuck)
+    assert [h.tokens for h in sample([LENGTH], 3, max_lens=[0])[0]] == [[]]
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_sampled_rows_follow_their_outputs(seed: int) -> None:
+    """Batched samples of sentences that end at different steps, rescored one by one by teacher forcing."""
+    model, src, max_lens = toy_batch(seed)
+    results = decode(model, src, max_lens, beam=1, nbest=3, sampling=Sampling(seed=seed))
+    for i, hyps in enumerate(results):
+        assert len(hyps) == (3 if int(max_lens[i]) > 0 else 1)
+        for hyp in hyps:
+            ended = len(hyp.tokens) < int(max_lens[i])
+            assert hyp.log_prob == pytest.approx(teacher_forced(model, src[i : i + 1], hyp.tokens, ended), abs=1e-4)
+    assert len({len(h.tokens) for hyps in results for h in hyps}) > 2
+
+
+def test_bad_sampling_options_are_named() -> None:
+    for knobs, message in (({"topk": -1}, "topk = -1"), ({"topp": 0.0}, "topp = 0.0"),
+                           ({"temperature": 0.0}, "temperature = 0.0")):
+        with pytest.raises(ConfigError, match=message):
+            Sampling(**knobs)

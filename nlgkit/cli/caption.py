@@ -14,6 +14,15 @@ from typing import Annotated
 import typer
 
 from nlgkit.cli.common import handle_errors
+from nlgkit.cli.search_flags import (
+    MinLen,
+    NoRepeatNgramSize,
+    SamplingSwitch,
+    SamplingTopk,
+    SamplingTopp,
+    Seed,
+    Temperature,
+)
 
 
 def error(message: str) -> None:
@@ -34,9 +43,13 @@ def caption(
     length_penalty: Annotated[float | None, typer.Option(help="Scores divided by length**this")] = None,
     max_len: Annotated[int, typer.Option(help="Absolute cap on caption tokens (0 = the run's limit)")] = 0,
     batch_size: Annotated[int | None, typer.Option(help="Images per batch")] = None,
-    min_len: Annotated[int | None, typer.Option(help="No end of output before this many tokens")] = None,
-    no_repeat_ngram_size: Annotated[int | None, typer.Option(help="No n-gram of this many tokens twice in one "
-                                                                  "output (0 = off)")] = None,
+    min_len: MinLen = None,
+    no_repeat_ngram_size: NoRepeatNgramSize = None,
+    sampling: SamplingSwitch = False,
+    sampling_topk: SamplingTopk = None,
+    sampling_topp: SamplingTopp = None,
+    temperature: Temperature = None,
+    seed: Seed = None,
     json_output: Annotated[bool, typer.Option("--json", help="One JSON record per image")] = False,
     attention: Annotated[Path | None, typer.Option(help="Directory for per-image attention PNGs "
                                                         "(show_attend_tell)")] = None,
@@ -64,7 +77,8 @@ def caption(
     check_captioning_run(run)
     options = SearchOptions.resolve(run.config.search, beam=beam, nbest=nbest, length_penalty=length_penalty,
                                     max_len=max_len, batch_size=batch_size, min_len=min_len,
-                                    no_repeat_ngram_size=no_repeat_ngram_size)
+                                    no_repeat_ngram_size=no_repeat_ngram_size, sampling=sampling, sampling_topk=sampling_topk,
+                                    sampling_topp=sampling_topp, temperature=temperature, seed=seed)
     results = caption_images(run, paths, options, attention_dir=attention, warn=error)
     detokenize = run.detokenizer()
     write_lines(result_lines(results, options.nbest, json_output,

@@ -20,6 +20,15 @@ from typing import Annotated
 import typer
 
 from nlgkit.cli.common import handle_errors
+from nlgkit.cli.search_flags import (
+    MinLen,
+    NoRepeatNgramSize,
+    SamplingSwitch,
+    SamplingTopk,
+    SamplingTopp,
+    Seed,
+    Temperature,
+)
 
 
 def warn(message: str) -> None:
@@ -39,9 +48,13 @@ def translate(
     max_len_b: Annotated[int | None, typer.Option(help="Output length limit: a * source length + b")] = None,
     max_len: Annotated[int, typer.Option(help="Absolute cap on output tokens (0 = only the a/b limit)")] = 0,
     batch_size: Annotated[int | None, typer.Option(help="Sentences per search batch")] = None,
-    min_len: Annotated[int | None, typer.Option(help="No end of output before this many tokens")] = None,
-    no_repeat_ngram_size: Annotated[int | None, typer.Option(help="No n-gram of this many tokens twice in one "
-                                                                  "output (0 = off)")] = None,
+    min_len: MinLen = None,
+    no_repeat_ngram_size: NoRepeatNgramSize = None,
+    sampling: SamplingSwitch = False,
+    sampling_topk: SamplingTopk = None,
+    sampling_topp: SamplingTopp = None,
+    temperature: Temperature = None,
+    seed: Seed = None,
     max_input_tokens: Annotated[int, typer.Option(help="Longer input lines are cut to this many tokens")] = 400,
     input: Annotated[Path | None, typer.Option("--input", "-i", help="Input file (default: stdin)")] = None,
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Output file (default: stdout)")] = None,
@@ -72,11 +85,14 @@ def translate(
 
     if engine not in ("torch", "ct2"):
         raise ConfigError(f"--engine {engine!r}: choose torch or ct2")
+    if engine == "ct2" and sampling:
+        raise ConfigError("--sampling: only with --engine torch (nlgkit's search)")
     if engine == "torch" and compute_type != "default":
         raise ConfigError(f"--compute-type {compute_type}: only for --engine ct2 (the torch engine runs the model as trained)")
     resolve = functools.partial(SearchOptions.resolve, beam=beam, nbest=nbest, length_penalty=length_penalty,
                                 max_len_a=max_len_a, max_len_b=max_len_b, max_len=max_len, batch_size=batch_size,
-                                min_len=min_len, no_repeat_ngram_size=no_repeat_ngram_size)
+                                min_len=min_len, no_repeat_ngram_size=no_repeat_ngram_size, sampling=sampling, sampling_topk=sampling_topk,
+                                sampling_topp=sampling_topp, temperature=temperature, seed=seed)
     translator: Translator | CT2Translator
     if engine == "ct2":
         # lazy: CTranslate2 is an optional extra, loaded only for this engine

@@ -8,13 +8,14 @@ returned in input order: one result per input, whatever the input.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 import torch
 
 from nlgkit.data.vocab import Vocabulary
 from nlgkit.models.base import Generator
-from nlgkit.search import Hypothesis, search
+from nlgkit.search import Hypothesis, Sampling, search
 from nlgkit.tasks.base import Task
 
 
@@ -33,6 +34,7 @@ def generate(
     batch_size: int = 64,
     min_len: int = 0,
     no_repeat_ngram_size: int = 0,
+    sampling: Sampling | None = None,
     device: torch.device | None = None,
     on_batch: Callable[[int], None] | None = None,
 ) -> list[list[Hypothesis]]:
@@ -40,7 +42,9 @@ def generate(
 
     Output length is limited to ``max_len_a * source_length + max_len_b`` tokens (the task defines a
     source's length: sentence tokens with </s> for translation, 0 for an image), and to ``max_len`` when > 0.
-    ``min_len`` and ``no_repeat_ngram_size`` constrain the search (:mod:`nlgkit.search.beam`).
+    ``min_len`` and ``no_repeat_ngram_size`` constrain the search (:mod:`nlgkit.search.beam`). With ``sampling``,
+    ``nbest`` outputs are drawn per input; each batch seeds its draws from ``sampling.seed`` and its number, so
+    the same inputs give the same samples.
     """
     device = device or next(model.parameters()).device
     order = sorted(range(len(sources)), key=lambda i: task.source_length(sources[i]))
@@ -49,7 +53,7 @@ def generate(
     model.eval()
     try:
         with torch.inference_mode():
-            for start in range(0, len(order), batch_size):
+            for number, start in enumerate(range(0, len(order), batch_size)):
                 chunk = order[start : start + batch_size]
                 inputs, lengths = task.source_inputs([sources[i] for i in chunk], vocab)
                 state = model.encode({name: value.to(device) for name, value in inputs.items()})
@@ -59,7 +63,8 @@ def generate(
                 found = search(model, state, batch_size=len(chunk), bos=vocab.bos_index, eos=vocab.eos_index,
                                beam_size=beam, max_lens=max_lens.to(device), length_penalty=length_penalty,
                                nbest=nbest, min_len=min_len, no_repeat_ngram_size=no_repeat_ngram_size,
-                               never=(vocab.pad_index, vocab.bos_index))
+                               never=(vocab.pad_index, vocab.bos_index),
+                               sampling=sampling and replace(sampling, seed=sampling.seed + 1_000_003 * number))
                 for i, hypotheses in zip(chunk, found):
                     results[i] = hypotheses
                 if on_batch is not None:

@@ -16,7 +16,10 @@ from typing import Any
 from nlgkit.core.config import SearchConfig
 from nlgkit.core.errors import DataError
 from nlgkit.core.io import atomic_write, decode_lines
-from nlgkit.search import Hypothesis
+from nlgkit.search import Hypothesis, Sampling
+
+# the command line's sampling options and the Sampling fields they set
+SAMPLING_FLAGS = {"sampling_topk": "topk", "sampling_topp": "topp", "temperature": "temperature", "seed": "seed"}
 
 
 @dataclass(frozen=True)
@@ -32,17 +35,29 @@ class SearchOptions:
     batch_size: int = 64
     min_len: int = 0
     no_repeat_ngram_size: int = 0
+    sampling: Sampling | None = None  # draw nbest outputs instead of searching a beam
 
     @classmethod
     def resolve(cls, defaults: SearchConfig, **overrides: float | None) -> SearchOptions:
-        """``defaults`` with every override that is not None; nbest falls back to 1 when beam shrinks."""
+        """``defaults`` with every override that is not None; nbest falls back to 1 when beam shrinks.
+
+        ``sampling=True`` with ``sampling_topk``, ``sampling_topp``, ``temperature`` and ``seed`` (fairseq's
+        flags) draws ``nbest`` samples per input; the beam does not apply."""
         given = {name: value for name, value in overrides.items() if value is not None}
+        knobs = {SAMPLING_FLAGS[name]: given.pop(name) for name in list(given) if name in SAMPLING_FLAGS}
+        sampling = Sampling(**knobs) if given.pop("sampling", False) else None  # type: ignore[arg-type]
+        if knobs and sampling is None:
+            flags = ", ".join(f"--{name.replace('_', '-')}" for name in SAMPLING_FLAGS if SAMPLING_FLAGS[name] in knobs)
+            raise DataError(f"{flags}: only with --sampling")
         values = {f.name: getattr(defaults, f.name) for f in dataclasses.fields(defaults)}
         values.update(given)
         if "nbest" not in given and values["nbest"] > values["beam"]:
             values["nbest"] = 1
-        options = cls(**{f.name: values[f.name] for f in dataclasses.fields(cls) if f.name in values})
-        if options.beam <= 0 or options.nbest <= 0 or options.nbest > options.beam:
+        options = cls(**{f.name: values[f.name] for f in dataclasses.fields(cls) if f.name in values},
+                      sampling=sampling)
+        if sampling is not None and options.nbest <= 0:
+            raise DataError(f"--nbest {options.nbest}: the number of samples must be positive")
+        if sampling is None and (options.beam <= 0 or options.nbest <= 0 or options.nbest > options.beam):
             raise DataError(f"--beam {options.beam} / --nbest {options.nbest}: need 1 <= nbest <= beam")
         if options.batch_size <= 0:
             raise DataError(f"--batch-size {options.batch_size}: must be positive")
@@ -52,7 +67,7 @@ class SearchOptions:
         return options
 
     def search_kwargs(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}  # (asdict would unpack sampling)
 
 
 def read_text_input(path: Path | None, warn: Callable[[str], None]) -> tuple[list[str], str]:

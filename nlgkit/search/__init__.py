@@ -1,5 +1,6 @@
-"""Decoding: one batched beam search (and its greedy special case) for every model and head."""
+"""Decoding: one batched beam search (and its greedy special case) for every model and head, and sampling."""
 
 from nlgkit.search.beam import Hypothesis, beam_search, greedy_search, search
+from nlgkit.search.sampling import Sampling, sample_search
 
-__all__ = ["Hypothesis", "beam_search", "greedy_search", "search"]
+__all__ = ["Hypothesis", "Sampling", "beam_search", "greedy_search", "sample_search", "search"]

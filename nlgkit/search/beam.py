@@ -24,32 +24,25 @@ token of it, and EOS never repeats anything, so a hypothesis can always end once
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor
 
-from nlgkit.core.errors import ConfigError
+from nlgkit.search.sampling import Sampling, sample_search
+from nlgkit.search.steps import (
+    Hypothesis,
+    ban_repeated_ngrams,
+    check_options,
+    normalise,
+    one_word_at_a_time,
+    search_device,
+    start_outputs,
+    step_scores,
+)
 
 if TYPE_CHECKING:
     from nlgkit.models.base import Generator, State
-
-
-@dataclass
-class Hypothesis:
-    """One output: tokens without BOS/EOS, the score used for ranking and the raw log-probability."""
-
-    tokens: list[int]
-    score: float  # log_prob / length ** length_penalty, length counting the EOS when there is one
-    log_prob: float
-
-
-def normalise(log_prob: float, length: int, length_penalty: float) -> float:
-    """Length-normalised score; an empty output (max_len 0) has nothing to divide by and stays raw."""
-    if length_penalty == 0.0 or length == 0:
-        return log_prob
-    return log_prob / length**length_penalty
 
 
 def search(
@@ -66,16 +59,20 @@ def search(
     min_len: int = 0,
     no_repeat_ngram_size: int = 0,
     never: tuple[int, ...] = (),
+    sampling: Sampling | None = None,
 ) -> list[list[Hypothesis]]:
-    """Beam search, or greedy search when ``beam_size`` is 1 (same result, less work).
+    """Beam search, or greedy search when ``beam_size`` is 1 (same result, less work); with ``sampling``,
+    ``nbest`` drawn outputs per sentence instead (:mod:`nlgkit.search.sampling`; ``beam_size`` unused).
 
     ``never``: token ids that are not words (padding, BOS) and are never output. A softmax head learns to give
     them no mass, but a score head ranks every row of its table: continuous output against targets extracted
     from a softmax model (whose padding and BOS rows were never trained) would otherwise emit them."""
-    _check(batch_size, beam_size, nbest, max_lens, min_len, no_repeat_ngram_size)
     shared = {"batch_size": batch_size, "bos": bos, "eos": eos, "max_lens": max_lens,
               "length_penalty": length_penalty, "min_len": min_len,
               "no_repeat_ngram_size": no_repeat_ngram_size, "never": never}
+    if sampling is not None:
+        return sample_search(model, state, sampling=sampling, samples=nbest, **shared)  # type: ignore[arg-type]
+    check_options(batch_size, beam_size, nbest, max_lens, min_len, no_repeat_ngram_size)
     if beam_size == 1:
         return greedy_search(model, state, **shared)  # type: ignore[arg-type]
     return beam_search(model, state, beam_size=beam_size, nbest=nbest, **shared)  # type: ignore[arg-type]
@@ -96,44 +93,11 @@ def greedy_search(
     never: tuple[int, ...] = (),
 ) -> list[list[Hypothesis]]:
     """Argmax decoding, batched; each sentence stops at its EOS or its max_len and leaves the batch."""
-    _check(batch_size, 1, 1, max_lens, min_len, no_repeat_ngram_size)
-    device = _device(state, max_lens)
-    max_lens = max_lens.to(device=device, dtype=torch.long)
-    results: list[list[Hypothesis]] = [[] for _ in range(batch_size)]
-    active = _start(results, max_lens)  # (n,) sentence ids still decoding
-    if active.numel() < batch_size:
-        state = model.reorder(state, active)
-    ids = active.tolist()
-    n = len(ids)
-    tokens = torch.empty(n, 0, dtype=torch.long, device=device)  # (n, t)
-    log_prob = torch.zeros(n, device=device)  # (n,) float32
-    prev = torch.full((n,), bos, dtype=torch.long, device=device)  # (n,)
-    step = 0
-    while n:
-        features, state = model.step(prev, state)  # (n, d)
-        word_scores, offset = _step_scores(model, features, eos, step < min_len, never)  # (n, V), (n,)
-        _ban_repeated_ngrams(word_scores, tokens, no_repeat_ngram_size)
-        best_score, best = word_scores.max(dim=1)  # (n,), (n,)
-        log_prob = log_prob + (best_score - offset)
-        tokens = torch.cat([tokens, best.unsqueeze(1)], dim=1)
-        step += 1
-        ended = best.eq(eos) | max_lens[active].le(step)  # (n,)
-        prev = best
-        if not bool(ended.any()):
-            continue
-        for pos, row, lp in zip(
-            ended.nonzero().flatten().tolist(), tokens[ended].tolist(), log_prob[ended].tolist()
-        ):
-            if row and row[-1] == eos:
-                row = row[:-1]
-            results[ids[pos]].append(Hypothesis(row, normalise(lp, step, length_penalty), lp))
-        live = (~ended).nonzero().flatten()  # (n',)
-        active, tokens, log_prob, prev = active[live], tokens[live], log_prob[live], prev[live]
-        ids = active.tolist()
-        n = len(ids)
-        if n:
-            state = model.reorder(state, live)
-    return results
+    check_options(batch_size, 1, 1, max_lens, min_len, no_repeat_ngram_size)
+    return one_word_at_a_time(model, state, lambda scores: scores.argmax(dim=1, keepdim=True), copies=1,
+                              batch_size=batch_size, bos=bos, eos=eos, max_lens=max_lens,
+                              length_penalty=length_penalty, min_len=min_len,
+                              no_repeat_ngram_size=no_repeat_ngram_size, never=never)
 
 
 @torch.inference_mode()
@@ -153,12 +117,12 @@ def beam_search(
     never: tuple[int, ...] = (),
 ) -> list[list[Hypothesis]]:
     """Batched beam search; returns per sentence its ``nbest`` best hypotheses, best first."""
-    _check(batch_size, beam_size, nbest, max_lens, min_len, no_repeat_ngram_size)
+    check_options(batch_size, beam_size, nbest, max_lens, min_len, no_repeat_ngram_size)
     k = beam_size
-    device = _device(state, max_lens)
+    device = search_device(state, max_lens)
     max_lens = max_lens.to(device=device, dtype=torch.long)
     finished: list[list[Hypothesis]] = [[] for _ in range(batch_size)]
-    active = _start(finished, max_lens)  # (n,) sentence ids still decoding
+    active = start_outputs(finished, max_lens)  # (n,) sentence ids still decoding
     ids = active.tolist()
     n = len(ids)
     beam_range = torch.arange(k, device=device)
@@ -175,8 +139,8 @@ def beam_search(
     step = 0
     while n:
         features, state = model.step(prev, state)  # (n·beams, d)
-        word_scores, offset = _step_scores(model, features, eos, step < min_len, never)  # (n·beams, V), (n·beams,)
-        _ban_repeated_ngrams(word_scores, tokens, no_repeat_ngram_size)
+        word_scores, offset = step_scores(model, features, eos, step < min_len, never)  # (n·beams, V), (n·beams,)
+        ban_repeated_ngrams(word_scores, tokens, no_repeat_ngram_size)
         # A sentence's best 2k extensions are among each of its rows' best 2k words: rank those only.
         row_width = min(2 * k, word_scores.size(1))
         row_scores, row_words = word_scores.topk(row_width, dim=1)  # (n·beams, w)
@@ -252,58 +216,3 @@ def _finalise_at_limit(
         for row, lp in zip(rows, scores[pos].tolist()):
             if math.isfinite(lp):
                 finished[ids[pos]].append(Hypothesis(row, normalise(lp, step, length_penalty), lp))
-
-
-def _step_scores(model: Generator, features: Tensor, eos: int, forbid_eos: bool,
-                 never: tuple[int, ...]) -> tuple[Tensor, Tensor]:
-    """Float32 word scores (B, V) and offsets (B,) whose difference is the head's log-scores
-    (``OutputHead.search_scores``); the ``never`` ids, and EOS before ``min_len`` tokens, are masked out in
-    place (the scores are the search's own tensor, see ``search_scores``): no copy of a (B, V) matrix per step."""
-    word_scores, offset = model.head.search_scores(features)
-    masked = (*never, eos) if forbid_eos else never
-    if masked:
-        word_scores.index_fill_(1, torch.tensor(masked, device=word_scores.device), -math.inf)
-    return word_scores, offset
-
-
-def _ban_repeated_ngrams(word_scores: Tensor, tokens: Tensor, size: int) -> None:
-    """Mask, in place, each row's words that would complete an n-gram of ``size`` tokens the row already holds.
-
-    Every complete earlier window of the row's tokens (R, t) whose first size − 1 tokens equal the row's last
-    size − 1 bans its last token: one comparison over (R, t, size), no Python loop over hypotheses."""
-    if size <= 0 or tokens.size(1) < size:
-        return  # no complete n-gram yet, so nothing to repeat
-    windows = tokens.unfold(1, size, 1)  # (R, t − size + 1, size)
-    tail = tokens[:, tokens.size(1) - size + 1 :]  # (R, size − 1)
-    matches = windows[:, :, :-1].eq(tail.unsqueeze(1)).all(dim=2)  # (R, t − size + 1); all true when size is 1
-    rows, starts = matches.nonzero(as_tuple=True)
-    word_scores[rows, windows[rows, starts, -1]] = -math.inf
-
-
-def _start(results: list[list[Hypothesis]], max_lens: Tensor) -> Tensor:
-    """Give sentences with max_len 0 their empty output; return the ids of the others (n,)."""
-    for i in max_lens.le(0).nonzero().flatten().tolist():
-        results[i].append(Hypothesis([], 0.0, 0.0))
-    return max_lens.gt(0).nonzero().flatten()
-
-
-def _device(state: State, max_lens: Tensor) -> torch.device:
-    """Decode where the state lives (max_lens may come from the CPU)."""
-    for value in state.values():
-        return value.device
-    return max_lens.device
-
-
-def _check(batch_size: int, beam_size: int, nbest: int, max_lens: Tensor, min_len: int,
-           no_repeat_ngram_size: int = 0) -> None:
-    """Reject options a user can get wrong with one clear message."""
-    if beam_size < 1:
-        raise ConfigError(f"beam_size = {beam_size}: must be at least 1")
-    if not 1 <= nbest <= beam_size:
-        raise ConfigError(f"nbest = {nbest}: must be between 1 and beam_size ({beam_size})")
-    if min_len < 0:
-        raise ConfigError(f"min_len = {min_len}: must not be negative")
-    if no_repeat_ngram_size < 0:
-        raise ConfigError(f"no_repeat_ngram_size = {no_repeat_ngram_size}: must not be negative (0 = off)")
-    if tuple(max_lens.shape) != (batch_size,):
-        raise ValueError(f"max_lens has shape {tuple(max_lens.shape)}, expected ({batch_size},)")

@@ -1,0 +1,18 @@
+"""The search flags ``translate`` and ``caption`` share, declared once (typer reads them from the annotations)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+MinLen = Annotated[int | None, typer.Option(help="No end of output before this many tokens")]
+NoRepeatNgramSize = Annotated[int | None, typer.Option(help="No n-gram of this many tokens twice in one output "
+                                                            "(0 = off)")]
+SamplingSwitch = Annotated[bool, typer.Option("--sampling", help="Draw each output from the model's distribution "
+                                                                 "instead of a beam (--nbest N: N samples)")]
+SamplingTopk = Annotated[int | None, typer.Option(help="--sampling from the K likeliest words only")]
+SamplingTopp = Annotated[float | None, typer.Option(help="--sampling from the smallest set of words whose "
+                                                         "probability reaches P (nucleus)")]
+Temperature = Annotated[float | None, typer.Option(help="--sampling at this temperature (< 1: sharper)")]
+Seed = Annotated[int | None, typer.Option(help="--sampling's random seed (default 0)")]

@@ -1,0 +1,144 @@
+"""What every search shares: the output record, length normalisation, one step's masked scores, the n-gram ban
+and the checks of the options (greedy and beam in :mod:`nlgkit.search.beam`, sampling in
+:mod:`nlgkit.search.sampling`)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import torch
+from torch import Tensor
+
+from nlgkit.core.errors import ConfigError
+
+if TYPE_CHECKING:
+    from nlgkit.models.base import Generator, State
+
+
+@dataclass
+class Hypothesis:
+    """One output: tokens without BOS/EOS, the score used for ranking and the raw log-probability."""
+
+    tokens: list[int]
+    score: float  # log_prob / length ** length_penalty, length counting the EOS when there is one
+    log_prob: float
+
+
+def normalise(log_prob: float, length: int, length_penalty: float) -> float:
+    """Length-normalised score; an empty output (max_len 0) has nothing to divide by and stays raw."""
+    if length_penalty == 0.0 or length == 0:
+        return log_prob
+    return log_prob / length**length_penalty
+
+
+def step_scores(model: Generator, features: Tensor, eos: int, forbid_eos: bool,
+                 never: tuple[int, ...]) -> tuple[Tensor, Tensor]:
+    """Float32 word scores (B, V) and offsets (B,) whose difference is the head's log-scores
+    (``OutputHead.search_scores``); the ``never`` ids, and EOS before ``min_len`` tokens, are masked out in
+    place (the scores are the search's own tensor, see ``search_scores``): no copy of a (B, V) matrix per step."""
+    word_scores, offset = model.head.search_scores(features)
+    masked = (*never, eos) if forbid_eos else never
+    if masked:
+        word_scores.index_fill_(1, torch.tensor(masked, device=word_scores.device), -math.inf)
+    return word_scores, offset
+
+
+def ban_repeated_ngrams(word_scores: Tensor, tokens: Tensor, size: int) -> None:
+    """Mask, in place, each row's words that would complete an n-gram of ``size`` tokens the row already holds.
+
+    Every complete earlier window of the row's tokens (R, t) whose first size − 1 tokens equal the row's last
+    size − 1 bans its last token: one comparison over (R, t, size), no Python loop over hypotheses."""
+    if size <= 0 or tokens.size(1) < size:
+        return  # no complete n-gram yet, so nothing to repeat
+    windows = tokens.unfold(1, size, 1)  # (R, t − size + 1, size)
+    tail = tokens[:, tokens.size(1) - size + 1 :]  # (R, size − 1)
+    matches = windows[:, :, :-1].eq(tail.unsqueeze(1)).all(dim=2)  # (R, t − size + 1); all true when size is 1
+    rows, starts = matches.nonzero(as_tuple=True)
+    word_scores[rows, windows[rows, starts, -1]] = -math.inf
+
+
+def one_word_at_a_time(
+    model: Generator,
+    state: State,
+    choose: Callable[[Tensor], Tensor],
+    *,
+    copies: int,
+    batch_size: int,
+    bos: int,
+    eos: int,
+    max_lens: Tensor,
+    length_penalty: float,
+    min_len: int,
+    no_repeat_ngram_size: int,
+    never: tuple[int, ...],
+) -> list[list[Hypothesis]]:
+    """``copies`` outputs per sentence, each extended by the one word ``choose`` picks from its row of masked
+    scores (R, V) → (R, 1): argmax for greedy search, a draw for sampling. Outputs stop at their EOS or max_len
+    and leave the batch; each sentence's outputs in the order they ended."""
+    device = search_device(state, max_lens)
+    max_lens = max_lens.to(device=device, dtype=torch.long)
+    results: list[list[Hypothesis]] = [[] for _ in range(batch_size)]
+    active = start_outputs(results, max_lens)  # (n,) sentence ids still decoding
+    rows = active.repeat_interleave(copies) if copies > 1 else active  # (r,) the sentence of each output
+    if rows.numel() != batch_size or copies > 1:  # (one row per sentence and none left out: nothing moves)
+        state = model.reorder(state, rows)
+    ids = rows.tolist()
+    tokens = torch.empty(len(ids), 0, dtype=torch.long, device=device)  # (r, t)
+    log_prob = torch.zeros(len(ids), device=device)  # (r,) float32
+    prev = torch.full((len(ids),), bos, dtype=torch.long, device=device)  # (r,)
+    step = 0
+    while ids:
+        features, state = model.step(prev, state)  # (r, d)
+        word_scores, offset = step_scores(model, features, eos, step < min_len, never)  # (r, V), (r,)
+        ban_repeated_ngrams(word_scores, tokens, no_repeat_ngram_size)
+        chosen = choose(word_scores)  # (r, 1)
+        log_prob = log_prob + (word_scores.gather(1, chosen).squeeze(1) - offset)
+        prev = chosen.squeeze(1)
+        tokens = torch.cat([tokens, chosen], dim=1)
+        step += 1
+        ended = prev.eq(eos) | max_lens[rows].le(step)  # (r,)
+        if not bool(ended.any()):
+            continue
+        for pos, row, lp in zip(ended.nonzero().flatten().tolist(), tokens[ended].tolist(),
+                                log_prob[ended].tolist()):
+            if row and row[-1] == eos:
+                row = row[:-1]
+            results[ids[pos]].append(Hypothesis(row, normalise(lp, step, length_penalty), lp))
+        live = (~ended).nonzero().flatten()  # (r',)
+        rows, tokens, log_prob, prev = rows[live], tokens[live], log_prob[live], prev[live]
+        ids = rows.tolist()
+        if ids:
+            state = model.reorder(state, live)
+    return results
+
+
+def start_outputs(results: list[list[Hypothesis]], max_lens: Tensor) -> Tensor:
+    """Give sentences with max_len 0 their empty output; return the ids of the others (n,)."""
+    for i in max_lens.le(0).nonzero().flatten().tolist():
+        results[i].append(Hypothesis([], 0.0, 0.0))
+    return max_lens.gt(0).nonzero().flatten()
+
+
+def search_device(state: State, max_lens: Tensor) -> torch.device:
+    """Decode where the state lives (max_lens may come from the CPU)."""
+    for value in state.values():
+        return value.device
+    return max_lens.device
+
+
+def check_options(batch_size: int, beam_size: int, nbest: int, max_lens: Tensor, min_len: int,
+           no_repeat_ngram_size: int = 0) -> None:
+    """Reject options a user can get wrong with one clear message."""
+    if beam_size < 1:
+        raise ConfigError(f"beam_size = {beam_size}: must be at least 1")
+    if not 1 <= nbest <= beam_size:
+        raise ConfigError(f"nbest = {nbest}: must be between 1 and beam_size ({beam_size})")
+    if min_len < 0:
+        raise ConfigError(f"min_len = {min_len}: must not be negative")
+    if no_repeat_ngram_size < 0:
+        raise ConfigError(f"no_repeat_ngram_size = {no_repeat_ngram_size}: must not be negative (0 = off)")
+    if tuple(max_lens.shape) != (batch_size,):
+        raise ValueError(f"max_lens has shape {tuple(max_lens.shape)}, expected ({batch_size},)")
