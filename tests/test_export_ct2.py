@@ -26,6 +26,7 @@ from typer.testing import CliRunner
 ctranslate2 = pytest.importorskip("ctranslate2")
 
 from nlgkit.cli.main import app
+from nlgkit.core.io import read_lines
 from nlgkit.data.prepare import prepare_parallel
 from nlgkit.data.vocab import SPECIALS
 from nlgkit.experiments.bench.ct2 import ct2_benchmarks, measure_ct2
@@ -228,6 +229,33 @@ def test_padding_and_bos_are_never_output(exported: tuple[Path, Path], data_dir:
     found = CT2Translator(load_export(tmp_path / "ct2"), options, threads=1).search(sources)
     assert [h[0].tokens for h in found] == [h[0].tokens for h in expected]
     assert not any({1, 2} & set(h[0].tokens) for h in found)
+
+
+def test_no_unk_keeps_unk_out_of_both_engines(exported: tuple[Path, Path], data_dir: Path, tmp_path: Path) -> None:
+    """A model that puts nearly all its mass on <unk>: --no-unk searches without it, in nlgkit (the never ids) and
+    in CTranslate2 (its disable_unk), with the same greedy choices."""
+    run_dir, _ = exported
+    shutil.copytree(run_dir, tmp_path / "run")
+    weights = tmp_path / "run" / "checkpoints" / "best" / "model.safetensors"
+    tensors = load_file(weights)
+    tensors["head.bias"][0] += 30.0  # <unk>
+    save_file(tensors, weights)
+    assert cli("export", "ct2", str(tmp_path / "run"), "-o", str(tmp_path / "ct2")).exit_code == 0
+    run = load_trained(tmp_path / "run", "best", "cpu")
+    sources = run.task.split_sources(data_dir, "test", run.vocabs)[:10]
+    options = SearchOptions(beam=1, nbest=1, length_penalty=1.0, max_len_a=1.5, max_len_b=10)
+    free = generate(run.model, run.task, sources, run.tgt_vocab, **options.search_kwargs())
+    assert all(h[0].tokens and set(h[0].tokens) == {0} for h in free)  # unmasked: nothing but <unk>
+    options = dataclasses.replace(options, no_unk=True)
+    expected = generate(run.model, run.task, sources, run.tgt_vocab, **options.search_kwargs())
+    found = CT2Translator(load_export(tmp_path / "ct2"), options, threads=1).search(sources)
+    assert [h[0].tokens for h in found] == [h[0].tokens for h in expected]
+    assert not any(0 in h[0].tokens for h in found) and any(h[0].tokens for h in found)
+    text = "\n".join(read_lines(data_dir.parent / "test.de")[:10]) + "\n"  # the flag, through both engines
+    torch_flag, torch_plain, ct2_flag = (
+        cli("translate", "-m", str(tmp_path / path), *flags, "--beam", "1", "--device", "cpu", input=text)
+        for path, flags in (("run", ["--no-unk"]), ("run", []), ("ct2", ["--no-unk", "--engine", "ct2"])))
+    assert torch_flag.exit_code == 0 and torch_flag.stdout == ct2_flag.stdout != torch_plain.stdout
 
 
 def test_int8_weights_translate(exported: tuple[Path, Path], data_dir: Path) -> None:

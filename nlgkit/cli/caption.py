@@ -17,6 +17,7 @@ from nlgkit.cli.common import handle_errors
 from nlgkit.cli.search_flags import (
     MinLen,
     NoRepeatNgramSize,
+    NoUnk,
     SamplingSwitch,
     SamplingTopk,
     SamplingTopp,
@@ -45,6 +46,7 @@ def caption(
     batch_size: Annotated[int | None, typer.Option(help="Images per batch")] = None,
     min_len: MinLen = None,
     no_repeat_ngram_size: NoRepeatNgramSize = None,
+    no_unk: NoUnk = None,
     sampling: SamplingSwitch = False,
     sampling_topk: SamplingTopk = None,
     sampling_topp: SamplingTopp = None,
@@ -77,7 +79,8 @@ def caption(
     check_captioning_run(run)
     options = SearchOptions.resolve(run.config.search, beam=beam, nbest=nbest, length_penalty=length_penalty,
                                     max_len=max_len, batch_size=batch_size, min_len=min_len,
-                                    no_repeat_ngram_size=no_repeat_ngram_size, sampling=sampling, sampling_topk=sampling_topk,
+                                    no_repeat_ngram_size=no_repeat_ngram_size, no_unk=no_unk,
+                                    sampling=sampling, sampling_topk=sampling_topk,
                                     sampling_topp=sampling_topp, temperature=temperature, seed=seed)
     results = caption_images(run, paths, options, attention_dir=attention, warn=error)
     detokenize = run.detokenizer()

@@ -9,6 +9,8 @@ import typer
 MinLen = Annotated[int | None, typer.Option(help="No end of output before this many tokens")]
 NoRepeatNgramSize = Annotated[int | None, typer.Option(help="No n-gram of this many tokens twice in one output "
                                                             "(0 = off)")]
+NoUnk = Annotated[bool | None, typer.Option("--no-unk/--allow-unk", help="Never output <unk> (default: the "
+                                                                         "run's [search] no_unk, false)")]
 SamplingSwitch = Annotated[bool, typer.Option("--sampling", help="Draw each output from the model's distribution "
                                                                  "instead of a beam (--nbest N: N samples)")]
 SamplingTopk = Annotated[int | None, typer.Option(help="--sampling from the K likeliest words only")]

@@ -23,6 +23,7 @@ from nlgkit.cli.common import handle_errors
 from nlgkit.cli.search_flags import (
     MinLen,
     NoRepeatNgramSize,
+    NoUnk,
     SamplingSwitch,
     SamplingTopk,
     SamplingTopp,
@@ -50,6 +51,7 @@ def translate(
     batch_size: Annotated[int | None, typer.Option(help="Sentences per search batch")] = None,
     min_len: MinLen = None,
     no_repeat_ngram_size: NoRepeatNgramSize = None,
+    no_unk: NoUnk = None,
     sampling: SamplingSwitch = False,
     sampling_topk: SamplingTopk = None,
     sampling_topp: SamplingTopp = None,
@@ -91,7 +93,8 @@ def translate(
         raise ConfigError(f"--compute-type {compute_type}: only for --engine ct2 (the torch engine runs the model as trained)")
     resolve = functools.partial(SearchOptions.resolve, beam=beam, nbest=nbest, length_penalty=length_penalty,
                                 max_len_a=max_len_a, max_len_b=max_len_b, max_len=max_len, batch_size=batch_size,
-                                min_len=min_len, no_repeat_ngram_size=no_repeat_ngram_size, sampling=sampling, sampling_topk=sampling_topk,
+                                min_len=min_len, no_repeat_ngram_size=no_repeat_ngram_size, no_unk=no_unk,
+                                sampling=sampling, sampling_topk=sampling_topk,
                                 sampling_topp=sampling_topp, temperature=temperature, seed=seed)
     translator: Translator | CT2Translator
     if engine == "ct2":

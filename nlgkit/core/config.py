@@ -101,6 +101,7 @@ class SearchConfig:
     max_len_b: int = 10
     min_len: int = 0  # no EOS before this many tokens
     no_repeat_ngram_size: int = 0  # no n-gram of this size twice in one output (fairseq's option; 0 = off)
+    no_unk: bool = False  # never output <unk> (CTranslate2's disable_unk)
     batch_size: int = 64
 
 

@@ -59,7 +59,7 @@ def split_outputs(run_dir: Path, split: str = "test", beam: int | None = None, d
     found = generate(run.model, run.task, run.task.split_sources(data_dir, split, run.vocabs, run.device),
                      run.tgt_vocab, beam=s.beam, length_penalty=s.length_penalty, max_len_a=s.max_len_a,
                      max_len_b=s.max_len_b, min_len=s.min_len, no_repeat_ngram_size=s.no_repeat_ngram_size,
-                     batch_size=s.batch_size, device=run.device)
+                     no_unk=s.no_unk, batch_size=s.batch_size, device=run.device)
     texts = best_texts(found, run.tgt_vocab, run.detokenizer())
     if len(texts) != len(refs):
         raise DataError(f"{data_dir}: {split} has {len(texts)} sources but {len(refs)} references")

@@ -141,7 +141,7 @@ class CT2Translator:
         results: list[Any] = self.engine.translate_batch(
             [src_vocab.decode(s) for s in sources], beam_size=options.beam, num_hypotheses=options.beam,
             length_penalty=options.length_penalty, max_decoding_length=limit, min_decoding_length=options.min_len,
-            no_repeat_ngram_size=options.no_repeat_ngram_size,
+            no_repeat_ngram_size=options.no_repeat_ngram_size, disable_unk=options.no_unk,
             max_input_length=0, return_scores=True, return_end_token=True,
             suppress_sequences=[[PAD], [BOS]] if suppress else None)
         out = []

@@ -34,6 +34,7 @@ def generate(
     batch_size: int = 64,
     min_len: int = 0,
     no_repeat_ngram_size: int = 0,
+    no_unk: bool = False,
     sampling: Sampling | None = None,
     device: torch.device | None = None,
     on_batch: Callable[[int], None] | None = None,
@@ -42,7 +43,8 @@ def generate(
 
     Output length is limited to ``max_len_a * source_length + max_len_b`` tokens (the task defines a
     source's length: sentence tokens with </s> for translation, 0 for an image), and to ``max_len`` when > 0.
-    ``min_len`` and ``no_repeat_ngram_size`` constrain the search (:mod:`nlgkit.search.beam`). With ``sampling``,
+    ``min_len`` and ``no_repeat_ngram_size`` constrain the search (:mod:`nlgkit.search.beam`); padding and BOS
+    are never output, nor ``<unk>`` with ``no_unk``. With ``sampling``,
     ``nbest`` outputs are drawn per input; each batch seeds its draws from ``sampling.seed`` and its number, so
     the same inputs give the same samples.
     """
@@ -63,7 +65,7 @@ def generate(
                 found = search(model, state, batch_size=len(chunk), bos=vocab.bos_index, eos=vocab.eos_index,
                                beam_size=beam, max_lens=max_lens.to(device), length_penalty=length_penalty,
                                nbest=nbest, min_len=min_len, no_repeat_ngram_size=no_repeat_ngram_size,
-                               never=(vocab.pad_index, vocab.bos_index),
+                               never=(vocab.pad_index, vocab.bos_index, *([vocab.unk_index] if no_unk else [])),
                                sampling=sampling and replace(sampling, seed=sampling.seed + 1_000_003 * number))
                 for i, hypotheses in zip(chunk, found):
                     results[i] = hypotheses

@@ -35,6 +35,7 @@ class SearchOptions:
     batch_size: int = 64
     min_len: int = 0
     no_repeat_ngram_size: int = 0
+    no_unk: bool = False
     sampling: Sampling | None = None  # draw nbest outputs instead of searching a beam
 
     @classmethod

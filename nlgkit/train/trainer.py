@@ -350,7 +350,8 @@ class Trainer:
         hyps = generate(model, task, data.valid_sources, session.tgt_vocab, beam=self.config.train.valid_beam,
                         length_penalty=search.length_penalty, max_len_a=search.max_len_a,
                         max_len_b=search.max_len_b, min_len=search.min_len,
-                        no_repeat_ngram_size=search.no_repeat_ngram_size, batch_size=max(search.batch_size, 64),
+                        no_repeat_ngram_size=search.no_repeat_ngram_size, no_unk=search.no_unk,
+                        batch_size=max(search.batch_size, 64),
                         device=session.device)
         texts = best_texts(hyps, session.tgt_vocab, task.detokenizer(self.run_dir / "data"))
         model.train()
