@@ -100,15 +100,18 @@ def test_translate_keeps_one_line_per_input_whatever_the_input(trained: tuple[Pa
     result = cli("translate", "--model", str(run_dir), "--nbest", "2", "--beam", "2", "--buffer-size", "1",
                  input="ein hund .\nzwei katzen .\n")
     assert [r.split(" ||| ")[0] for r in result.stdout.splitlines()] == ["0", "0", "1", "1"]
-    # sampling: --nbest draws per line (more than the beam), the same ones again with the same seed
+    # sampling: --nbest draws per line (more than the beam), the same ones again with the same seed, in batches
+    # of one sentence or groups of two lines too (the draws are keyed by line, not by batch)
     draw = ("translate", "--model", str(run_dir), "--input", str(source), "--max-input-tokens", "50", "--sampling",
             "--nbest", "6", "--beam", "2", "--temperature", "1.5")
-    first, again, other = cli(*draw, "--seed", "4"), cli(*draw, "--seed", "4"), cli(*draw, "--seed", "5")
+    first, other = cli(*draw, "--seed", "4"), cli(*draw, "--seed", "5")
     assert first.exit_code == 0, first.output
     rows = [r.split(" ||| ") for r in first.stdout.splitlines()]
     assert [int(r[0]) for r in rows] == [i for i in range(5) for _ in range(6)]
     assert len({r[1] for r in rows if r[0] == "0"}) > 1  # samples, not six copies of the best
-    assert first.stdout == again.stdout != other.stdout
+    assert first.stdout != other.stdout
+    for regrouped in (("--batch-size", "1"), ("--buffer-size", "2")):
+        assert cli(*draw, "--seed", "4", *regrouped).stdout == first.stdout, regrouped
 
 
 def test_translate_answers_a_pipe_line_by_line_before_its_end(trained: tuple[Path, Path]) -> None:

@@ -38,7 +38,7 @@ from nlgkit.generation.decode import generate
 from nlgkit.generation.output import SearchOptions
 from nlgkit.models.base import ModelContext
 from nlgkit.models.transformer import TransformerConfig, TransformerModel
-from nlgkit.runs.loading import load_trained
+from nlgkit.runs.loading import TrainedRun, load_trained
 
 RAW_NAMES = {"train": "train", "valid": "val", "test": "test_2016_flickr"}
 
@@ -211,18 +211,23 @@ def test_the_export_keeps_the_search_constraints(exported: tuple[Path, Path], da
         assert [h.tokens for h in found] == [h.tokens for h in expected]
 
 
-def test_padding_and_bos_are_never_output(exported: tuple[Path, Path], data_dir: Path, tmp_path: Path) -> None:
-    """A model that puts nearly all its mass on <pad>: nlgkit masks it, CTranslate2 searches such sentences again
-    with it suppressed. Greedy choices are the same either way (one step's scores shift alike)."""
-    run_dir, _ = exported
+def pushed_onto(token: int, run_dir: Path, tmp_path: Path) -> TrainedRun:
+    """A copy of the run (``tmp_path/run``, exported to ``tmp_path/ct2``) whose head puts nearly all its mass on
+    ``token``; the copy, loaded."""
     shutil.copytree(run_dir, tmp_path / "run")
     weights = tmp_path / "run" / "checkpoints" / "best" / "model.safetensors"
     tensors = load_file(weights)
-    tensors["head.bias"][1] += 30.0  # <pad>
+    tensors["head.bias"][token] += 30.0
     save_file(tensors, weights)
     result = cli("export", "ct2", str(tmp_path / "run"), "-o", str(tmp_path / "ct2"))
     assert result.exit_code == 0, result.output
-    run = load_trained(tmp_path / "run", "best", "cpu")
+    return load_trained(tmp_path / "run", "best", "cpu")
+
+
+def test_padding_and_bos_are_never_output(exported: tuple[Path, Path], data_dir: Path, tmp_path: Path) -> None:
+    """A model that puts nearly all its mass on <pad>: nlgkit masks it, CTranslate2 searches such sentences again
+    with it suppressed. Greedy choices are the same either way (one step's scores shift alike)."""
+    run = pushed_onto(1, exported[0], tmp_path)  # <pad>
     sources = run.task.split_sources(data_dir, "test", run.vocabs)[:10]
     options = SearchOptions(beam=1, nbest=1, length_penalty=1.0, max_len_a=1.5, max_len_b=10)
     expected = generate(run.model, run.task, sources, run.tgt_vocab, **options.search_kwargs())
@@ -234,14 +239,7 @@ def test_padding_and_bos_are_never_output(exported: tuple[Path, Path], data_dir:
 def test_no_unk_keeps_unk_out_of_both_engines(exported: tuple[Path, Path], data_dir: Path, tmp_path: Path) -> None:
     """A model that puts nearly all its mass on <unk>: --no-unk searches without it, in nlgkit (the never ids) and
     in CTranslate2 (its disable_unk), with the same greedy choices."""
-    run_dir, _ = exported
-    shutil.copytree(run_dir, tmp_path / "run")
-    weights = tmp_path / "run" / "checkpoints" / "best" / "model.safetensors"
-    tensors = load_file(weights)
-    tensors["head.bias"][0] += 30.0  # <unk>
-    save_file(tensors, weights)
-    assert cli("export", "ct2", str(tmp_path / "run"), "-o", str(tmp_path / "ct2")).exit_code == 0
-    run = load_trained(tmp_path / "run", "best", "cpu")
+    run = pushed_onto(0, exported[0], tmp_path)  # <unk>
     sources = run.task.split_sources(data_dir, "test", run.vocabs)[:10]
     options = SearchOptions(beam=1, nbest=1, length_penalty=1.0, max_len_a=1.5, max_len_b=10)
     free = generate(run.model, run.task, sources, run.tgt_vocab, **options.search_kwargs())

@@ -9,6 +9,7 @@ Unlisted prefixes put all mass on EOS.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
@@ -346,6 +347,34 @@ def test_samples_are_deterministic_by_seed() -> None:
     again = [[h.tokens for h in sample([GREEDY_TRAP, LENGTH], 50, seed=7)[i]] for i in range(2)]
     other = [[h.tokens for h in sample([GREEDY_TRAP, LENGTH], 50, seed=8)[i]] for i in range(2)]
     assert same == again and same != other
+
+
+def test_an_items_samples_do_not_depend_on_its_batch() -> None:
+    """Counter-based draws: a sentence sampled alone (with its item id) or beside another gives the same samples,
+    and the first k of n samples are the samples of nbest k."""
+    model = ScriptedModel([GREEDY_TRAP, LENGTH])
+    together = decode(model, torch.arange(2), [10, 10], 1, nbest=30, sampling=Sampling(seed=3))
+    alone = [decode(model, torch.tensor([i]), [10], 1, nbest=30, sampling=Sampling(seed=3),
+                    item_ids=torch.tensor([i]))[0] for i in (1, 0)]
+    swapped = decode(model, torch.tensor([1, 0]), [10, 10], 1, nbest=30, sampling=Sampling(seed=3),
+                     item_ids=torch.tensor([1, 0]))
+    tokens = [[h.tokens for h in hyps] for hyps in together]
+    assert [[h.tokens for h in hyps] for hyps in alone] == tokens[::-1] == [[h.tokens for h in hyps] for hyps in swapped]
+    fewer = decode(model, torch.arange(2), [10, 10], 1, nbest=10, sampling=Sampling(seed=3))
+    for few, many in zip(fewer, together):
+        assert not Counter(tuple(h.tokens) for h in few) - Counter(tuple(h.tokens) for h in many)
+
+
+def test_the_counter_based_uniforms_are_uniform() -> None:
+    from nlgkit.search.sampling import uniforms
+
+    draws = torch.cat([uniforms(seed, torch.arange(1000), torch.full((1000,), copy), step)
+                       for seed in (0, 1) for copy in (0, 7) for step in (0, 1, 2, 40)])  # 16,000
+    assert bool(((draws > 0) & (draws < 1)).all()) and len(set(draws.tolist())) > 15_900
+    counts = torch.histc(draws.float(), bins=10, min=0.0, max=1.0)
+    assert bool((counts - 1600).abs().max() < 160), counts  # each tenth within 10% (4 standard errors)
+    assert torch.equal(uniforms(5, torch.tensor([3, 9]), torch.tensor([0, 1]), 2),
+                       uniforms(5, torch.tensor([9, 3]), torch.tensor([1, 0]), 2).flip(0))
 
 
 def test_sampling_keeps_the_constraints() -> None:

@@ -8,7 +8,6 @@ returned in input order: one result per input, whatever the input.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import replace
 from typing import Any
 
 import torch
@@ -36,6 +35,7 @@ def generate(
     no_repeat_ngram_size: int = 0,
     no_unk: bool = False,
     sampling: Sampling | None = None,
+    item_ids: Sequence[int] | None = None,
     device: torch.device | None = None,
     on_batch: Callable[[int], None] | None = None,
 ) -> list[list[Hypothesis]]:
@@ -44,9 +44,9 @@ def generate(
     Output length is limited to ``max_len_a * source_length + max_len_b`` tokens (the task defines a
     source's length: sentence tokens with </s> for translation, 0 for an image), and to ``max_len`` when > 0.
     ``min_len`` and ``no_repeat_ngram_size`` constrain the search (:mod:`nlgkit.search.beam`); padding and BOS
-    are never output, nor ``<unk>`` with ``no_unk``. With ``sampling``,
-    ``nbest`` outputs are drawn per input; each batch seeds its draws from ``sampling.seed`` and its number, so
-    the same inputs give the same samples.
+    are never output, nor ``<unk>`` with ``no_unk``. With ``sampling``, ``nbest`` outputs are drawn per input,
+    keyed by ``item_ids`` (default: the inputs' positions), so the same item gives the same samples however the
+    inputs are batched or grouped.
     """
     device = device or next(model.parameters()).device
     order = sorted(range(len(sources)), key=lambda i: task.source_length(sources[i]))
@@ -55,7 +55,7 @@ def generate(
     model.eval()
     try:
         with torch.inference_mode():
-            for number, start in enumerate(range(0, len(order), batch_size)):
+            for start in range(0, len(order), batch_size):
                 chunk = order[start : start + batch_size]
                 inputs, lengths = task.source_inputs([sources[i] for i in chunk], vocab)
                 state = model.encode({name: value.to(device) for name, value in inputs.items()})
@@ -66,7 +66,8 @@ def generate(
                                beam_size=beam, max_lens=max_lens.to(device), length_penalty=length_penalty,
                                nbest=nbest, min_len=min_len, no_repeat_ngram_size=no_repeat_ngram_size,
                                never=(vocab.pad_index, vocab.bos_index, *([vocab.unk_index] if no_unk else [])),
-                               sampling=sampling and replace(sampling, seed=sampling.seed + 1_000_003 * number))
+                               sampling=sampling,
+                               item_ids=torch.tensor([item_ids[i] if item_ids else i for i in chunk]))
                 for i, hypotheses in zip(chunk, found):
                     results[i] = hypotheses
                 if on_batch is not None:

@@ -71,7 +71,7 @@ class Translator:
                     sources.append(None)
         todo = [i for i, source in enumerate(sources) if source is not None]
         found = generate(run.model, run.task, [sources[i] for i in todo], run.tgt_vocab, device=run.device,
-                         **self.options.search_kwargs())
+                         item_ids=[first_number - 1 + i for i in todo], **self.options.search_kwargs())
         return placed(sources, found)
 
     def render(self, tokens: list[int]) -> str:

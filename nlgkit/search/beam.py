@@ -60,9 +60,11 @@ def search(
     no_repeat_ngram_size: int = 0,
     never: tuple[int, ...] = (),
     sampling: Sampling | None = None,
+    item_ids: Tensor | None = None,
 ) -> list[list[Hypothesis]]:
     """Beam search, or greedy search when ``beam_size`` is 1 (same result, less work); with ``sampling``,
-    ``nbest`` drawn outputs per sentence instead (:mod:`nlgkit.search.sampling`; ``beam_size`` unused).
+    ``nbest`` drawn outputs per sentence instead (:mod:`nlgkit.search.sampling`, whose draws ``item_ids`` key;
+    ``beam_size`` unused).
 
     ``never``: token ids that are not words (padding, BOS) and are never output. A softmax head learns to give
     them no mass, but a score head ranks every row of its table: continuous output against targets extracted
@@ -71,7 +73,8 @@ def search(
               "length_penalty": length_penalty, "min_len": min_len,
               "no_repeat_ngram_size": no_repeat_ngram_size, "never": never}
     if sampling is not None:
-        return sample_search(model, state, sampling=sampling, samples=nbest, **shared)  # type: ignore[arg-type]
+        return sample_search(model, state, sampling=sampling, samples=nbest, item_ids=item_ids,
+                             **shared)  # type: ignore[arg-type]
     check_options(batch_size, beam_size, nbest, max_lens, min_len, no_repeat_ngram_size)
     if beam_size == 1:
         return greedy_search(model, state, **shared)  # type: ignore[arg-type]
@@ -94,7 +97,7 @@ def greedy_search(
 ) -> list[list[Hypothesis]]:
     """Argmax decoding, batched; each sentence stops at its EOS or its max_len and leaves the batch."""
     check_options(batch_size, 1, 1, max_lens, min_len, no_repeat_ngram_size)
-    return one_word_at_a_time(model, state, lambda scores: scores.argmax(dim=1, keepdim=True), copies=1,
+    return one_word_at_a_time(model, state, lambda scores, _outputs, _step: scores.argmax(dim=1, keepdim=True), copies=1,
                               batch_size=batch_size, bos=bos, eos=eos, max_lens=max_lens,
                               length_penalty=length_penalty, min_len=min_len,
                               no_repeat_ngram_size=no_repeat_ngram_size, never=never)

@@ -6,8 +6,8 @@ independent outputs, each step draws a word from the head's distribution at ``te
 It runs on the same model protocol and the same masked step scores as the beam (:mod:`nlgkit.search.steps`):
 ``never`` ids, ``min_len`` and ``no_repeat_ngram_size`` apply, and a sample's log-probability is the model's own
 (untempered, unrestricted), so samples of every head rank and score like beam outputs. Outputs are returned
-best first. Draws come from one ``torch.Generator`` seeded with ``seed``: the same input in the same batches
-gives the same samples.
+best first. Draws are counter-based, a hash of (seed, item, sample, step) rather than a random stream, so an
+input's samples are the same in any batch, order, batch size or stream grouping, on any device.
 """
 
 from __future__ import annotations
@@ -59,6 +59,23 @@ def restrict(scores: Tensor, sampling: Sampling) -> Tensor:
     return logits
 
 
+def _mix(values: Tensor) -> Tensor:
+    """A 32-bit integer hash (two xor-shift-multiply rounds) of int64 values in [0, 2³²), staying in that range:
+    products stay below 2⁵⁹, so int64 never overflows, on any device."""
+    for _ in range(2):
+        values = ((values ^ (values >> 16)) * 0x45D9F3B) & 0xFFFFFFFF
+    return values ^ (values >> 16)
+
+
+def uniforms(seed: int, items: Tensor, copies: Tensor, step: int) -> Tensor:
+    """One uniform draw in (0, 1) per (item, copy) at ``step`` (float64, shape of ``items``), a function of these
+    numbers alone: not of the batch, its order or its size."""
+    key = _mix(torch.full_like(items, seed & 0xFFFFFFFF))
+    for part in (items, copies, torch.full_like(items, step)):
+        key = _mix(key ^ (part & 0xFFFFFFFF))
+    return (key.double() + 0.5) / 2.0**32
+
+
 @torch.inference_mode()
 def sample_search(
     model: Generator,
@@ -70,21 +87,33 @@ def sample_search(
     max_lens: Tensor,
     sampling: Sampling,
     samples: int = 1,
+    item_ids: Tensor | None = None,
     length_penalty: float = 1.0,
     min_len: int = 0,
     no_repeat_ngram_size: int = 0,
     never: tuple[int, ...] = (),
 ) -> list[list[Hypothesis]]:
-    """``samples`` drawn outputs per sentence, best (length-normalised log-probability) first."""
-    check_options(batch_size, samples, samples, max_lens, min_len, no_repeat_ngram_size)
-    generator = torch.Generator(device=search_device(state, max_lens)).manual_seed(sampling.seed)
+    """``samples`` drawn outputs per sentence, best (length-normalised log-probability) first.
 
-    def draw(scores: Tensor) -> Tensor:
+    ``item_ids`` (B,) number the sentences for the draws (default: their place in the batch): the k-th sample of
+    item i at step t inverts the word distribution's CDF at ``uniforms(seed, i, k, t)``, so an item's samples do
+    not depend on what else is in its batch, and the first k of n samples are the k samples of ``samples = k``."""
+    check_options(batch_size, samples, samples, max_lens, min_len, no_repeat_ngram_size)
+    device = search_device(state, max_lens)
+    items = (torch.arange(batch_size) if item_ids is None else item_ids).to(device=device, dtype=torch.long)
+    if tuple(items.shape) != (batch_size,):
+        raise ValueError(f"item_ids has shape {tuple(items.shape)}, expected ({batch_size},)")
+
+    def draw(scores: Tensor, outputs: Tensor, step: int) -> Tensor:
         logits = restrict(scores, sampling)
         stuck = logits.isneginf().all(dim=1)  # every word banned (a tiny vocabulary under the constraints)
         if bool(stuck.any()):
             logits[stuck, eos] = 0.0  # such an output ends, at its −inf log-probability
-        return torch.multinomial(logits.softmax(dim=1), 1, generator=generator)  # (r, 1)
+        cdf = logits.softmax(dim=1).double().cumsum(dim=1)  # (r, V)
+        target = uniforms(sampling.seed, items[outputs // samples], outputs % samples, step) * cdf[:, -1]  # (r,)
+        # the first word whose CDF passes the target: words without probability have no width and are never hit
+        chosen = torch.searchsorted(cdf, target.unsqueeze(1), right=True)  # (r, 1)
+        return chosen.clamp(max=cdf.size(1) - 1)
 
     results = one_word_at_a_time(model, state, draw, copies=samples, batch_size=batch_size, bos=bos, eos=eos,
                                  max_lens=max_lens, length_penalty=length_penalty, min_len=min_len,

@@ -63,7 +63,7 @@ def ban_repeated_ngrams(word_scores: Tensor, tokens: Tensor, size: int) -> None:
 def one_word_at_a_time(
     model: Generator,
     state: State,
-    choose: Callable[[Tensor], Tensor],
+    choose: Callable[[Tensor, Tensor, int], Tensor],
     *,
     copies: int,
     batch_size: int,
@@ -76,8 +76,9 @@ def one_word_at_a_time(
     never: tuple[int, ...],
 ) -> list[list[Hypothesis]]:
     """``copies`` outputs per sentence, each extended by the one word ``choose`` picks from its row of masked
-    scores (R, V) → (R, 1): argmax for greedy search, a draw for sampling. Outputs stop at their EOS or max_len
-    and leave the batch; each sentence's outputs in the order they ended."""
+    scores: ``choose(scores (R, V), outputs (R,), step) → (R, 1)``, ``outputs`` numbering each row's output
+    (sentence · copies + copy, sentences of the batch in order): argmax for greedy search, a draw for sampling.
+    Outputs stop at their EOS or max_len and leave the batch; each sentence's outputs in the order they ended."""
     device = search_device(state, max_lens)
     max_lens = max_lens.to(device=device, dtype=torch.long)
     results: list[list[Hypothesis]] = [[] for _ in range(batch_size)]
@@ -86,6 +87,7 @@ def one_word_at_a_time(
     if rows.numel() != batch_size or copies > 1:  # (one row per sentence and none left out: nothing moves)
         state = model.reorder(state, rows)
     ids = rows.tolist()
+    outputs = rows * copies + torch.arange(len(ids), device=device) % copies  # (r,)
     tokens = torch.empty(len(ids), 0, dtype=torch.long, device=device)  # (r, t)
     log_prob = torch.zeros(len(ids), device=device)  # (r,) float32
     prev = torch.full((len(ids),), bos, dtype=torch.long, device=device)  # (r,)
@@ -94,7 +96,7 @@ def one_word_at_a_time(
         features, state = model.step(prev, state)  # (r, d)
         word_scores, offset = step_scores(model, features, eos, step < min_len, never)  # (r, V), (r,)
         ban_repeated_ngrams(word_scores, tokens, no_repeat_ngram_size)
-        chosen = choose(word_scores)  # (r, 1)
+        chosen = choose(word_scores, outputs, step)  # (r, 1)
         log_prob = log_prob + (word_scores.gather(1, chosen).squeeze(1) - offset)
         prev = chosen.squeeze(1)
         tokens = torch.cat([tokens, chosen], dim=1)
@@ -108,7 +110,7 @@ def one_word_at_a_time(
                 row = row[:-1]
             results[ids[pos]].append(Hypothesis(row, normalise(lp, step, length_penalty), lp))
         live = (~ended).nonzero().flatten()  # (r',)
-        rows, tokens, log_prob, prev = rows[live], tokens[live], log_prob[live], prev[live]
+        rows, outputs, tokens, log_prob, prev = rows[live], outputs[live], tokens[live], log_prob[live], prev[live]
         ids = rows.tolist()
         if ids:
             state = model.reorder(state, live)
