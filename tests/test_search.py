@@ -406,3 +406,22 @@ def test_bad_sampling_options_are_named() -> None:
                            ({"temperature": 0.0}, "temperature = 0.0")):
         with pytest.raises(ConfigError, match=message):
             Sampling(**knobs)
+
+
+def test_search_options_name_the_flag_a_bad_value_came_from() -> None:
+    from nlgkit.core.config import SearchConfig
+    from nlgkit.core.errors import DataError
+    from nlgkit.generation.output import SearchOptions
+
+    defaults = SearchConfig(beam=4)
+    for overrides, message in (({"no_repeat_ngram_size": -2}, "--no-repeat-ngram-size -2: must be 0 or positive"),
+                               ({"min_len": -1}, "--min-len -1: must be 0 or positive"),
+                               ({"temperature": 0.5}, "--temperature: only with --sampling"),
+                               ({"nbest": 5}, "--beam 4 / --nbest 5: need 1 <= nbest <= beam")):
+        with pytest.raises(DataError, match=message):
+            SearchOptions.resolve(defaults, **overrides)
+    with pytest.raises(ConfigError, match="sampling temperature = 0.0"):
+        SearchOptions.resolve(defaults, sampling=True, temperature=0.0)
+    drawn = SearchOptions.resolve(defaults, sampling=True, nbest=9, sampling_topp=0.9, seed=3)
+    assert drawn.nbest == 9 and drawn.sampling == Sampling(topp=0.9, seed=3)  # samples are not bound by the beam
+    assert drawn.search_kwargs()["sampling"] is drawn.sampling  # handed on whole, not as a dict

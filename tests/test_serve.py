@@ -193,10 +193,10 @@ def test_caption_answers_as_the_offline_command_does(client: TestClient, runs: d
     assert captions == [json.loads(line)["captions"] for line in offline.stdout.splitlines()]
     assert captions != [r["captions"][:1] for r in results]
 
-    drawn = [cli("caption", "--model", str(runs["captioning"]), *(str(tmp_path / n) for n in files), "--json",
-                 "--sampling", "--nbest", "4", "--seed", "2", "--device", "cpu").stdout for _ in range(2)]
-    samples = [json.loads(line)["captions"] for line in drawn[0].splitlines()]
-    assert drawn[0] == drawn[1] and [len(c) for c in samples] == [4, 4]
+    drawn = cli("caption", "--model", str(runs["captioning"]), *(str(tmp_path / n) for n in files), "--json",
+                "--sampling", "--nbest", "4", "--seed", "2", "--device", "cpu")
+    samples = [json.loads(line)["captions"] for line in drawn.stdout.splitlines()]
+    assert [len(c) for c in samples] == [4, 4] and len({c["text"] for c in samples[0]}) > 1
     assert [c["score"] for c in samples[0]] == sorted((c["score"] for c in samples[0]), reverse=True)
 
 
