@@ -406,3 +406,27 @@ def test_cli_bad_input_is_one_line(case: str, tmp_path: Path) -> None:
     assert result.exit_code != 0 and result.stdout == ""
     message = result.stderr.strip()
     assert "\n" not in message and message.startswith("error: ") and named in message, message
+
+
+def test_caption_scores_are_kept_for_inputs_scored_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A table scored again in one process (a report, then its record) runs PTB and METEOR once; other captions,
+    references or options are scored anew, and each caller gets its own copy."""
+    from collections import OrderedDict
+
+    from nlgkit.metrics import captions
+
+    calls: list[list[str]] = []
+
+    def score(hyps: list[str], *_: object) -> dict:
+        calls.append(list(hyps))
+        return {"scores": {"x": [len(calls)]}}
+
+    monkeypatch.setattr(captions, "_caption_scores", score)
+    monkeypatch.setattr(captions, "_RECENT", OrderedDict())
+    first = captions.caption_scores(["a dog"], [["a dog", "dog"]])
+    first["scores"]["x"].append(9)  # a caller's change stays its own
+    assert captions.caption_scores(["a dog"], [["a dog", "dog"]]) == {"scores": {"x": [1]}} and len(calls) == 1
+    captions.caption_scores(["a cat"], [["a dog", "dog"]])
+    captions.caption_scores(["a dog"], [["a dog"]])
+    captions.caption_scores(["a dog"], [["a dog", "dog"]], meteor=False)
+    assert len(calls) == 4

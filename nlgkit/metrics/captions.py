@@ -15,10 +15,12 @@ first use (into its package directory); nlgkit works offline and does not fake i
 
 from __future__ import annotations
 
+import copy
 import importlib.metadata
 import re
 import subprocess
 import tempfile
+from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -35,6 +37,11 @@ PTB_JAR = Path(_ptb.__file__).resolve().parent / _ptb.STANFORD_CORENLP_3_4_1_JAR
 CAPTION_METRICS = ("BLEU-1", "BLEU-2", "BLEU-3", "BLEU-4", "METEOR", "ROUGE-L", "CIDEr", "SPICE")
 FALLBACK_TOKENIZER = "fallback: lowercase, tokens = \\w+(-\\w+)*, punctuation dropped"
 _WORD = re.compile(r"\w+(?:-\w+)*")
+# The scores of the last few inputs scored in this process: a table scored again (a report and its record, the
+# same captions under another layout) costs no second PTB and METEOR run (8 s of paraphrase table per jar). The
+# scores are a function of the captions, references, ``meteor`` and whether java is there; callers get copies.
+_RECENT: OrderedDict[tuple[Any, ...], dict[str, Any]] = OrderedDict()
+_RECENT_SIZE = 8
 
 
 def _coco_version() -> str:
@@ -114,6 +121,17 @@ def caption_scores(hyps: Sequence[str], refs: Sequence[Sequence[str]], meteor: b
     if any(not image_refs for image_refs in refs):
         raise DataError("every image needs at least one reference caption")
     missing = java_missing()
+    key = (tuple(hyps), tuple(tuple(image_refs) for image_refs in refs), meteor, missing)
+    if key not in _RECENT:
+        _RECENT[key] = _caption_scores(hyps, refs, meteor, session, missing)
+        while len(_RECENT) > _RECENT_SIZE:
+            _RECENT.popitem(last=False)
+    _RECENT.move_to_end(key)
+    return copy.deepcopy(_RECENT[key])
+
+
+def _caption_scores(hyps: Sequence[str], refs: Sequence[Sequence[str]], meteor: bool,
+                    session: MeteorSession | None, missing: str | None) -> dict[str, Any]:
     if missing:
         tokenizer = f"{FALLBACK_TOKENIZER} ({missing})"
     else:
