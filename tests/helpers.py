@@ -45,10 +45,12 @@ def model_for(config: RunConfig, src: Vocabulary, tgt: Vocabulary) -> Generator:
 def check_one_search(model: Generator, inputs: dict[str, Any], batch_size: int, bos: int = 2, eos: int = 3,
                      max_len: int = 6) -> None:
     """A model decodes through the shared search: beam 1 equals greedy; beam 4 gives 4 ranked hypotheses,
-    the same whether the search keeps the model's static state in place or copies it at every step."""
+    the same whether the search keeps the model's static state in place or copies it at every step; forced
+    decoding of the ended ones (``translate --score-reference``) gives back the log-probability the beam gave."""
     import torch
 
     from nlgkit.search import beam_search, greedy_search
+    from nlgkit.search.forced import forced_scores
 
     max_lens = torch.full((batch_size,), max_len)
     if batch_size > 1:  # sentences of different lengths leave the batch at different steps
@@ -69,6 +71,15 @@ def check_one_search(model: Generator, inputs: dict[str, Any], batch_size: int, 
         model.static_state = static
     assert [[h.tokens for h in hyps] for hyps in copied] == [[h.tokens for h in hyps] for hyps in beam4]
     assert [[h.score for h in hyps] for hyps in copied] == [[h.score for h in hyps] for hyps in beam4]
+    for ended in (True, False):  # outputs shorter than their max_len ended with an EOS; the others were cut
+        found = [(i, h) for i, hyps in enumerate(beam4) for h in hyps if (len(h.tokens) < max_lens[i]) == ended]
+        if not found:
+            continue
+        with torch.no_grad():
+            state = model.reorder(model.encode(inputs), torch.tensor([i for i, _ in found]))
+        forced = forced_scores(model, state, [h.tokens for _, h in found], bos=bos, eos=eos, ended=ended)
+        torch.testing.assert_close(torch.tensor(forced), torch.tensor([h.log_prob for _, h in found]), rtol=1e-5,
+                                   atol=1e-4)
 
 
 def check_steps_match_teacher_forcing(model: Generator, batch: Any) -> None:

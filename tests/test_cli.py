@@ -114,6 +114,60 @@ def test_translate_keeps_one_line_per_input_whatever_the_input(trained: tuple[Pa
     assert cli(*draw, "--seed", "5", input=lines).stdout != first.stdout
 
 
+def test_score_reference_gives_the_searchs_own_log_probabilities(trained: tuple[Path, Path], paper,  # type: ignore[no-untyped-def]
+                                                                 tmp_path: Path) -> None:
+    """``--score-reference`` forces the given outputs through the search's steps: a beam output scored again
+    gets the log-probability the beam gave it (length penalty 0, so the n-best score is that log-probability);
+    a sentence's own reference scores far better than another sentence's; raw references are tokenised as the
+    training targets were."""
+    _, run_dir = trained
+    data = paper[0]
+    sources = read_lines(data / "test.de")[:12]
+    (tmp_path / "src.de").write_text("\n".join(sources) + "\n")
+    base = ("translate", "-m", str(run_dir), "--pretokenized", "-i", str(tmp_path / "src.de"))
+    nbest = cli(*base, "--beam", "2", "--nbest", "2", "--length-penalty", "0", "--no-detokenize")
+    assert nbest.exit_code == 0, nbest.output
+    best = [row.split(" ||| ") for row in nbest.stdout.splitlines()[::2]]
+    (tmp_path / "best.en").write_text("".join(text + "\n" for _, text, _ in best))
+    scored = cli(*base, "--score-reference", str(tmp_path / "best.en"))
+    assert scored.exit_code == 0, scored.output
+    rows = [row.split("\t") for row in scored.stdout.splitlines()]
+    assert len(rows) == 12
+    for (_, text, beam_score), (log_prob, tokens) in zip(best, rows, strict=True):
+        assert abs(float(log_prob) - float(beam_score)) < 2e-4 and int(tokens) == len(text.split()) + 1
+    assert "scored 12 of 12 lines" in scored.stderr and "perplexity" in scored.stderr
+
+    def per_token(references: list[str], *flags: str) -> float:
+        path = tmp_path / "refs.en"
+        path.write_text("".join(line + "\n" for line in references))
+        result = cli(*base, "--score-reference", str(path), *flags)
+        assert result.exit_code == 0, result.output
+        rows = [row.split("\t") for row in result.stdout.splitlines()]
+        return sum(float(lp) for lp, _ in rows) / sum(int(n) for _, n in rows)
+
+    references = read_lines(data / "test.en")[:12]
+    matched = per_token(references)
+    assert matched > per_token(references[1:] + references[:1]) + 1.0  # nats per token
+    raw = cli("translate", "-m", str(run_dir), "-i", str(tmp_path / "src.de"), "--score-reference",
+              str(data / "test.ref.en"))  # 12 input lines, 1,000 references
+    assert raw.exit_code != 0 and "test.ref.en" in raw.stderr and "\n" not in raw.stderr.strip()
+    (tmp_path / "raw.en").write_text("".join(line + "\n" for line in read_lines(data / "test.ref.en")[:12]))
+    untokenised = cli(*base, "--score-reference", str(tmp_path / "raw.en"))  # raw text read as tokens
+    tokenised = cli("translate", "-m", str(run_dir), "-i", str(tmp_path / "src.de"), "--score-reference",
+                    str(tmp_path / "raw.en"))
+    assert tokenised.exit_code == 0, tokenised.output
+    assert [r.split("\t")[1] for r in tokenised.stdout.splitlines()] == [str(len(r.split()) + 1) for r in references]
+    assert untokenised.stdout != tokenised.stdout
+    # an empty input line keeps its place; --nbest, --sampling, ct2 and a stream are refused in one line
+    lines = cli("translate", "-m", str(run_dir), "--pretokenized", "--score-reference", str(tmp_path / "best.en"),
+                input="\n".join(["", *sources[1:]]) + "\n")
+    assert lines.exit_code == 0 and lines.stdout.split("\n")[0] == "" and lines.stdout.splitlines()[1:] == [
+        "\t".join(row) for row in rows[1:]]
+    for flags in (("--nbest", "2", "--beam", "2"), ("--sampling",), ("--buffer-size", "2")):
+        refused = cli(*base, "--score-reference", str(tmp_path / "best.en"), *flags)
+        assert refused.exit_code != 0 and refused.stdout == "" and "--score-reference" in refused.stderr
+
+
 def test_translate_answers_a_pipe_line_by_line_before_its_end(trained: tuple[Path, Path]) -> None:
     """`--buffer-size 1` serves as an interactive pipe: each answer arrives while stdin is still open."""
     import subprocess

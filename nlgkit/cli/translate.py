@@ -7,6 +7,9 @@ Defined behaviour for awkward input (also in the README):
 - an empty input gives an empty output.
 With ``--buffer-size N`` the input is read as a stream: each group of N lines is translated, written and
 flushed before the next is read (an interactive pipe); without it all input is read first.
+With ``--score-reference REF`` nothing is searched: each input line gives ``LOG_PROB<TAB>TOKENS``, the model's
+log-score of that line of REF (natural log, summed over its target tokens and EOS, TOKENS of them), and stderr
+a summary (perplexity for probability heads); an input line without a source gives an empty line.
 With ``--nbest N`` (N > 1) each input gives N lines ``INDEX ||| hypothesis ||| score`` (Moses n-best format,
 INDEX counted from 0), best first. The work is done in ``nlgkit.generation``; this module parses and prints.
 """
@@ -74,12 +77,22 @@ def translate(
                                              "directory written by `nlgkit export ct2`")] = "torch",
     compute_type: Annotated[str, typer.Option(help="--engine ct2: default (as exported), float32, int8, "
                                                    "int8_float32, int16…")] = "default",
+    score_reference: Annotated[Path | None, typer.Option(help="Score these references (one per input line) "
+                                                              "instead of searching: LOG_PROB<TAB>TOKENS per "
+                                                              "line, a summary on stderr")] = None,
 ) -> None:
     """Translate text with a trained run (stdin → stdout by default)."""
     # lazy: CLI start-up (the library and torch load only when the command runs)
     from nlgkit.core.errors import ConfigError
     from nlgkit.generation.ensemble import load_ensemble
-    from nlgkit.generation.output import SearchOptions, line_groups, read_text_input, write_lines
+    from nlgkit.generation.output import (
+        SearchOptions,
+        line_groups,
+        read_text_input,
+        score_lines,
+        score_summary,
+        write_lines,
+    )
     from nlgkit.generation.translate import Translator, read_image_list
 
     if buffer_size < 0:
@@ -89,6 +102,9 @@ def translate(
         raise ConfigError(f"--engine {engine!r}: choose torch or ct2")
     if engine == "ct2" and sampling:
         raise ConfigError("--sampling: only with --engine torch (nlgkit's search)")
+    if score_reference is not None and (sampling or (nbest or 1) > 1 or engine != "torch" or buffer_size):
+        raise ConfigError("--score-reference: scores one given output per line of the whole input with --engine "
+                          "torch; not with --sampling, --nbest, --buffer-size or --engine ct2")
     if engine == "torch" and compute_type != "default":
         raise ConfigError(f"--compute-type {compute_type}: only for --engine ct2 (the torch engine runs the model as trained)")
     resolve = functools.partial(SearchOptions.resolve, beam=beam, nbest=nbest, length_penalty=length_penalty,
@@ -110,6 +126,15 @@ def translate(
         translator = Translator(run, resolve(run.config.search), pretokenized=pretokenized, detokenize=detokenize,
                                 max_input_tokens=max_input_tokens, warn=warn)
     image_files = read_image_list(images) if images is not None else None
+    if score_reference is not None:
+        assert isinstance(translator, Translator)
+        references, _ = read_text_input(score_reference, warn)
+        lines, name = read_text_input(input, warn)
+        scores = translator.reference_scores(lines, references, name, images=image_files,
+                                             references_name=f"--score-reference {score_reference}")
+        write_lines(score_lines(scores), output)
+        typer.echo(score_summary(scores, run.model.head.normalized), err=True)
+        return
     if buffer_size == 0:
         lines, name = read_text_input(input, warn)
         write_lines(translator.lines(lines, name, images=image_files), output)

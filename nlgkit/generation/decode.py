@@ -7,14 +7,17 @@ returned in input order: one result per input, whatever the input.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import torch
+from torch import Tensor
 
 from nlgkit.data.vocab import Vocabulary
-from nlgkit.models.base import Generator
+from nlgkit.models.base import Generator, Inputs
 from nlgkit.search import Hypothesis, Sampling, search
+from nlgkit.search.forced import forced_scores
 from nlgkit.tasks.base import Task
 
 
@@ -49,32 +52,65 @@ def generate(
     inputs are batched or grouped.
     """
     device = device or next(model.parameters()).device
-    order = sorted(range(len(sources)), key=lambda i: task.source_length(sources[i]))
     results: list[list[Hypothesis]] = [[] for _ in sources]
+    with evaluating(model):
+        for chunk, inputs, lengths in sorted_batches(task, sources, vocab, batch_size):
+            state = model.encode({name: value.to(device) for name, value in inputs.items()})
+            max_lens = (lengths.float() * max_len_a + max_len_b).long().clamp(min=1)
+            if max_len > 0:
+                max_lens = max_lens.clamp(max=max_len)
+            found = search(model, state, batch_size=len(chunk), bos=vocab.bos_index, eos=vocab.eos_index,
+                           beam_size=beam, max_lens=max_lens.to(device), length_penalty=length_penalty,
+                           nbest=nbest, min_len=min_len, no_repeat_ngram_size=no_repeat_ngram_size,
+                           never=(vocab.pad_index, vocab.bos_index, *([vocab.unk_index] if no_unk else [])),
+                           sampling=sampling,
+                           item_ids=torch.tensor([item_ids[i] if item_ids else i for i in chunk]))
+            for i, hypotheses in zip(chunk, found):
+                results[i] = hypotheses
+            if on_batch is not None:
+                on_batch(len(chunk))
+    return results
+
+
+def score_targets(model: Generator, task: Task, sources: Sequence[Any], targets: Sequence[list[int]],
+                  vocab: Vocabulary, *, batch_size: int = 64, device: torch.device | None = None) -> list[float]:
+    """The model's log-score of each target (token ids; its EOS is added) given its source, in input order:
+    forced decoding through the search's own steps (:mod:`nlgkit.search.forced`), batched like :func:`generate`."""
+    if len(targets) != len(sources):
+        raise ValueError(f"{len(sources)} sources but {len(targets)} targets")
+    device = device or next(model.parameters()).device
+    scores = [0.0] * len(sources)
+    with evaluating(model):
+        for chunk, inputs, _ in sorted_batches(task, sources, vocab, batch_size):
+            state = model.encode({name: value.to(device) for name, value in inputs.items()})
+            found = forced_scores(model, state, [targets[i] for i in chunk], bos=vocab.bos_index,
+                                  eos=vocab.eos_index)
+            for i, score in zip(chunk, found, strict=True):
+                scores[i] = score
+    return scores
+
+
+def sorted_batches(task: Task, sources: Sequence[Any], vocab: Vocabulary,
+                   batch_size: int) -> Iterator[tuple[list[int], Inputs, Tensor]]:
+    """``(indices, model inputs, source lengths)`` for batches of sources sorted by the task's length (little
+    padding); the indices say where each batch's results go in input order."""
+    order = sorted(range(len(sources)), key=lambda i: task.source_length(sources[i]))
+    for start in range(0, len(order), batch_size):
+        chunk = order[start : start + batch_size]
+        inputs, lengths = task.source_inputs([sources[i] for i in chunk], vocab)
+        yield chunk, inputs, lengths
+
+
+@contextmanager
+def evaluating(model: Generator) -> Iterator[None]:
+    """The model in eval mode without autograd for the block; its training mode comes back afterwards."""
     was_training = model.training
     model.eval()
     try:
         with torch.inference_mode():
-            for start in range(0, len(order), batch_size):
-                chunk = order[start : start + batch_size]
-                inputs, lengths = task.source_inputs([sources[i] for i in chunk], vocab)
-                state = model.encode({name: value.to(device) for name, value in inputs.items()})
-                max_lens = (lengths.float() * max_len_a + max_len_b).long().clamp(min=1)
-                if max_len > 0:
-                    max_lens = max_lens.clamp(max=max_len)
-                found = search(model, state, batch_size=len(chunk), bos=vocab.bos_index, eos=vocab.eos_index,
-                               beam_size=beam, max_lens=max_lens.to(device), length_penalty=length_penalty,
-                               nbest=nbest, min_len=min_len, no_repeat_ngram_size=no_repeat_ngram_size,
-                               never=(vocab.pad_index, vocab.bos_index, *([vocab.unk_index] if no_unk else [])),
-                               sampling=sampling,
-                               item_ids=torch.tensor([item_ids[i] if item_ids else i for i in chunk]))
-                for i, hypotheses in zip(chunk, found):
-                    results[i] = hypotheses
-                if on_batch is not None:
-                    on_batch(len(chunk))
+            yield
     finally:
         model.train(was_training)
-    return results
 
 
 def best_texts(found: list[list[Hypothesis]], vocab: Vocabulary, detokenize: Callable[[list[str]], str]) -> list[str]:

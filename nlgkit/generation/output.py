@@ -7,6 +7,7 @@ whatever the input; this module is where that promise is kept.
 from __future__ import annotations
 
 import dataclasses
+import math
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -141,6 +142,36 @@ def output_lines(results: Sequence[list[Hypothesis]], nbest: int, render: Callab
             lines.append(f"{index} ||| {render(hyp.tokens)} ||| {hyp.score:.4f}")
         lines.extend(f"{index} |||  ||| -inf" for _ in range(nbest - len(hyps)))
     return lines
+
+
+@dataclass(frozen=True)
+class ReferenceScore:
+    """A reference's log-score under the model: ``log_prob`` over its ``tokens`` target tokens (its EOS
+    counted), ``unknown`` of which are outside the target vocabulary (scored as ``<unk>``)."""
+
+    log_prob: float
+    tokens: int
+    unknown: int
+
+
+def score_lines(scores: Sequence[ReferenceScore | None]) -> list[str]:
+    """``LOG_PROB<TAB>TOKENS`` per input (natural log; an empty line where the input had no source)."""
+    return [f"{s.log_prob:.4f}\t{s.tokens}" if s is not None else "" for s in scores]
+
+
+def score_summary(scores: Sequence[ReferenceScore | None], normalized: bool) -> str:
+    """One line for the whole input: tokens, unknown words, log-score per token and, for a head whose scores
+    are probabilities, the perplexity."""
+    scored = [s for s in scores if s is not None]
+    tokens = sum(s.tokens for s in scored)
+    if not tokens:
+        return f"scored 0 of {len(scores)} lines"
+    per_token = sum(s.log_prob for s in scored) / tokens
+    unknown = sum(s.unknown for s in scored)
+    text = (f"scored {len(scored)} of {len(scores)} lines: {tokens} target tokens ({unknown} unknown), "
+            f"log-score per token {per_token:.4f}")
+    return text + (f", perplexity {math.exp(-per_token):.2f}" if normalized else " (the head's scores are not "
+                                                                                  "probabilities: no perplexity)")
 
 
 def write_lines(lines: Sequence[str], output: Path | None) -> None:

@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from nlgkit.core.errors import DataError
-from nlgkit.generation.decode import generate
-from nlgkit.generation.output import SearchOptions, cut_tokens, output_lines, placed
+from nlgkit.generation.decode import generate, score_targets
+from nlgkit.generation.output import ReferenceScore, SearchOptions, cut_tokens, output_lines, placed
 from nlgkit.runs.loading import TrainedRun
 from nlgkit.search import Hypothesis
 
@@ -46,6 +46,41 @@ class Translator:
                    images: Sequence[Path] | None = None) -> list[list[Hypothesis]]:
         """The n-best hypotheses of each line, best first, as :meth:`lines` prints them (none for an empty line
         or a line whose image is missing): for callers that want scores and text apart (``nlgkit serve``)."""
+        sources = self.sources(lines, name, first_number, images)
+        todo = [i for i, source in enumerate(sources) if source is not None]
+        run = self.run
+        found = generate(run.model, run.task, [sources[i] for i in todo], run.tgt_vocab, device=run.device,
+                         item_ids=[first_number - 1 + i for i in todo], **self.options.search_kwargs())
+        return placed(sources, found)
+
+    def reference_scores(self, lines: list[str], references: list[str], name: str = "<stdin>",
+                         first_number: int = 1, images: Sequence[Path] | None = None,
+                         references_name: str = "references") -> list[ReferenceScore | None]:
+        """The model's log-score of each line's reference (``translate --score-reference``), tokenised as the
+        training targets were (or split on spaces when pretokenised); None where the line gets no source
+        (empty, or its image missing), as :meth:`hypotheses` leaves such a line empty."""
+        if len(references) != len(lines):
+            raise DataError(f"{references_name}: {len(references)} lines for the {len(lines)} lines of {name}")
+        run = self.run
+        tokenize = str.split if self.pretokenized else run.task.target_tokenizer(run.assets)
+        sources = self.sources(lines, name, first_number, images)
+        todo = [i for i, source in enumerate(sources) if source is not None]
+        targets = {i: cut_tokens(tokenize(references[i]), self.max_input_tokens, self.warn,
+                                 f"{name}: reference of line {first_number + i}") for i in todo}
+        vocab = run.tgt_vocab
+        specials = {vocab.pad_index, vocab.bos_index, vocab.eos_index}  # a literal "</s>" must not end the target
+        ids = {i: [vocab.unk_index if t in specials else t for t in vocab.encode(tokens)]
+               for i, tokens in targets.items()}
+        found = score_targets(run.model, run.task, [sources[i] for i in todo], [ids[i] for i in todo],
+                              run.tgt_vocab, batch_size=self.options.batch_size, device=run.device)
+        scores: list[ReferenceScore | None] = [None] * len(lines)
+        for i, log_prob in zip(todo, found, strict=True):
+            scores[i] = ReferenceScore(log_prob, len(ids[i]) + 1, ids[i].count(run.tgt_vocab.unk_index))
+        return scores
+
+    def sources(self, lines: list[str], name: str, first_number: int,
+                images: Sequence[Path] | None) -> list[Any]:
+        """Each line as the task's source (None for an empty line or a line whose image is missing)."""
         run = self.run
         attach = self.text_input.attach_image
         if images is not None:
@@ -69,10 +104,7 @@ class Translator:
                 except DataError as exc:
                     self.warn(f"{name}: line {number}: {exc}; its output line is left empty")
                     sources.append(None)
-        todo = [i for i, source in enumerate(sources) if source is not None]
-        found = generate(run.model, run.task, [sources[i] for i in todo], run.tgt_vocab, device=run.device,
-                         item_ids=[first_number - 1 + i for i in todo], **self.options.search_kwargs())
-        return placed(sources, found)
+        return sources
 
     def render(self, tokens: list[int]) -> str:
         """A hypothesis's tokens as output text (subwords undone; detokenised unless told not to)."""

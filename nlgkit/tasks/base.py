@@ -131,6 +131,10 @@ class Task:
         """How raw text lines become sources (``nlgkit translate``); tasks that do not read text say so."""
         raise DataError(f"the {self.run_config.task.type!r} task does not read text input")
 
+    def target_tokenizer(self, assets_dir: Path) -> Callable[[str], list[str]]:
+        """Raw target text → target tokens as ``prepare`` made them (scoring given references)."""
+        raise DataError(f"the {self.run_config.task.type!r} task does not read target text")
+
     def source_vocabulary(self, vocabs: dict[str, Vocabulary]) -> Vocabulary | None:
         """The vocabulary of the source tokens a model embeds (None: the task has no source text)."""
         return None

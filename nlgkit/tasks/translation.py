@@ -117,6 +117,9 @@ class TranslationTask(TokenSourceTask):
         src = self.data.src_lang
         return TextInput(load_pipeline(assets_dir, src).encode, vocabs[src].encode)
 
+    def target_tokenizer(self, assets_dir: Path) -> Callable[[str], list[str]]:
+        return load_pipeline(assets_dir, self.target_lang).encode
+
     def source_vocabulary(self, vocabs: dict[str, Vocabulary]) -> Vocabulary | None:
         return vocabs[self.data.src_lang]
 
