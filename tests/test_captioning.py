@@ -153,6 +153,47 @@ def test_caption_keeps_one_line_per_image_and_names_bad_files(trained: tuple[Pat
     assert plain.stdout.splitlines() == [r["captions"][0]["text"] for r in records if "captions" in r]
 
 
+def test_score_reference_scores_captions_as_the_search_does(trained: tuple[Path, Path], caption_data: Path,
+                                                            tmp_path: Path) -> None:
+    """``caption --score-reference``: a beam caption scored again gets its n-best score (length penalty 0); an
+    image's own training captions score better than another image's; a bad image keeps its (empty) line."""
+    _, run_dir = trained
+    train = read_records(caption_data / "train.jsonl")[:6]
+    paths = [str(SMALL / "images" / r["image"]) for r in train]
+    base = ("caption", "--model", str(run_dir), *paths, "--device", "cpu")
+    nbest = cli(*base, "--beam", "2", "--nbest", "2", "--length-penalty", "0")
+    assert nbest.exit_code == 0, nbest.output
+    best = [row.split(" ||| ") for row in nbest.stdout.splitlines()[::2]]
+    (tmp_path / "best.txt").write_text("".join(text + "\n" for _, text, _ in best))
+    scored = cli(*base, "--score-reference", str(tmp_path / "best.txt"))
+    assert scored.exit_code == 0, scored.output
+    rows = [row.split("\t") for row in scored.stdout.splitlines()]
+    ended = [abs(float(lp) - float(score)) < 2e-4 for (_, text, score), (lp, _) in zip(best, rows, strict=True)
+             if len(text.split()) < 16]  # a caption cut at max_len_b = 16 has no EOS to score
+    assert len(ended) >= 4 and all(ended)
+    assert "scored 6 of 6 lines" in scored.stderr
+
+    def per_token(captions: list[str]) -> float:
+        (tmp_path / "refs.txt").write_text("".join(c + "\n" for c in captions))
+        result = cli(*base, "--score-reference", str(tmp_path / "refs.txt"))
+        assert result.exit_code == 0, result.output
+        rows = [row.split("\t") for row in result.stdout.splitlines()]
+        return sum(float(lp) for lp, _ in rows) / sum(int(n) for _, n in rows)
+
+    own = [r["refs"][k] for r in train for k in range(2)]  # two captions of each image, its and the next's
+    matched = sum(per_token([own[2 * i + k] for i in range(6)]) for k in range(2)) / 2
+    shifted = sum(per_token([own[(2 * i + 2 + k) % 12] for i in range(6)]) for k in range(2)) / 2
+    assert matched > shifted + 0.2, (matched, shifted)
+    (tmp_path / "text.jpg").write_text("hello")
+    bad = cli("caption", "--model", str(run_dir), paths[0], str(tmp_path / "text.jpg"), "--device", "cpu",
+              "--score-reference", str(tmp_path / "best.txt"))
+    assert bad.exit_code != 0 and bad.stdout == "" and "best.txt" in bad.stderr  # 6 lines for 2 images
+    (tmp_path / "two.txt").write_text(best[0][1] + "\n" + best[1][1] + "\n")
+    bad = cli("caption", "--model", str(run_dir), paths[0], str(tmp_path / "text.jpg"), "--device", "cpu",
+              "--score-reference", str(tmp_path / "two.txt"))
+    assert bad.exit_code == 1 and bad.stdout.split("\n")[:2] == ["\t".join(rows[0]), ""] and "text.jpg" in bad.stderr
+
+
 def test_attention_maps_need_one_model_and_a_model_with_attention(trained: tuple[Path, Path],
                                                                   tmp_path: Path) -> None:
     """An ensemble's members attend separately: drawing "its" attention would show the first member's."""

@@ -2,7 +2,9 @@
 
 A missing, empty, truncated or corrupt file, a non-image or a decompression bomb gets a one-line error on
 stderr and an empty output line (a JSON error record with ``--json``); the exit code is 1 when any image
-failed. The work is done in ``nlgkit.generation.caption``; this module parses and prints.
+failed. ``--score-reference REF`` scores line i of REF as the caption of image i instead (``LOG_PROB<TAB>TOKENS``,
+as ``translate --score-reference``). The work is done in ``nlgkit.generation.caption``; this module parses and
+prints.
 """
 
 from __future__ import annotations
@@ -59,13 +61,27 @@ def caption(
     device: Annotated[str, typer.Option(help="auto, cpu, cuda or cuda:N")] = "auto",
     ensemble_mode: Annotated[str, typer.Option(help="Several --model: log_linear (mean log-probability) or linear "
                                                     "(log of the mean probability)")] = "log_linear",
+    score_reference: Annotated[Path | None, typer.Option(help="Score these captions (one per image) instead of "
+                                                              "searching: LOG_PROB<TAB>TOKENS per image, a "
+                                                              "summary on stderr")] = None,
 ) -> None:
     """Caption images with a trained run."""
     # lazy: CLI start-up (the library and torch load only when the command runs)
     from nlgkit.core.errors import DataError
-    from nlgkit.generation.caption import caption_images, check_captioning_run, result_lines
+    from nlgkit.generation.caption import (
+        caption_images,
+        caption_reference_scores,
+        check_captioning_run,
+        result_lines,
+    )
     from nlgkit.generation.ensemble import load_ensemble
-    from nlgkit.generation.output import SearchOptions, read_text_input, write_lines
+    from nlgkit.generation.output import (
+        SearchOptions,
+        read_text_input,
+        score_lines,
+        score_summary,
+        write_lines,
+    )
 
     if not model:
         raise DataError("no model given (--model RUN_DIR or $NLGKIT_MODEL)")
@@ -82,10 +98,20 @@ def caption(
                                     no_repeat_ngram_size=no_repeat_ngram_size, no_unk=no_unk,
                                     sampling=sampling, sampling_topk=sampling_topk,
                                     sampling_topp=sampling_topp, temperature=temperature, seed=seed)
-    results = caption_images(run, paths, options, attention_dir=attention, warn=error)
-    detokenize = run.detokenizer()
-    write_lines(result_lines(results, options.nbest, json_output,
-                             lambda tokens: detokenize(run.tgt_vocab.decode(tokens))), output)
+    if score_reference is not None:
+        if sampling or options.nbest > 1 or json_output or attention is not None:
+            raise DataError("--score-reference: scores one given caption per image; not with --sampling, --nbest, "
+                            "--json or --attention")
+        references, _ = read_text_input(score_reference, error)
+        results, scores = caption_reference_scores(run, paths, references, options.batch_size, warn=error,
+                                                   references_name=f"--score-reference {score_reference}")
+        write_lines(score_lines(scores), output)
+        typer.echo(score_summary(scores, run.model.head.normalized), err=True)
+    else:
+        results = caption_images(run, paths, options, attention_dir=attention, warn=error)
+        detokenize = run.detokenizer()
+        write_lines(result_lines(results, options.nbest, json_output,
+                                 lambda tokens: detokenize(run.tgt_vocab.decode(tokens))), output)
     failed = sum(1 for r in results if r.error)
     if failed:
         typer.echo(f"error: {failed} of {len(results)} images could not be captioned", err=True)

@@ -9,7 +9,7 @@ training cache stores them, so the model sees what it was trained on.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
@@ -20,9 +20,9 @@ from PIL import Image
 from nlgkit.core.errors import DataError
 from nlgkit.core.figures import save_png
 from nlgkit.data.batching import Batch
-from nlgkit.generation.decode import generate
+from nlgkit.generation.decode import generate, score_targets, target_ids
 from nlgkit.generation.ensemble import Ensemble
-from nlgkit.generation.output import SearchOptions, output_lines
+from nlgkit.generation.output import ReferenceScore, SearchOptions, output_lines
 from nlgkit.runs.loading import TrainedRun
 from nlgkit.search import Hypothesis
 from nlgkit.vision.encoders import ImageEncoder, build_encoder
@@ -60,13 +60,49 @@ def caption_images(run: TrainedRun, paths: Sequence[str], options: SearchOptions
     if attention_dir is not None and not hasattr(run.model, "attention"):
         raise DataError(f"--attention: the {run.config.model.type!r} model has no attention to draw "
                         f"(show_attend_tell has)")
+    results = [CaptionResult(str(path)) for path in paths]
+    for good, sources, pictures in image_sources(run, paths, results, options.batch_size, warn, encoder, load):
+        found = generate(run.model, run.task, sources, run.tgt_vocab, device=run.device, **options.search_kwargs())
+        for j, i in enumerate(good):
+            results[i].hypotheses = found[j]
+            if attention_dir is not None and found[j]:
+                results[i].attention_png = str(draw_attention(run, sources[j], found[j][0].tokens, pictures[j],
+                                                              attention_dir / f"{i:05d}_{Path(paths[i]).stem}.png"))
+    return results
+
+
+def caption_reference_scores(run: TrainedRun, paths: Sequence[str], references: Sequence[str], batch_size: int,
+                             *, warn: Callable[[str], None] = print, references_name: str = "references",
+                             ) -> tuple[list[CaptionResult], list[ReferenceScore | None]]:
+    """The model's log-score of each image's reference caption (``caption --score-reference``), tokenised as
+    the training captions were; an unreadable image gets an error result and no score."""
+    check_captioning_run(run)
+    if len(references) != len(paths):
+        raise DataError(f"{references_name}: {len(references)} lines for {len(paths)} images")
+    vocab = run.tgt_vocab
+    tokenize = run.task.target_tokenizer(run.assets)
+    results = [CaptionResult(str(path)) for path in paths]
+    scores: list[ReferenceScore | None] = [None] * len(paths)
+    for good, sources, _ in image_sources(run, paths, results, batch_size, warn):
+        targets = [target_ids(vocab, tokenize(references[i])) for i in good]
+        found = score_targets(run.model, run.task, sources, targets, vocab, batch_size=batch_size,
+                              device=run.device)
+        for i, target, log_prob in zip(good, targets, found, strict=True):
+            scores[i] = ReferenceScore(log_prob, len(target) + 1, target.count(vocab.unk_index))
+    return results, scores
+
+
+def image_sources(run: TrainedRun, paths: Sequence[str], results: Sequence[CaptionResult], batch_size: int,
+                  warn: Callable[[str], None], encoder: ImageEncoder | None = None,
+                  load: Callable[[str], Image.Image] = load_image,
+                  ) -> Iterator[tuple[list[int], list[tuple[torch.Tensor, torch.Tensor]], list[Image.Image]]]:
+    """``(indices, sources, pictures)`` for each batch of readable images, through the run's CNN; an image that
+    cannot be read gets its error in ``results`` (and a warning) and is left out."""
     if encoder is None:
         encoder = build_encoder(run.config.task.encoder).to(run.device).eval()
-    results = [CaptionResult(str(path)) for path in paths]
-    for start in range(0, len(paths), options.batch_size):
-        chunk = list(range(start, min(start + options.batch_size, len(paths))))
+    for start in range(0, len(paths), batch_size):
         good, pixels, pictures = [], [], []
-        for i in chunk:
+        for i in range(start, min(start + batch_size, len(paths))):
             try:
                 picture = load(paths[i])
             except ImageError as exc:
@@ -81,14 +117,7 @@ def caption_images(run: TrainedRun, paths: Sequence[str], options: SearchOptions
         with torch.inference_mode():
             spatial, pooled = encoder(torch.stack(pixels).to(run.device))  # (B, L, C), (B, P)
         spatial, pooled = spatial.half().float(), pooled.half().float()  # as the training cache stores them
-        sources = [(spatial[j], pooled[j]) for j in range(len(good))]
-        found = generate(run.model, run.task, sources, run.tgt_vocab, device=run.device, **options.search_kwargs())
-        for j, i in enumerate(good):
-            results[i].hypotheses = found[j]
-            if attention_dir is not None and found[j]:
-                results[i].attention_png = str(draw_attention(run, sources[j], found[j][0].tokens, pictures[j],
-                                                              attention_dir / f"{i:05d}_{Path(paths[i]).stem}.png"))
-    return results
+        yield good, [(spatial[j], pooled[j]) for j in range(len(good))], pictures
 
 
 def draw_attention(run: TrainedRun, source: tuple[torch.Tensor, torch.Tensor], tokens: list[int], picture: object,

@@ -90,6 +90,13 @@ def score_targets(model: Generator, task: Task, sources: Sequence[Any], targets:
     return scores
 
 
+def target_ids(vocab: Vocabulary, tokens: list[str]) -> list[int]:
+    """Target tokens as the ids a scored output holds: special tokens written in the text (a literal ``</s>``)
+    are unknown words, so that nothing but the scorer ends a target."""
+    specials = {vocab.pad_index, vocab.bos_index, vocab.eos_index}
+    return [vocab.unk_index if i in specials else i for i in vocab.encode(tokens)]
+
+
 def sorted_batches(task: Task, sources: Sequence[Any], vocab: Vocabulary,
                    batch_size: int) -> Iterator[tuple[list[int], Inputs, Tensor]]:
     """``(indices, model inputs, source lengths)`` for batches of sources sorted by the task's length (little

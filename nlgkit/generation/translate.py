@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from nlgkit.core.errors import DataError
-from nlgkit.generation.decode import generate, score_targets
+from nlgkit.generation.decode import generate, score_targets, target_ids
 from nlgkit.generation.output import ReferenceScore, SearchOptions, cut_tokens, output_lines, placed
 from nlgkit.runs.loading import TrainedRun
 from nlgkit.search import Hypothesis
@@ -67,10 +67,7 @@ class Translator:
         todo = [i for i, source in enumerate(sources) if source is not None]
         targets = {i: cut_tokens(tokenize(references[i]), self.max_input_tokens, self.warn,
                                  f"{name}: reference of line {first_number + i}") for i in todo}
-        vocab = run.tgt_vocab
-        specials = {vocab.pad_index, vocab.bos_index, vocab.eos_index}  # a literal "</s>" must not end the target
-        ids = {i: [vocab.unk_index if t in specials else t for t in vocab.encode(tokens)]
-               for i, tokens in targets.items()}
+        ids = {i: target_ids(run.tgt_vocab, tokens) for i, tokens in targets.items()}
         found = score_targets(run.model, run.task, [sources[i] for i in todo], [ids[i] for i in todo],
                               run.tgt_vocab, batch_size=self.options.batch_size, device=run.device)
         scores: list[ReferenceScore | None] = [None] * len(lines)

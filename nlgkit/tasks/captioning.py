@@ -24,6 +24,7 @@ from nlgkit.core.io import read_json
 from nlgkit.core.registry import TASKS, PluginConfig
 from nlgkit.data.batching import Batch, Examples, target_tensors
 from nlgkit.data.caption_sources import prepare_captions
+from nlgkit.data.captions import basic_tokenize
 from nlgkit.data.vocab import Vocabulary
 from nlgkit.metrics.captions import caption_scores
 from nlgkit.models.base import Inputs, ModelContext
@@ -230,6 +231,9 @@ class CaptioningTask(Task):
     # -- text and scores ----------------------------------------------------------------------------------
     def detokenizer(self, assets_dir: Path) -> Callable[[list[str]], str]:
         return " ".join
+
+    def target_tokenizer(self, assets_dir: Path) -> Callable[[str], list[str]]:
+        return basic_tokenize
 
     def score(self, texts: list[str], refs: list[list[str]]) -> dict[str, float]:
 
