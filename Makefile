@@ -109,6 +109,8 @@ demo: $(STAMP)
 	$(NLGKIT) translate --model runs/demo --input $(DE_EN)/test.ref.de --output runs/demo/test.hyp.en --device cpu
 	$(NLGKIT) reproduce show runs/demo/test.hyp.en $(DE_EN)/test.ref.en --source $(DE_EN)/test.ref.de -n 5
 	$(NLGKIT) evaluate --hyp runs/demo/test.hyp.en --ref $(DE_EN)/test.ref.en
+	$(NLGKIT) translate --model runs/demo --input $(DE_EN)/test.ref.de --score-reference $(DE_EN)/test.ref.en \
+		--output runs/demo/test.ref.scores --device cpu
 
 # The linters (make lint: 45 s of one core on a fresh clone, mostly mypy) run beside the suite, their output shown
 # after it; either failing fails the target. --durations: the log names the slowest tests, where the suite's
