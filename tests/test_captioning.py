@@ -173,16 +173,14 @@ def test_score_reference_scores_captions_as_the_search_does(trained: tuple[Path,
     assert len(ended) >= 4 and all(ended)
     assert "scored 6 of 6 lines" in scored.stderr
 
-    def per_token(captions: list[str]) -> float:
-        (tmp_path / "refs.txt").write_text("".join(c + "\n" for c in captions))
-        result = cli(*base, "--score-reference", str(tmp_path / "refs.txt"))
-        assert result.exit_code == 0, result.output
-        rows = [row.split("\t") for row in result.stdout.splitlines()]
-        return sum(float(lp) for lp, _ in rows) / sum(int(n) for _, n in rows)
-
-    own = [r["refs"][k] for r in train for k in range(2)]  # two captions of each image, its and the next's
-    matched = sum(per_token([own[2 * i + k] for i in range(6)]) for k in range(2)) / 2
-    shifted = sum(per_token([own[(2 * i + 2 + k) % 12] for i in range(6)]) for k in range(2)) / 2
+    (tmp_path / "refs.txt").write_text("".join(r["refs"][k] + "\n" for k in range(2) for r in train)  # own two,
+                                       + "".join(r["refs"][k] + "\n" for k in range(2) for r in train[1:] + train[:1]))
+    pairs = cli("caption", "--model", str(run_dir), *paths * 4, "--device", "cpu",  # then the next image's two
+                "--score-reference", str(tmp_path / "refs.txt"))
+    assert pairs.exit_code == 0, pairs.output
+    paired = [row.split("\t") for row in pairs.stdout.splitlines()]
+    matched, shifted = (sum(float(lp) for lp, _ in part) / sum(int(n) for _, n in part)
+                        for part in (paired[:12], paired[12:]))
     assert matched > shifted + 0.2, (matched, shifted)
     (tmp_path / "text.jpg").write_text("hello")
     bad = cli("caption", "--model", str(run_dir), paths[0], str(tmp_path / "text.jpg"), "--device", "cpu",

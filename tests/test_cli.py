@@ -137,27 +137,27 @@ def test_score_reference_gives_the_searchs_own_log_probabilities(trained: tuple[
         assert abs(float(log_prob) - float(beam_score)) < 2e-4 and int(tokens) == len(text.split()) + 1
     assert "scored 12 of 12 lines" in scored.stderr and "perplexity" in scored.stderr
 
-    def per_token(references: list[str], *flags: str) -> float:
-        path = tmp_path / "refs.en"
-        path.write_text("".join(line + "\n" for line in references))
-        result = cli(*base, "--score-reference", str(path), *flags)
-        assert result.exit_code == 0, result.output
-        rows = [row.split("\t") for row in result.stdout.splitlines()]
-        return sum(float(lp) for lp, _ in rows) / sum(int(n) for _, n in rows)
-
     references = read_lines(data / "test.en")[:12]
-    matched = per_token(references)
-    assert matched > per_token(references[1:] + references[:1]) + 1.0  # nats per token
+    (tmp_path / "pairs.de").write_text("\n".join(sources * 2) + "\n")  # each source with its own reference, then
+    (tmp_path / "pairs.en").write_text("\n".join(references + references[1:] + references[:1]) + "\n")  # another's
+    pairs = cli("translate", "-m", str(run_dir), "--pretokenized", "-i", str(tmp_path / "pairs.de"),
+                "--score-reference", str(tmp_path / "pairs.en"))
+    assert pairs.exit_code == 0, pairs.output
+    per_token = [sum(float(lp) for lp, _ in part) / sum(int(n) for _, n in part)
+                 for part in ([row.split("\t") for row in pairs.stdout.splitlines()][k * 12 : k * 12 + 12]
+                              for k in range(2))]
+    assert per_token[0] > per_token[1] + 1.0, per_token  # nats per token
     raw = cli("translate", "-m", str(run_dir), "-i", str(tmp_path / "src.de"), "--score-reference",
               str(data / "test.ref.en"))  # 12 input lines, 1,000 references
     assert raw.exit_code != 0 and "test.ref.en" in raw.stderr and "\n" not in raw.stderr.strip()
-    (tmp_path / "raw.en").write_text("".join(line + "\n" for line in read_lines(data / "test.ref.en")[:12]))
-    untokenised = cli(*base, "--score-reference", str(tmp_path / "raw.en"))  # raw text read as tokens
-    tokenised = cli("translate", "-m", str(run_dir), "-i", str(tmp_path / "src.de"), "--score-reference",
+    for lang in ("de", "en"):
+        (tmp_path / f"raw.{lang}").write_text("".join(line + "\n" for line in read_lines(data / f"test.ref.{lang}")[:12]))
+    tokenised = cli("translate", "-m", str(run_dir), "-i", str(tmp_path / "raw.de"), "--score-reference",
                     str(tmp_path / "raw.en"))
     assert tokenised.exit_code == 0, tokenised.output
-    assert [r.split("\t")[1] for r in tokenised.stdout.splitlines()] == [str(len(r.split()) + 1) for r in references]
-    assert untokenised.stdout != tokenised.stdout
+    for raw_row, row in zip(tokenised.stdout.splitlines(), pairs.stdout.splitlines()[:12], strict=True):
+        (raw_lp, raw_n), (lp, n) = raw_row.split("\t"), row.split("\t")  # raw text tokenised as the targets were
+        assert raw_n == n and abs(float(raw_lp) - float(lp)) < 1e-3
     # an empty input line keeps its place; --nbest, --sampling, ct2 and a stream are refused in one line
     lines = cli("translate", "-m", str(run_dir), "--pretokenized", "--score-reference", str(tmp_path / "best.en"),
                 input="\n".join(["", *sources[1:]]) + "\n")

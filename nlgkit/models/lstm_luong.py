@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 from nlgkit.core.errors import ConfigError
@@ -96,13 +97,29 @@ class LuongModel(Generator):
 
     def step(self, prev_tokens: Tensor, state: State) -> tuple[Tensor, State]:
         embedded = self.dropout(self.tgt_embed(prev_tokens))  # (B, E)
-        inputs = torch.cat([embedded, state["feed"]], dim=-1) if self.config.input_feeding else embedded
-        hidden = (state["hidden"].transpose(0, 1).contiguous(), state["cells"].transpose(0, 1).contiguous())
-        output, (h, c) = self.decoder(inputs.unsqueeze(1), hidden)  # (B, 1, H)
-        top = output.squeeze(1)
+        top = torch.cat([embedded, state["feed"]], dim=-1) if self.config.input_feeding else embedded
+        hidden, cells = [], []
+        for layer in range(self.config.layers):
+            if layer:  # nn.LSTM's dropout between layers
+                top = F.dropout(top, self.config.dropout, self.training)
+            h, c = self._decoder_cell(layer, top, state["hidden"][:, layer], state["cells"][:, layer])
+            hidden.append(h)
+            cells.append(c)
+            top = h
         context = self.attention(top, state["keys"], state["encoder_out"], state["pad_mask"])
         attentional = self.dropout(torch.tanh(self.combine(torch.cat([context, top], dim=-1))))  # h̃_t
-        return attentional, {**state, "hidden": h.transpose(0, 1), "cells": c.transpose(0, 1), "feed": attentional}
+        return attentional, {**state, "hidden": torch.stack(hidden, dim=1), "cells": torch.stack(cells, dim=1),
+                             "feed": attentional}
+
+    def _decoder_cell(self, layer: int, x: Tensor, h: Tensor, c: Tensor) -> tuple[Tensor, Tensor]:
+        """One step of the decoder LSTM's ``layer`` with its own weights: a call of ``nn.LSTM`` per token costs
+        about 1.4× these few operations on a CPU (input feeding makes decoding one token at a time)."""
+        decoder = self.decoder
+        gates = (F.linear(x, getattr(decoder, f"weight_ih_l{layer}"), getattr(decoder, f"bias_ih_l{layer}"))
+                 + F.linear(h, getattr(decoder, f"weight_hh_l{layer}"), getattr(decoder, f"bias_hh_l{layer}")))
+        in_gate, forget_gate, cell_gate, out_gate = gates.chunk(4, dim=-1)  # nn.LSTM's order: i, f, g, o
+        c = torch.sigmoid(forget_gate) * c + torch.sigmoid(in_gate) * torch.tanh(cell_gate)
+        return torch.sigmoid(out_gate) * torch.tanh(c), c
 
     def forward(self, batch: Batch) -> tuple[Tensor, dict[str, Tensor]]:
         """Teacher forcing, one step at a time (input feeding makes step t read h̃_{t−1})."""
