@@ -20,9 +20,9 @@ from PIL import Image
 from nlgkit.core.errors import DataError
 from nlgkit.core.figures import save_png
 from nlgkit.data.batching import Batch
-from nlgkit.generation.decode import generate, score_targets, target_ids
+from nlgkit.generation.decode import ReferenceScore, generate, score_references
 from nlgkit.generation.ensemble import Ensemble
-from nlgkit.generation.output import ReferenceScore, SearchOptions, output_lines
+from nlgkit.generation.output import SearchOptions, output_lines
 from nlgkit.runs.loading import TrainedRun
 from nlgkit.search import Hypothesis
 from nlgkit.vision.encoders import ImageEncoder, build_encoder
@@ -79,16 +79,14 @@ def caption_reference_scores(run: TrainedRun, paths: Sequence[str], references: 
     check_captioning_run(run)
     if len(references) != len(paths):
         raise DataError(f"{references_name}: {len(references)} lines for {len(paths)} images")
-    vocab = run.tgt_vocab
     tokenize = run.task.target_tokenizer(run.assets)
     results = [CaptionResult(str(path)) for path in paths]
     scores: list[ReferenceScore | None] = [None] * len(paths)
     for good, sources, _ in image_sources(run, paths, results, batch_size, warn):
-        targets = [target_ids(vocab, tokenize(references[i])) for i in good]
-        found = score_targets(run.model, run.task, sources, targets, vocab, batch_size=batch_size,
-                              device=run.device)
-        for i, target, log_prob in zip(good, targets, found, strict=True):
-            scores[i] = ReferenceScore(log_prob, len(target) + 1, target.count(vocab.unk_index))
+        found = score_references(run.model, run.task, sources, [tokenize(references[i]) for i in good],
+                                 run.tgt_vocab, batch_size=batch_size, device=run.device)
+        for i, score in zip(good, found, strict=True):
+            scores[i] = score
     return results, scores
 
 

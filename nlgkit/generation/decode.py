@@ -1,4 +1,5 @@
-"""Batched generation from any task's sources: the one path used by validation, ``translate`` and ``caption``.
+"""Batched generation and forced scoring from any task's sources: the one path used by validation,
+``translate`` and ``caption``.
 
 Sources (token-id sentences, image features) are sorted by the task's length into batches (little
 padding), turned into model inputs by the task, searched with the model-agnostic beam search, and
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -72,25 +74,39 @@ def generate(
     return results
 
 
-def score_targets(model: Generator, task: Task, sources: Sequence[Any], targets: Sequence[list[int]],
-                  vocab: Vocabulary, *, batch_size: int = 64, device: torch.device | None = None) -> list[float]:
-    """The model's log-score of each target (token ids; its EOS is added) given its source, in input order:
-    forced decoding through the search's own steps (:mod:`nlgkit.search.forced`), batched like :func:`generate`."""
-    if len(targets) != len(sources):
-        raise ValueError(f"{len(sources)} sources but {len(targets)} targets")
+@dataclass(frozen=True)
+class ReferenceScore:
+    """A reference's log-score under the model: ``log_prob`` over its ``tokens`` target tokens (its EOS
+    counted), ``unknown`` of which are outside the target vocabulary (scored as ``<unk>``)."""
+
+    log_prob: float
+    tokens: int
+    unknown: int
+
+
+def score_references(model: Generator, task: Task, sources: Sequence[Any], references: Sequence[list[str]],
+                     vocab: Vocabulary, *, batch_size: int = 64,
+                     device: torch.device | None = None) -> list[ReferenceScore]:
+    """The model's log-score of each reference (target tokens; its EOS is added) given its source, in input
+    order: forced decoding through the search's own steps (:mod:`nlgkit.search.forced`), batched like
+    :func:`generate`."""
+    if len(references) != len(sources):
+        raise ValueError(f"{len(sources)} sources but {len(references)} references")
+    targets = [_target_ids(vocab, tokens) for tokens in references]
     device = device or next(model.parameters()).device
-    scores = [0.0] * len(sources)
+    log_probs = [0.0] * len(sources)
     with evaluating(model):
         for chunk, inputs, _ in sorted_batches(task, sources, vocab, batch_size):
             state = model.encode({name: value.to(device) for name, value in inputs.items()})
             found = forced_scores(model, state, [targets[i] for i in chunk], bos=vocab.bos_index,
                                   eos=vocab.eos_index)
-            for i, score in zip(chunk, found, strict=True):
-                scores[i] = score
-    return scores
+            for i, log_prob in zip(chunk, found, strict=True):
+                log_probs[i] = log_prob
+    return [ReferenceScore(log_prob, len(target) + 1, target.count(vocab.unk_index))
+            for log_prob, target in zip(log_probs, targets, strict=True)]
 
 
-def target_ids(vocab: Vocabulary, tokens: list[str]) -> list[int]:
+def _target_ids(vocab: Vocabulary, tokens: list[str]) -> list[int]:
     """Target tokens as the ids a scored output holds: special tokens written in the text (a literal ``</s>``)
     are unknown words, so that nothing but the scorer ends a target."""
     specials = {vocab.pad_index, vocab.bos_index, vocab.eos_index}

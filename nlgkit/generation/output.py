@@ -17,6 +17,7 @@ from typing import Any
 from nlgkit.core.config import SearchConfig
 from nlgkit.core.errors import DataError
 from nlgkit.core.io import atomic_write, decode_lines
+from nlgkit.generation.decode import ReferenceScore
 from nlgkit.search import Hypothesis, Sampling
 
 # the command line's sampling options and the Sampling fields they set
@@ -142,16 +143,6 @@ def output_lines(results: Sequence[list[Hypothesis]], nbest: int, render: Callab
             lines.append(f"{index} ||| {render(hyp.tokens)} ||| {hyp.score:.4f}")
         lines.extend(f"{index} |||  ||| -inf" for _ in range(nbest - len(hyps)))
     return lines
-
-
-@dataclass(frozen=True)
-class ReferenceScore:
-    """A reference's log-score under the model: ``log_prob`` over its ``tokens`` target tokens (its EOS
-    counted), ``unknown`` of which are outside the target vocabulary (scored as ``<unk>``)."""
-
-    log_prob: float
-    tokens: int
-    unknown: int
 
 
 def score_lines(scores: Sequence[ReferenceScore | None]) -> list[str]:

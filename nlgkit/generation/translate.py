@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from nlgkit.core.errors import DataError
-from nlgkit.generation.decode import generate, score_targets, target_ids
-from nlgkit.generation.output import ReferenceScore, SearchOptions, cut_tokens, output_lines, placed
+from nlgkit.generation.decode import ReferenceScore, generate, score_references
+from nlgkit.generation.output import SearchOptions, cut_tokens, output_lines, placed
 from nlgkit.runs.loading import TrainedRun
 from nlgkit.search import Hypothesis
 
@@ -67,12 +67,11 @@ class Translator:
         todo = [i for i, source in enumerate(sources) if source is not None]
         targets = {i: cut_tokens(tokenize(references[i]), self.max_input_tokens, self.warn,
                                  f"{name}: reference of line {first_number + i}") for i in todo}
-        ids = {i: target_ids(run.tgt_vocab, tokens) for i, tokens in targets.items()}
-        found = score_targets(run.model, run.task, [sources[i] for i in todo], [ids[i] for i in todo],
-                              run.tgt_vocab, batch_size=self.options.batch_size, device=run.device)
+        found = score_references(run.model, run.task, [sources[i] for i in todo], [targets[i] for i in todo],
+                                 run.tgt_vocab, batch_size=self.options.batch_size, device=run.device)
         scores: list[ReferenceScore | None] = [None] * len(lines)
-        for i, log_prob in zip(todo, found, strict=True):
-            scores[i] = ReferenceScore(log_prob, len(ids[i]) + 1, ids[i].count(run.tgt_vocab.unk_index))
+        for i, score in zip(todo, found, strict=True):
+            scores[i] = score
         return scores
 
     def sources(self, lines: list[str], name: str, first_number: int,
