@@ -12,6 +12,7 @@ from helpers import reproduce, tiny_recipe
 from typer.testing import CliRunner
 
 from nlgkit.cli.main import app
+from nlgkit.data.word_counts import read_word_counts, training_word_counts
 from nlgkit.experiments.papers import load_table
 
 TEST_LINES = 60
@@ -222,8 +223,9 @@ def test_pappas_report_summarises_seed_repetitions(pappas_runs: list[Path], tmp_
 
 def test_a_record_keeps_a_copy_of_the_target_table_its_run_read(tokarchuk_runs: list[Path], tmp_path: Path) -> None:
     """A record never depends on a file outside it: the continuous run's target table (and its word list) is
-    copied under inputs/ with its checksum, the record's config names the copy relative to the record, and the
-    report read from the records equals the one read from the runs after the runs and the table are gone."""
+    copied under inputs/ with its checksum, the record's config names the copy relative to the record, it keeps
+    the training words' counts (Fig. 3), and the report read from the records equals the one read from the runs
+    after the runs, the table and the prepared data are gone."""
     import hashlib
 
     from_runs, from_records = tmp_path / "from_runs.md", tmp_path / "from_records.md"
@@ -242,16 +244,22 @@ def test_a_record_keeps_a_copy_of_the_target_table_its_run_read(tokarchuk_runs: 
     assert (record / "inputs" / "pretrained.vocab.txt").read_bytes() == words.read_bytes()
     assert json.loads((records / tokarchuk_runs[1].name / "record.json").read_text())["inputs"] == {}  # no table
 
+    data = Path(json.loads((record / "config.json").read_text())["data"]["dir"])
+    kept_counts = record / "data" / "train.words.en"  # Fig. 3's bins, as the prepared data gives them
+    assert read_word_counts(kept_counts) == training_word_counts(data, "en")
+    assert listed["files"]["data/train.words.en"] == hashlib.sha256(kept_counts.read_bytes()).hexdigest()
+
     away = tmp_path / "away"
     away.mkdir()
-    try:  # the table is gone with the machine that made it, and so are the run directories
-        table.rename(away / table.name)
-        words.rename(away / words.name)
+    moved = [table, words, data]
+    try:  # the table and the prepared data are gone with the machine that made them, and so are the run directories
+        for path in moved:
+            path.rename(away / path.name)
         gone = [str(tmp_path / "gone" / run.name) for run in tokarchuk_runs]
         reproduce(["tokarchuk", *gone, "--records", str(records), "--output", str(from_records), "--beams", "1"])
     finally:
-        (away / table.name).rename(table)
-        (away / words.name).rename(words)
+        for path in moved:
+            (away / path.name).rename(path)
     assert from_records.read_text() == from_runs.read_text()
 
 

@@ -16,8 +16,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from nlgkit.core.io import read_json, read_lines
-from nlgkit.data.tokenize import load_pipeline
+from nlgkit.core.io import read_json
+from nlgkit.data.word_counts import read_word_counts, training_word_counts, word_counts_name
 from nlgkit.evaluate.collect import RunResult, collect_run, group_runs
 from nlgkit.evaluate.markdown import md_table
 from nlgkit.evaluate.published import PaperTable
@@ -141,19 +141,6 @@ def bleu_by_beam(run_dirs: Sequence[Path], beams: Sequence[int], describe: Calla
     return md_table(["run", *(f"beam {b}" for b in beams)], body)
 
 
-def training_word_counts(data_dir: Path, lang: str) -> Counter[str]:
-    """How often each word occurs in the training target text, as detokenised words (lowercased), so that
-    outputs and references of any subword vocabulary are binned by the same words."""
-
-    raw = data_dir / f"train.ref.{lang}"
-    if raw.is_file():
-        lines = read_lines(raw)
-    else:
-        pipeline = load_pipeline(data_dir, lang)
-        lines = [pipeline.decode(line.split()) for line in read_lines(data_dir / f"train.{lang}")]
-    return Counter(word for line in lines for word in line.lower().split())
-
-
 def f1_by_frequency(results: Sequence[RunResult], describe: Callable[[RunResult], str],
                     edges: Sequence[int] = DEFAULT_EDGES) -> list[str]:
     """compare-mt's word F1 per training-frequency bin for each run (one column per bin)."""
@@ -162,8 +149,9 @@ def f1_by_frequency(results: Sequence[RunResult], describe: Callable[[RunResult]
     for run in results:
         assert run.config is not None  # collected from a run directory
         key = (run.config.data.dir, str(run.keys["tgt"]))
+        kept = run.run_dir / "data" / word_counts_name(key[1])  # a record's copy: no corpus needed
         if key not in counts_by_data:
-            counts_by_data[key] = training_word_counts(Path(key[0]), key[1])
+            counts_by_data[key] = read_word_counts(kept) if kept.is_file() else training_word_counts(Path(key[0]), key[1])
         bins = word_f1_by_bin([h.lower() for h in run.hyps], [r.lower() for r in run.refs], counts_by_data[key], edges)
         body.append([describe(run), *(f"{b['f1']:.3f}" for b in bins)])
     return md_table(["run", *(f"F1, seen {label}" for label in bin_labels(edges))], body)

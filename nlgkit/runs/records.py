@@ -4,7 +4,7 @@ Run directories hold checkpoints (tens of megabytes each) and live outside the w
 a committed table can vanish with the machine that trained them. A record keeps everything the reports and
 run-log summaries read — resolved config, provenance, ``metrics.jsonl``, checkpoint ``meta.json``, the test
 outputs already scored (with the stamp naming what made them), the references they were scored against and
-the vocabularies — and no weights, so ``--records results/runs`` regenerates a table, and adds new rows beside
+the vocabularies and the training target's word counts — and no weights, so ``--records results/runs`` regenerates a table, and adds new rows beside
 old ones, after the run directories are gone. A record cannot translate or caption: a report that needs outputs
 it lacks says so. A file outside the run that its config names (a continuous head's target table) is copied into
 the record under ``inputs/``, and the record's config names the copy relative to the record: a record never
@@ -21,6 +21,7 @@ from typing import Any
 from nlgkit.core.config import PLUGIN_REGISTRIES, RunConfig
 from nlgkit.core.errors import DataError, NlgkitError
 from nlgkit.core.io import atomic_directory, read_json, sha256_file, write_json
+from nlgkit.data.word_counts import training_word_counts, word_counts_name, write_word_counts
 from nlgkit.runs.outputs import RECORD_FILE, best_meta, is_record, kept_outputs, run_config, saved_config
 from nlgkit.tasks import Task, build_task
 from nlgkit.wordvectors.tables import vocab_path
@@ -72,12 +73,23 @@ def archive_run(run_dir: Path, records_dir: Path, *, replace_finished: bool = Fa
             raw[section][name] = str(Path(INPUTS_DIR, source.name))
         write_json(tmp / "config.json", raw)
         files = [Path("config.json"), *(relative for _, relative in copies)]
+        counted = _word_counts(config, data_dir)
+        if counted is not None:  # what a report binning words by training frequency reads, without the corpus
+            write_word_counts(tmp / "data" / word_counts_name(counted), training_word_counts(data_dir, counted))
+            files.append(Path("data", word_counts_name(counted)))
         write_json(tmp / RECORD_FILE, {
             "archived_from": str(run_dir.resolve()),
             "files": {str(rel): sha256_file(tmp / rel) for rel in files},
             "inputs": {key: {"archived_from": str(source.resolve()), "sha256": sha256_file(source),
                              "kept": str(Path(INPUTS_DIR, source.name))} for key, source in inputs.items()}})
     return record
+
+
+def _word_counts(config: RunConfig, data_dir: Path) -> str | None:
+    """The target language whose training word counts a record keeps (reports bin words by them, as detokenised
+    words whatever the vocabulary): a task whose training targets are a prepared ``train.LANG`` file."""
+    lang = getattr(config.data, "tgt_lang", None)
+    return str(lang) if lang and (data_dir / f"train.{lang}").is_file() else None
 
 
 def _progress(run: Path) -> dict[str, Any]:
