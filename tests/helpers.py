@@ -104,7 +104,8 @@ FIXED = 'type = "fixed"\ninit = "l2"\nbias = "fixed"'
 
 
 def tiny_recipe(tmp: Path, data_dir: Path, run_dir: Path, dropout: float = 0.1, model: str = RNN,
-                head: str = FIXED, beam: int = 3, valid_limit: int = 60, **train: object) -> Path:
+                head: str = FIXED, beam: int = 3, valid_limit: int = 60, train_limit: int = 300,
+                **train: object) -> Path:
     """A small model (``model`` and ``head``: the TOML lines of their sections) on a slice of real data; the
     loop, data and heads are the production ones."""
     settings = {"lr": 0.005, "batch_size": 25, "max_epochs": 14, "log_every": 5, "seed": 3,
@@ -116,7 +117,7 @@ def tiny_recipe(tmp: Path, data_dir: Path, run_dir: Path, dropout: float = 0.1, 
 dir = "{run_dir}"
 [data]
 dir = "{data_dir}"
-train_limit = 300
+train_limit = {train_limit}
 valid_limit = {valid_limit}
 [data.prepare]
 corpus = "none"

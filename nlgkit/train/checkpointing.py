@@ -21,7 +21,7 @@ from nlgkit.core.config import RunConfig, config_from_dict, to_dict
 from nlgkit.core.errors import CheckpointError, NlgkitError
 from nlgkit.core.io import write_json
 from nlgkit.runs.checkpoint import find_checkpoint, load_meta, load_train_state, load_weights, save_checkpoint
-from nlgkit.runs.provenance import environment, git_revision
+from nlgkit.runs.provenance import environment
 from nlgkit.train.distributed import rank_seed
 from nlgkit.train.session import LoopState, Session
 
@@ -60,7 +60,7 @@ def save_training_checkpoint(config: RunConfig, session: Session, loop: LoopStat
         if session.device.type == "cuda":
             state["cuda_rng"] = torch.cuda.get_rng_state(session.device)
     meta = {"config": to_dict(config), "vocab_checksums": vocab_checksums(session),
-            "git": git_revision(), "loop": dataclasses.asdict(loop), "metrics": metrics}
+            "git": session.git, "loop": dataclasses.asdict(loop), "metrics": metrics}
     save_checkpoint(directory, session.model, meta, state)
 
 
@@ -93,7 +93,7 @@ def restore_training_checkpoint(config: RunConfig, session: Session, last_dir: P
         console.print(f"{last_dir}: saved by {saved_world} rank(s), resumed by {ranks.world_size}: "
                       f"same batches from update {loop.update} on, new dropout/sampling draws "
                       f"(the run will not match an uninterrupted one bit for bit)")
-    session.log.write("resume", update=loop.update, epoch=loop.epoch, git=git_revision(),
+    session.log.write("resume", update=loop.update, epoch=loop.epoch, git=session.git,
                       env=environment(session.device), world_size=ranks.world_size,
                       saved_world_size=saved_world, changed=changed)
     if changed and ranks.is_main:  # config.json says what the run goes on with; the event keeps the old values

@@ -144,7 +144,7 @@ class Trainer:
             torch.manual_seed(rank_seed(t.seed, ranks.rank))
         log = open_metrics_log(self.run_dir / "metrics.jsonl", is_main=ranks.is_main, tensorboard=t.tensorboard)
         return Session(task, data, model, optimizer, scheduler, device, autocast, log, count_parameters(model),
-                       objective, ranks, embeddings)
+                       objective, ranks, embeddings, git_revision() if ranks.is_main else {})
 
     def _start(self, session: Session) -> LoopState:
         """A new run: record config, data manifest, provenance and the start event (rank 0)."""
@@ -155,7 +155,7 @@ class Trainer:
         copy_model_assets(data.data_dir, self.run_dir / "data")
         write_json(self.run_dir / "config.json", to_dict(self.config))
         write_json(self.run_dir / "manifest.json", data.manifest)
-        write_json(self.run_dir / "provenance.json", {"git": git_revision(), "env": environment(session.device),
+        write_json(self.run_dir / "provenance.json", {"git": session.git, "env": environment(session.device),
                                                       "parameters": session.params,
                                                       **({"embeddings": session.embeddings} if session.embeddings
                                                          else {})})
