@@ -7,7 +7,9 @@ word2vec and fastText, fastText's minimum count 5, GloVe's 25 iterations).
 word2vec and fastText run in gensim; with one worker and a seed the vectors are the same on every run.
 GloVe runs in Stanford's C implementation through ``glovpy`` when it is installed and built (fast, not
 reproducible), else in ``mittens`` (NumPy, full-batch AdaGrad on the dense co-occurrence matrix, initialised
-from the seed: reproducible, but V × V matrices, so a vocabulary past ~12,000 words is refused, see
+from the seed: the same vectors on every run on one machine (NumPy's matrix products may round differently
+on another CPU: a German table of 6,128 words came out with another checksum on a second AMD EPYC machine, its
+English one the same), but V × V matrices, so a vocabulary past ~12,000 words is refused, see
 :data:`MITTENS_MAX_BYTES`). Co-occurrences are GloVe's: symmetric, weighted 1/d at distance d ≤ window, after
 words under the minimum count are dropped from the sentence.
 """
