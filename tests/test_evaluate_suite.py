@@ -14,7 +14,7 @@ import os
 import shutil
 import subprocess
 import sys
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterator
 from dataclasses import asdict
 from pathlib import Path
@@ -26,6 +26,7 @@ from typer.testing import CliRunner
 from nlgkit.cli.evaluate import app
 from nlgkit.core.errors import ConfigError
 from nlgkit.data.vocab import Vocabulary
+from nlgkit.data.word_counts import write_word_counts
 from nlgkit.evaluate.significance import mean_sd, paired_bootstrap
 from nlgkit.metrics import captions as cm
 from nlgkit.metrics import meteor
@@ -238,7 +239,7 @@ VOCAB = Vocabulary([*SPECIAL, "a", "the", "dog", "cat", "sat"], [0, 0, 0, 0, 200
 
 
 def test_vocabulary_usage_rare_share_and_word_f1() -> None:
-    report = vocab_report(HYPS, [REFS], VOCAB, edges=(1, 5, 100))
+    report = vocab_report(HYPS, [REFS], train_counts(VOCAB), edges=(1, 5, 100))
     assert (report["score"], report["tokens"]) == (4, 6)  # the cat sat dog; 6 tokens
     # bins <1, [1,5), [5,100), >=100: sat(1) | cat(5) dog(50) | the the the
     assert [(r["bin"], r["tokens"], r["types"]) for r in report["rare"]] == [
@@ -261,6 +262,9 @@ def test_bins_labels_and_case() -> None:
     cased = Vocabulary([*SPECIAL, "the", "The"], [0, 0, 0, 0, 4, 3])
     assert train_counts(cased, lowercase=True) == {"the": 7}
     assert vocab_report(["The THE the"], lowercase=True)["score"] == 1
+    # lowercased scoring adds up the training counts of a word's case variants: 4 + 3 reach the bin >= 5
+    merged = vocab_report(["the"], [["The"]], {"the": 4, "The": 3}, edges=(5,), lowercase=True)
+    assert [r["tokens"] for r in merged["rare"]] == [0, 1]
 
 
 # -- significance ------------------------------------------------------------------------------------------
@@ -362,7 +366,12 @@ def test_cli_caption_vu_and_compare(tmp_path: Path, no_java: None, flickr: tuple
     hyp, ref = write(tmp_path / "h", HYPS), write(tmp_path / "r", REFS)
     base = ["--hyp", hyp, "--ref", ref, "--train-vocab", str(vocab), "--bins", "1,5,100"]
     out = json.loads(runner.invoke(app, [*base, "--metrics", "bleu", "--json"]).stdout)
-    assert out["vu"] == vocab_report(HYPS, [REFS], VOCAB, (1, 5, 100))
+    assert out["vu"] == vocab_report(HYPS, [REFS], train_counts(VOCAB), (1, 5, 100))
+    # a record's word counts (data/train.words.LANG) bin the same words the same way
+    words = tmp_path / "train.words.en"
+    write_word_counts(words, Counter(train_counts(VOCAB)))
+    by_words = ["--hyp", hyp, "--ref", ref, "--train-words", str(words), "--bins", "1,5,100", "--json"]
+    assert json.loads(runner.invoke(app, [*by_words, "--metrics", "bleu"]).stdout)["vu"] == out["vu"]
 
     ref_s, worse, better = systems
     files = [write(tmp_path / name, lines) for name, lines in (("a", worse), ("b", better), ("ref", ref_s))]
@@ -377,7 +386,7 @@ def test_cli_caption_vu_and_compare(tmp_path: Path, no_java: None, flickr: tuple
 
 @pytest.mark.parametrize(
     "case", ["length", "empty hyp", "empty ref", "latin1", "compare length", "compare latin1", "bad vocab",
-             "bad bins", "bins alone", "unknown metric", "no corpus metric"],
+             "bad bins", "bins alone", "vocab and words", "bad words", "unknown metric", "no corpus metric"],
 )  # fmt: skip
 def test_cli_bad_input_is_one_line(case: str, tmp_path: Path) -> None:
     hyp, ref = write(tmp_path / "hyp.txt", HYPS), write(tmp_path / "ref.txt", REFS)
@@ -399,6 +408,9 @@ def test_cli_bad_input_is_one_line(case: str, tmp_path: Path) -> None:
         "bad vocab": (["--hyp", hyp, "--ref", ref, "--train-vocab", vocab], f"{vocab}: line 5"),
         "bad bins": (["--hyp", hyp, "--ref", ref, "--train-vocab", good, "--bins", "5,2"], "5, 2"),
         "bins alone": (["--hyp", hyp, "--ref", ref, "--bins", "1,2"], "--train-vocab"),
+        "vocab and words": (["--hyp", hyp, "--ref", ref, "--train-vocab", good, "--train-words", good],
+                            "--train-words"),
+        "bad words": (["--hyp", hyp, "--ref", ref, "--train-words", vocab], f"{vocab}, line 5"),
         "unknown metric": (["--hyp", hyp, "--ref", ref, "--metrics", "bleu,rouge"], "rouge"),
         "no corpus metric": (["--hyp", hyp, "--ref", ref, "--compare", ref, "--metrics", "vu"], "bleu"),
     }[case]  # fmt: skip

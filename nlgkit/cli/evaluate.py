@@ -2,8 +2,8 @@
 
 Metrics: sacrebleu's BLEU, chrF and TER; METEOR 1.5 (``--lang``); the COCO caption metrics (``caption``:
 BLEU-1..4, METEOR, ROUGE-L, CIDEr, and SPICE reported unavailable); vocabulary usage (``vu``), with rare
-share and word F1 by training-frequency bin given ``--train-vocab``. ``--compare HYP_B`` adds a paired
-bootstrap test of B against --hyp (A) for each of bleu/chrf/ter asked for.
+share and word F1 by training-frequency bin given ``--train-vocab`` or ``--train-words``. ``--compare HYP_B``
+adds a paired bootstrap test of B against --hyp (A) for each of bleu/chrf/ter asked for.
 
 The scoring is a typer callback (``invoke_without_command=True``) rather than a command, so that
 ``nlgkit evaluate --hyp H --ref R`` works today and sub-commands (``nlgkit evaluate report …``) can be
@@ -61,6 +61,14 @@ def evaluate(
             help="Training vocabulary (vocab.{lang}.txt): adds vu with rare share and word F1 by frequency bin",
         ),
     ] = None,
+    train_words: Annotated[
+        Path | None,
+        typer.Option(
+            metavar="FILE",
+            help="Training word counts (WORD<TAB>COUNT, as a run record's data/train.words.{lang}): the words of a "
+                 "subword model, instead of --train-vocab's tokens",
+        ),
+    ] = None,
     bins: Annotated[
         str | None,
         typer.Option(metavar="EDGES", help="Training-frequency bin edges (default 1,2,3,4,5,10,100,1000)"),
@@ -85,7 +93,7 @@ def evaluate(
     from nlgkit.evaluate.scoring import score_files  # lazy: CLI start-up (numpy, significance tests)
 
     scores = score_files(hyp, ref, metrics, lowercase=lowercase, lang=lang, train_vocab=train_vocab, bins=bins,
-                         compare=compare, samples=samples, seed=seed)
+                         compare=compare, samples=samples, seed=seed, train_words=train_words)
     if json_output:
         typer.echo(json.dumps(scores, ensure_ascii=False))
         return
@@ -93,7 +101,8 @@ def evaluate(
 
 
 def _print_tables(scores: dict[str, Any], title: str, compare: Path | None) -> None:
-    """Rich tables: scores, then frequency bins (with --train-vocab), then the bootstrap (with --compare)."""
+    """Rich tables: scores, then frequency bins (with --train-vocab or --train-words), then the bootstrap (with
+    --compare)."""
     console = Console()
     table = Table(title=title)
     for column in ("metric", "score", "signature"):

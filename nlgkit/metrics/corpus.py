@@ -9,8 +9,8 @@ metrics (``caption``) and vocabulary usage (``vu``), each from its own module.
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from sacrebleu.metrics import BLEU, CHRF, TER
 from sacrebleu.metrics.base import Metric
@@ -20,9 +20,6 @@ from nlgkit.metrics.captions import caption_scores, segment_refs
 from nlgkit.metrics.meteor import meteor_score
 from nlgkit.metrics.names import ALL_METRICS, METRICS
 from nlgkit.metrics.vocabulary import DEFAULT_EDGES, vocab_report
-
-if TYPE_CHECKING:
-    from nlgkit.data.vocab import Vocabulary
 
 HIGHER_IS_BETTER = {"bleu": True, "chrf": True, "ter": False}
 
@@ -125,14 +122,14 @@ def score_all(
     metrics: Sequence[str] = METRICS,
     lowercase: bool = False,
     lang: str = "en",
-    train_vocab: Vocabulary | None = None,
+    train_counts: Mapping[str, int] | None = None,
     edges: Sequence[int] | None = None,
 ) -> dict[str, dict[str, Any]]:
     """Every requested metric of :data:`ALL_METRICS`, in the order asked, against reference streams ``refs``.
 
     ``meteor`` is METEOR 1.5 for target language ``lang``; ``caption`` the COCO metrics (one image per
     line, its captions across the streams); ``vu`` vocabulary usage, plus rare share and word F1 by
-    training-frequency bin (``edges``) when ``train_vocab`` is given. Unavailable scores (no java, SPICE)
+    training-frequency bin (``edges``) when ``train_counts`` (each training word's count) are given. Unavailable scores (no java, SPICE)
     are entries with ``"available": False`` and a reason, never a number.
     """
     names = list(dict.fromkeys(metrics))
@@ -152,5 +149,5 @@ def score_all(
         results["caption"] = caption_scores(hyps, segment_refs(refs))
     if "vu" in names:
 
-        results["vu"] = vocab_report(hyps, refs, train_vocab, edges or DEFAULT_EDGES, lowercase)
+        results["vu"] = vocab_report(hyps, refs, train_counts, edges or DEFAULT_EDGES, lowercase)
     return {name: results[name] for name in names}

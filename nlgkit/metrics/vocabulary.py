@@ -147,19 +147,24 @@ def word_f1_by_bin(
 def vocab_report(
     hyps: Sequence[str],
     ref_streams: Sequence[Sequence[str]] = (),
-    vocab: Vocabulary | None = None,
+    counts: Mapping[str, int] | None = None,
     edges: Sequence[int] = DEFAULT_EDGES,
     lowercase: bool = False,
 ) -> dict[str, Any]:
-    """VU and, given the training vocabulary, rare share and word F1 (against the first reference stream,
-    since compare-mt's measure is single-reference)."""
+    """VU and, given the training counts (:func:`train_counts` of a vocabulary, or the words' counts a record
+    keeps), rare share and word F1 (against the first reference stream, since compare-mt's measure is
+    single-reference)."""
     if lowercase:
         hyps = [line.lower() for line in hyps]
         ref_streams = [[line.lower() for line in stream] for stream in ref_streams]
     report: dict[str, Any] = vocabulary_usage(hyps)
     report["signature"] = f"distinct whitespace tokens|case:{'lc' if lowercase else 'mixed'}"
-    if vocab is not None:
-        counts = train_counts(vocab, lowercase)
+    if counts is not None:
+        if lowercase:  # case variants of a word add up
+            merged: Counter[str] = Counter()
+            for word, count in counts.items():
+                merged[word.lower()] += count
+            counts = merged
         report["rare"] = rare_share(hyps, counts, edges)
         if ref_streams:
             report["word_f1"] = word_f1_by_bin(hyps, ref_streams[0], counts, edges)
