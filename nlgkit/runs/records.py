@@ -5,10 +5,10 @@ a committed table can vanish with the machine that trained them. A record keeps 
 run-log summaries read — resolved config, provenance, ``metrics.jsonl``, checkpoint ``meta.json``, the test
 outputs already scored (with the stamp naming what made them), the references they were scored against, the
 vocabularies and the training target's word counts — and no weights, so ``--records results/runs`` regenerates a
-table, and adds new rows beside old ones, after the run directories are gone. A record cannot translate or caption: a report that needs outputs
-it lacks says so. A file outside the run that its config names (a continuous head's target table) is copied into
-the record under ``inputs/``, and the record's config names the copy relative to the record: a record never
-depends on a file outside the repository.
+table, and adds new rows beside old ones, after the run directories are gone. A record cannot translate or
+caption: a report that needs outputs it lacks says so. A file outside the run that its config names (a continuous
+head's target table) is copied into the record under ``inputs/``, and the record's config names the copy relative
+to the record: a record never depends on a file outside the repository.
 """
 
 from __future__ import annotations
