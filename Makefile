@@ -9,7 +9,7 @@ EN_DE  := data/multi30k_en-de
 # Long runs live outside the work tree so a later session can --resume them: make reproduce-table1 RUNS_DIR=~/nlgkit-runs
 RUNS_DIR ?= runs
 # make test: pytest-xdist workers of one thread each, a test file per worker (its module fixtures trained once). On a
-# 2-core AMD EPYC, two such workers ran the suite in 7 min 2 s (2cc4e58, a fresh clone) to 10 min 52 s (older
+# 2-core AMD EPYC, two such workers ran the suite in 6 min 33 s (e3d5729, a fresh clone) to 10 min 52 s (older
 # revisions, slower machines); one process of 2 threads took 15 min 37 s
 TEST_WORKERS ?= 2
 TABLE1_RUNS := flickr8k_tell_learned flickr8k_tell_tied flickr8k_tell_fixed flickr8k_attend_learned flickr8k_attend_tied flickr8k_attend_fixed
