@@ -8,8 +8,9 @@ from typing import Any
 
 import torch
 
-from nlgkit.core.config import RunConfig, load_recipe
+from nlgkit.core.config import RunConfig
 from nlgkit.core.io import read_lines
+from nlgkit.core.recipes import load_recipe
 from nlgkit.data.vocab import Vocabulary
 from nlgkit.generation.decode import generate
 from nlgkit.heads import HEADS, HeadContext, build_head

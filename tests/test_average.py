@@ -19,9 +19,9 @@ from torch import nn
 from typer.testing import CliRunner
 
 from nlgkit.cli.main import app
-from nlgkit.core.config import load_recipe
 from nlgkit.core.errors import CheckpointError, ConfigError
 from nlgkit.core.io import sha256_file
+from nlgkit.core.recipes import load_recipe
 from nlgkit.runs.averaging import average_weights
 from nlgkit.runs.checkpoint import save_checkpoint
 from nlgkit.runs.epochs import epoch_checkpoints, prune_epoch_checkpoints, select_epochs

@@ -11,7 +11,7 @@ from helpers import with_head
 from typer.testing import CliRunner
 
 from nlgkit.cli.main import app
-from nlgkit.core.config import load_recipe
+from nlgkit.core.recipes import load_recipe
 from nlgkit.generation.decode import best_texts, generate
 from nlgkit.metrics.captions import caption_scores
 from nlgkit.models import MODELS

@@ -12,9 +12,9 @@ from safetensors.torch import load_file
 from typer.testing import CliRunner
 
 from nlgkit.cli.main import app
-from nlgkit.core.config import load_recipe
 from nlgkit.core.errors import ConfigError
 from nlgkit.core.io import read_lines
+from nlgkit.core.recipes import load_recipe
 from nlgkit.metrics.corpus import bleu
 from nlgkit.runs.loading import load_trained
 

@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from nlgkit.core.config import RunConfig, config_from_dict, load_recipe, to_dict
+from nlgkit.core.config import RunConfig, config_from_dict, to_dict
 from nlgkit.core.errors import ConfigError
+from nlgkit.core.recipes import load_recipe
 
 RECIPES = Path(__file__).resolve().parents[1] / "recipes"
 

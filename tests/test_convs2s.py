@@ -17,8 +17,8 @@ from helpers import (
     with_head,
 )
 
-from nlgkit.core.config import load_recipe
 from nlgkit.core.errors import ConfigError
+from nlgkit.core.recipes import load_recipe
 from nlgkit.core.registry import HEADS
 from nlgkit.data.batching import Batch
 from nlgkit.experiments.papers import load_table

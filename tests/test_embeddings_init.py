@@ -15,7 +15,7 @@ import pytest
 import torch
 from helpers import nlgkit_command, tiny_recipe
 
-from nlgkit.core.config import load_recipe
+from nlgkit.core.recipes import load_recipe
 from nlgkit.data.vocab import PAD, SPECIALS, Vocabulary
 from nlgkit.experiments.hirasawa_runs import Row, TableUse, placement, table_uses
 from nlgkit.runs.build import build_model

@@ -16,9 +16,9 @@ import torch
 from conftest import MULTI30K, SHARED
 from helpers import nlgkit_command
 
-from nlgkit.core.config import load_recipe
 from nlgkit.core.errors import DataError
 from nlgkit.core.io import read_lines
+from nlgkit.core.recipes import load_recipe
 from nlgkit.data.multimodal import prepare_multimodal_multi30k
 from nlgkit.generation.translate import read_image_list
 from nlgkit.runs.data import ensure_data_dir

@@ -16,7 +16,7 @@ import typer
 from typer.testing import CliRunner
 
 from nlgkit.cli.report import register
-from nlgkit.core.config import load_recipe
+from nlgkit.core.recipes import load_recipe
 from nlgkit.evaluate.collect import RunResult, collect_runs, group_key
 from nlgkit.evaluate.render import render_html, render_markdown
 from nlgkit.evaluate.report import build_report, report_to_dict

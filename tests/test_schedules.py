@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from nlgkit.core.config import load_recipe
 from nlgkit.core.errors import ConfigError
+from nlgkit.core.recipes import load_recipe
 from nlgkit.train.optim import build_optimizer, build_scheduler
 
 RECIPE = Path(__file__).resolve().parents[1] / "recipes" / "multi30k_learned.toml"

@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from nlgkit.cli.common import handle_errors
-from nlgkit.core.config import load_recipe
+from nlgkit.core.recipes import load_recipe
 
 
 @handle_errors

@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from nlgkit.core.config import load_recipe
+from nlgkit.core.recipes import load_recipe
 from nlgkit.evaluate.markdown import md_table
 from nlgkit.experiments.bench.research import spawn_model_training
 from nlgkit.experiments.common import RECIPES, log, write_output

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from nlgkit.core.config import load_recipe
+from nlgkit.core.recipes import load_recipe
 from nlgkit.evaluate.markdown import md_table
 from nlgkit.evaluate.published import PaperTable
 from nlgkit.experiments.common import RECIPES

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
 
-from nlgkit.core.config import from_dict, parse_override
+from nlgkit.core.config import from_dict
 from nlgkit.core.errors import ConfigError
+from nlgkit.core.recipes import parse_override
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from nlgkit.core.config import load_recipe
+from nlgkit.core.recipes import load_recipe
 from nlgkit.data.batching import bucketed_batches
 from nlgkit.experiments.bench.process import ROOT
 from nlgkit.runs.data import copy_model_assets

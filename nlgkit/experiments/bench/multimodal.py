@@ -22,9 +22,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from nlgkit.core.config import load_recipe
 from nlgkit.core.errors import ConfigError, DataError
 from nlgkit.core.io import read_json
+from nlgkit.core.recipes import load_recipe
 from nlgkit.runs.data import SPLITS
 from nlgkit.tasks import build_task
 from nlgkit.tasks.multimodal import MultimodalTranslationTask

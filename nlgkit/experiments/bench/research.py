@@ -23,7 +23,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from nlgkit.core.config import config_from_dict, load_recipe
+from nlgkit.core.config import config_from_dict
+from nlgkit.core.recipes import load_recipe
 from nlgkit.data.batching import ParallelData
 from nlgkit.data.vocab import SPECIALS
 from nlgkit.experiments.bench.process import peak_rss_mib, spawn_json

@@ -21,9 +21,9 @@ from typing import Any
 
 import torch
 
-from nlgkit.core.config import load_recipe
 from nlgkit.core.errors import NlgkitError
 from nlgkit.core.io import atomic_write
+from nlgkit.core.recipes import load_recipe
 from nlgkit.data.batching import bucketed_batches
 from nlgkit.experiments.bench.ct2 import ct2_benchmarks, measure_ct2
 from nlgkit.experiments.bench.debias import benchmark_debias, measure_debias
