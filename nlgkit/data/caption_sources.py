@@ -23,8 +23,9 @@ from typing import Any
 
 from nlgkit.core.errors import ConfigError, DataError
 from nlgkit.core.io import read_lines
-from nlgkit.data.captions import CaptionCorpus, Locate, Log, build_caption_dir, describe_input, hash_split
-from nlgkit.data.download import default_source, download, is_url
+from nlgkit.data.captions import CaptionCorpus, Log, build_caption_dir, describe_input, hash_split
+from nlgkit.data.download import default_source
+from nlgkit.data.multi30k_files import flickr30k_locator, multi30k_file
 
 SHARED_FLICKR8K = Path("..") / "shared" / "data" / "flickr8k"
 FLICKR8K_SPLITS = {"train": "Flickr_8k.trainImages.txt", "valid": "Flickr_8k.devImages.txt",
@@ -267,42 +268,6 @@ def read_multi30k_captions(source: str, lang: str, download_dir: Path) -> Captio
             for name, caption in zip(names, lines, strict=True):
                 splits[split].setdefault(name, []).append(caption)
     return CaptionCorpus(splits, inputs, "Multi30K's train / val / test_2016 (task1/image_splits)")
-
-
-def flickr30k_locator(images_dir: Path) -> Locate:
-    """Find a Flickr30K name ``ID.jpg`` as itself or as the one Flickr8k file ``ID_SECRET.jpg`` (the same
-    photograph); several ``ID_*.jpg`` are ambiguous, and the image is skipped saying so."""
-    by_id: dict[str, list[str]] = {}
-    for path in images_dir.glob("*_*.jpg"):
-        by_id.setdefault(path.name.split("_", 1)[0], []).append(path.name)
-
-    def locate(name: str) -> tuple[str, str]:
-        if (images_dir / name).exists():
-            return name, ""
-        stem = name.rsplit(".", 1)[0]
-        found = sorted(by_id.get(stem, []))
-        if len(found) > 1:
-            return name, f"file not found, and {len(found)} files match {stem}_*.jpg ({', '.join(found[:3])})"
-        return (found[0] if found else name), ""
-
-    return locate
-
-
-def multi30k_file(source: str, relative: str, download_dir: Path) -> tuple[Path, str]:
-    """Local path of a Multi30K dataset file, and its URL when ``source`` is one (then it is downloaded).
-
-    A URL is the repository's ``data/`` base or task 1's ``data/task1/raw/`` (``download.DEFAULT_URL``);
-    a directory is the dataset root, its ``data`` folder, or its ``task1/raw`` folder.
-    """
-    if is_url(source):
-        base = source if source.endswith("/") else source + "/"
-        base = base.removesuffix("task1/raw/")
-        return download(base + relative, download_dir / relative), base + relative
-    root = Path(source).expanduser()
-    for candidate in (root, root / "data", root.parent.parent):
-        if (candidate / relative).is_file():
-            return candidate / relative, ""
-    raise DataError(f"{root / relative}: file not found in Multi30K source {root}")
 
 
 # -- shared helpers ----------------------------------------------------------------------------------------

@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from nlgkit.core.errors import ConfigError, DataError
-from nlgkit.data.caption_sources import flickr30k_locator, multi30k_file
 from nlgkit.data.captions import describe_input
 from nlgkit.data.download import MULTI30K_LANGS, SPLIT_FILES, default_source, fetch_multi30k
+from nlgkit.data.multi30k_files import flickr30k_locator, multi30k_file
 from nlgkit.data.prepare import (
     SPLITS,
     build_directory,
