@@ -7,7 +7,7 @@ with ``text-covered``; IMAGINATION trains on all pairs (its image loss on the co
 is what reading the image costs.
 
 Each row is the training benchmark's own measurement (``nlgkit bench --worker train``,
-:func:`nlgkit.experiments.bench.run.measure_training`): real batches of epoch 1 with the cached image features,
+:func:`nlgkit.experiments.bench.measure.measure_training`): real batches of epoch 1 with the cached image features,
 after warm-up updates, in a process of its own (peak RSS). The ratios are taken between rows of the same run, so
 they move much less with the machine's load than the tokens/s do.
 

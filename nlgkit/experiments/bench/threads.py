@@ -7,7 +7,7 @@ times, so runs side by side train more tokens in all; this section measures by h
 figures are ratios to one process of one thread measured in the same run, which move less with the machine than
 tokens/s do.
 
-Every case is the training benchmark's own measurement (:func:`nlgkit.experiments.bench.run.measure_training`:
+Every case is the training benchmark's own measurement (:func:`nlgkit.experiments.bench.measure.measure_training`:
 real batches of epoch 1 after warm-up updates) in processes of their own. Processes side by side wait for each
 other after their set-up and warm-up (:func:`wait_for_all`), so that their timed updates overlap.
 """
