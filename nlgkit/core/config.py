@@ -1,10 +1,10 @@
 """Recipes: TOML → validated, frozen dataclasses.
 
 Config flows one way: a recipe file (plus ``--set section.key=value`` overrides, each parsed as a TOML
-value: :mod:`nlgkit.core.recipes` reads them) is checked against the dataclasses below and the config classes that plug-ins register in
-:mod:`nlgkit.core.registry` (a ``type`` key selects one; ``[data]`` is the class the task names). Nothing
-here names a task, model or head. Unknown keys, wrong types and inconsistent values are rejected with the
-dotted key and the file. Builders (:mod:`nlgkit.runs.build`) then turn the dataclasses into objects.
+value: :mod:`nlgkit.core.recipes` reads them) is checked against the dataclasses below and the config classes
+that plug-ins register in :mod:`nlgkit.core.registry` (a ``type`` key selects one; ``[data]`` is the class the
+task names). Nothing here names a task, model or head. Unknown keys, wrong types and inconsistent values are
+rejected with the dotted key and the file. Builders (:mod:`nlgkit.runs.build`) then turn the dataclasses into objects.
 Missing keys take their defaults, so old run directories and checkpoints keep loading.
 """
 

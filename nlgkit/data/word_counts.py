@@ -9,6 +9,7 @@ rebuilt from the record alone, without the prepared corpus.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 from pathlib import Path
 
 from nlgkit.core.errors import DataError
@@ -33,7 +34,7 @@ def training_word_counts(data_dir: Path, lang: str) -> Counter[str]:
     return Counter(word for line in lines for word in line.lower().split())
 
 
-def write_word_counts(path: Path, counts: Counter[str]) -> None:
+def write_word_counts(path: Path, counts: Mapping[str, int]) -> None:
     """``word<TAB>count`` lines, most frequent first (ties by word): the same counts write the same file."""
     with atomic_write(path) as handle:
         handle.writelines(f"{word}\t{count}\n" for word, count in sorted(counts.items(), key=lambda c: (-c[1], c[0])))

@@ -149,9 +149,10 @@ def f1_by_frequency(results: Sequence[RunResult], describe: Callable[[RunResult]
     for run in results:
         assert run.config is not None  # collected from a run directory
         key = (run.config.data.dir, str(run.keys["tgt"]))
-        kept = run.run_dir / "data" / word_counts_name(key[1])  # a record's copy: no corpus needed
         if key not in counts_by_data:
-            counts_by_data[key] = read_word_counts(kept) if kept.is_file() else training_word_counts(Path(key[0]), key[1])
+            kept = run.run_dir / "data" / word_counts_name(key[1])  # a record's copy: no corpus needed
+            counts_by_data[key] = (read_word_counts(kept) if kept.is_file()
+                                   else training_word_counts(Path(key[0]), key[1]))
         bins = word_f1_by_bin([h.lower() for h in run.hyps], [r.lower() for r in run.refs], counts_by_data[key], edges)
         body.append([describe(run), *(f"{b['f1']:.3f}" for b in bins)])
     return md_table(["run", *(f"F1, seen {label}" for label in bin_labels(edges))], body)

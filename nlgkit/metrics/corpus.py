@@ -129,8 +129,8 @@ def score_all(
 
     ``meteor`` is METEOR 1.5 for target language ``lang``; ``caption`` the COCO metrics (one image per
     line, its captions across the streams); ``vu`` vocabulary usage, plus rare share and word F1 by
-    training-frequency bin (``edges``) when ``train_counts`` (each training word's count) are given. Unavailable scores (no java, SPICE)
-    are entries with ``"available": False`` and a reason, never a number.
+    training-frequency bin (``edges``) when ``train_counts`` (each training word's count) are given.
+    Unavailable scores (no java, SPICE) are entries with ``"available": False`` and a reason, never a number.
     """
     names = list(dict.fromkeys(metrics))
     for name in names:

@@ -65,11 +65,16 @@ def frequency_bin(count: int, edges: Sequence[int]) -> int:
 
 def train_counts(vocab: Vocabulary, lowercase: bool = False) -> dict[str, int]:
     """Training counts by token, specials left out; with ``lowercase`` the counts of case variants add up."""
-    counts: Counter[str] = Counter()
-    for token, count in zip(vocab.tokens, vocab.counts, strict=True):
-        if token not in SPECIALS:
-            counts[token.lower() if lowercase else token] += count
-    return dict(counts)
+    counts = {token: count for token, count in zip(vocab.tokens, vocab.counts, strict=True) if token not in SPECIALS}
+    return lowercased(counts) if lowercase else counts
+
+
+def lowercased(counts: Mapping[str, int]) -> dict[str, int]:
+    """Training counts by lowercased word: the counts of a word's case variants add up."""
+    merged: Counter[str] = Counter()
+    for word, count in counts.items():
+        merged[word.lower()] += count
+    return dict(merged)
 
 
 def vocabulary_usage(hyps: Sequence[str]) -> dict[str, int]:
@@ -160,11 +165,8 @@ def vocab_report(
     report: dict[str, Any] = vocabulary_usage(hyps)
     report["signature"] = f"distinct whitespace tokens|case:{'lc' if lowercase else 'mixed'}"
     if counts is not None:
-        if lowercase:  # case variants of a word add up
-            merged: Counter[str] = Counter()
-            for word, count in counts.items():
-                merged[word.lower()] += count
-            counts = merged
+        if lowercase:
+            counts = lowercased(counts)
         report["rare"] = rare_share(hyps, counts, edges)
         if ref_streams:
             report["word_f1"] = word_f1_by_bin(hyps, ref_streams[0], counts, edges)

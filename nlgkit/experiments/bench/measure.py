@@ -1,6 +1,7 @@
 """The measurements of ``nlgkit bench`` that its worker processes run, one each
 (:func:`nlgkit.experiments.bench.run.worker`): training throughput of a recipe's real batches, beam search over a
-run's test split, CNN feature extraction, and the command line's start-up. Each returns its figures with the process's peak memory; none is asserted by a test.
+run's test split, CNN feature extraction, and the command line's start-up. Each returns its figures with the
+process's peak memory; none is asserted by a test.
 """
 
 from __future__ import annotations
