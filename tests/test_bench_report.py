@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from helpers import nlgkit_command
 
+from nlgkit.experiments.bench.precision import RECIPES as PRECISION_RECIPES
 from nlgkit.experiments.bench.report import render_benchmarks
 from nlgkit.experiments.bench.threads import thread_cases, usable_cores
 
@@ -129,6 +130,8 @@ def test_bench_keeps_its_figures_and_carries_what_it_could_not_measure(tmp_path:
         if worker == "debias":
             return debias_answer(*argv)
         assert worker == "train", argv  # no trained run or images here: nothing else may be measured
+        if "--case" in argv:  # the precision section's float32 / bf16 rows (the committed figures have no loss)
+            return {"loss": 5.0, "head": "learned", "tokens_per_s": 1.0, "peak_rss_mib": 1.0}
         return next(r for r in rows["train"] if r["recipe"] == recipe)
 
     monkeypatch.setattr(bench, "_spawn", answer)
@@ -147,6 +150,8 @@ def test_bench_keeps_its_figures_and_carries_what_it_could_not_measure(tmp_path:
     assert [(case["method"], case["words"]) for case in new["debias"]["cases"]] == [("abtt", 400_000), ("lc", 400_000)]
     assert [(r["processes"], r["threads"]) for r in new["threads"]["rows"]] == \
         [(c["processes"], c["threads"]) for c in thread_cases(usable_cores())]
+    measured = [r["recipe"] for r in new["precision"]["rows"]] + [r["recipe"] for r in new["precision"]["skipped"]]
+    assert sorted(measured) == sorted(PRECISION_RECIPES)  # each measured where its data is prepared, else skipped
     text = output.read_text()
     assert text == render_benchmarks(new)
     assert f"Not measured: no trained run at `{tmp_path / 'none'}`" in text

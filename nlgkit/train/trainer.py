@@ -19,7 +19,6 @@ import dataclasses
 import json
 import math
 import time
-from contextlib import nullcontext
 from pathlib import Path
 from typing import Any, cast
 
@@ -48,6 +47,7 @@ from nlgkit.train.checkpointing import check_run_dir, restore_training_checkpoin
 from nlgkit.train.distributed import Ranks, data_parallel, rank_seed
 from nlgkit.train.objective import TrainingObjective
 from nlgkit.train.optim import build_optimizer, build_scheduler
+from nlgkit.train.precision import precision_note, training_autocast
 from nlgkit.train.session import LoopState, Session
 from nlgkit.train.signals import MetricWindow, StopOnSignal
 from nlgkit.train.tensorboard import TensorBoardLog, open_metrics_log
@@ -119,8 +119,9 @@ class Trainer:
         torch.manual_seed(t.seed)
         device = ranks.device(select_device(t.device))
         ranks.join(device)
-        use_amp = t.amp and device.type == "cuda"
-        autocast = torch.autocast("cuda", dtype=torch.bfloat16) if use_amp else nullcontext()
+        autocast = training_autocast(t, device)
+        if ranks.is_main and (note := precision_note(t, device)):
+            self.console.print(note)
         task = build_task(cfg)
         if ranks.is_main:  # rank 0 prepares missing data while the others wait
             ensure_data_dir(cfg, task, log=self.console.print)

@@ -10,6 +10,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,32 +30,35 @@ from nlgkit.vision.images import load_image
 
 
 def measure_training(recipe: str, updates: int, warmup: int, efficiency: bool = False, threads: int = 0,
-                     barrier: str = "") -> dict[str, Any]:
-    """Target tokens/s over ``updates`` real batches of the recipe's first epoch (after ``warmup``).
+                     barrier: str = "", overrides: Sequence[str] = ()) -> dict[str, Any]:
+    """Target tokens/s and the mean loss per target token over ``updates`` real batches of the recipe's first
+    epoch (after ``warmup``).
 
     With ``efficiency``, the same batches are stepped again while their matrix products are recorded, and
     the step time is compared with this machine's matmul rate at those shapes (:mod:`nlgkit.experiments.bench.efficiency`).
-    ``threads`` replaces the recipe's ``train.num_threads``; with ``barrier`` (``DIR:N``) the timed updates start
-    once N processes have warmed up (:func:`~nlgkit.experiments.bench.threads.wait_for_all`).
+    ``threads`` replaces the recipe's ``train.num_threads`` and ``overrides`` (``--set`` lines) other settings; with
+    ``barrier`` (``DIR:N``) the timed updates start once N processes have warmed up
+    (:func:`~nlgkit.experiments.bench.threads.wait_for_all`).
     """
-    config = load_recipe(ROOT / recipe, [f"train.num_threads={threads}"] if threads else [])
+    config = load_recipe(ROOT / recipe, [*overrides, *([f"train.num_threads={threads}"] if threads else [])])
     trainer = Trainer(config, show_progress=False)
     session = trainer.set_up()
     model, data, optimizer, device = session.model, session.data, session.optimizer, session.device
     model.train()
     batches = bucketed_batches(data.train, config.train.batch_size, config.train.batch_unit, config.train.seed, 1)
-    tokens, seconds = 0, 0.0
+    tokens, seconds, loss = 0, 0.0, 0.0
     for i, indices in enumerate(batches[: warmup + updates]):
         if barrier and i == warmup:
             wait_for_all(barrier)
         batch = session.task.collate(data.train, indices, session.tgt_vocab).to(device)
         start = time.perf_counter()
-        trainer.train_step(session, batch)
+        loss_sum, _ = trainer.train_step(session, batch)
         if device.type == "cuda":
             torch.cuda.synchronize()
         if i >= warmup:
             seconds += time.perf_counter() - start
             tokens += batch.num_target_tokens
+            loss += float(loss_sum)  # after the clock: reading it waits for the device
     head_grads = sum(p.grad.numel() for p in model.head.parameters() if p.grad is not None)
     optimizer_bytes = sum(t.numel() * t.element_size() for s in optimizer.state.values() for t in s.values()
                           if torch.is_tensor(t))
@@ -62,6 +66,7 @@ def measure_training(recipe: str, updates: int, warmup: int, efficiency: bool = 
     figures = _efficiency(trainer, session, batches[warmup : warmup + updates], seconds, tokens) if efficiency else {}
     return {**figures, "recipe": recipe, "head": config.head.type, "updates": updates, "target_tokens": tokens,
             "seconds": seconds, "tokens_per_s": tokens / seconds, "examples_per_s": examples / seconds,
+            "loss": loss / max(tokens, 1),
             "threads": torch.get_num_threads(),
             "trainable_parameters": session.params["trainable"], "head_gradient_elements": head_grads,
             "optimizer_state_mib": optimizer_bytes / 2**20, "peak_rss_mib": peak_rss_mib()}

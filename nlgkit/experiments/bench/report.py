@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from nlgkit.evaluate.markdown import md_table
+from nlgkit.experiments.bench.precision import precision_lines
 from nlgkit.experiments.bench.serve import serve_lines
 from nlgkit.experiments.bench.threads import thread_lines
 
@@ -32,6 +33,7 @@ def render_benchmarks(results: dict[str, Any]) -> str:
     if "multimodal" in results:  # JSON written before this benchmark existed has no section for it
         lines += multimodal_lines(results["multimodal"], meta)
     lines += thread_lines(results.get("threads"))  # nothing for JSON written before this benchmark existed
+    lines += precision_lines(results.get("precision"))  # nor for this one
     lines += head_lines(results.get("heads", []))
     lines += decoding_lines(results.get("decoding", []))
     lines += debias_lines(results.get("debias"))

@@ -30,6 +30,7 @@ from nlgkit.experiments.bench.measure import (
     measure_training,
 )
 from nlgkit.experiments.bench.multimodal import multimodal_benchmarks
+from nlgkit.experiments.bench.precision import precision_benchmarks
 from nlgkit.experiments.bench.process import ROOT, spawn_json, spawn_json_together
 from nlgkit.experiments.bench.report import render_benchmarks
 from nlgkit.experiments.bench.research import (
@@ -43,10 +44,11 @@ from nlgkit.experiments.bench.research import (
 from nlgkit.experiments.bench.serve import serve_benchmarks
 from nlgkit.experiments.bench.threads import thread_benchmarks
 from nlgkit.runs.provenance import cpu_name, git_revision
+from nlgkit.train.precision import cpu_bf16_instructions
 
 WORKERS = ("train", "generate", "extract", "head", "decode", "gpu-epoch", "debias", "ct2")
 # what ``nlgkit bench --only`` can measure on its own
-SECTIONS = ("multimodal", "gpu", "serve", "ct2", "translation", "debias", "threads")
+SECTIONS = ("multimodal", "gpu", "serve", "ct2", "translation", "debias", "threads", "precision")
 GPU_CASE_SECONDS = 100  # a GPU case still running then (a compiler stuck recompiling) is reported as stopped
 
 
@@ -88,8 +90,9 @@ def worker(kind: str, recipe: str | None = None, run: str | None = None, updates
         return measure_generation(run, beam, limit, device)
     if not recipe:
         raise NlgkitError(f"--worker {kind} needs --recipe")
-    if kind == "train":
-        return measure_training(recipe, updates, warmup, efficiency, threads, barrier)
+    if kind == "train":  # --case {"overrides": [...]}: settings changed for this measurement (--set lines)
+        overrides = json.loads(case or "{}").get("overrides", [])
+        return measure_training(recipe, updates, warmup, efficiency, threads, barrier, overrides)
     if kind == "head":
         return measure_head(recipe, limit)
     if kind == "gpu-epoch":
@@ -137,6 +140,7 @@ def run_benchmarks(settings: BenchSettings) -> str:
     debiasing = {"cases": benchmark_debias(_spawn)}
     multimodal = _multimodal(settings)
     threads = _threads(settings)
+    precision = _precision(settings)
     serving = _serve(settings)
     ct2 = _ct2(settings)
     gpu = _gpu(settings, translation is not None and translation.get("run") == settings.translate_run)
@@ -146,7 +150,7 @@ def run_benchmarks(settings: BenchSettings) -> str:
             "warmup": settings.warmup, "translate_run": settings.translate_run}
     results = {"meta": meta, "training": training, "translation": translation, "startup": startup,
                "captioning": captioning, "heads": heads, "decoding": decoding, "gpu": gpu, "debias": debiasing,
-               "multimodal": multimodal, "threads": threads, "serve": serving, "ct2": ct2}
+               "multimodal": multimodal, "threads": threads, "precision": precision, "serve": serving, "ct2": ct2}
     if previous_translation:
         results["previous_translation"] = previous_translation
     output = ROOT / settings.output
@@ -177,6 +181,8 @@ def _run_section(settings: BenchSettings) -> str:
         results["debias"] = {"cases": benchmark_debias(_spawn), "measured": _stamp()}
     elif settings.only == "threads":
         results["threads"] = _threads(settings)
+    elif settings.only == "precision":
+        results["precision"] = _precision(settings)
     else:
         results["multimodal"] = _multimodal(settings)
     with atomic_write(output.with_suffix(".json")) as handle:
@@ -226,6 +232,13 @@ def _threads(settings: BenchSettings) -> dict[str, Any]:
     stamped with the machine, commit and date it was measured on."""
     return {**thread_benchmarks(settings.updates, settings.warmup, _spawn_together), "cpu": cpu_name(),
             **_stamp()}
+
+
+def _precision(settings: BenchSettings) -> dict[str, Any]:
+    """One-thread training in float32 against bf16 autocast on this CPU (:mod:`nlgkit.experiments.bench.precision`),
+    stamped with the machine, commit and date it was measured on."""
+    return {**precision_benchmarks(ROOT, settings.updates, settings.warmup, _spawn, cpu_bf16_instructions()),
+            "cpu": cpu_name(), **_stamp()}
 
 
 def _serve(settings: BenchSettings) -> dict[str, Any]:

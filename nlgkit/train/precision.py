@@ -1,0 +1,53 @@
+"""The numeric precision of a training step: float32, or bf16 autocast on CUDA (``train.amp``) or on the CPU
+(``train.cpu_amp``).
+
+Autocast runs the matrix products in bf16 and keeps the weights, the optimizer state, the softmax and the losses
+in float32. On a CUDA GPU that is the usual mixed precision. On a CPU it pays where the cores multiply bf16
+natively (Intel AMX or AVX512-BF16): there a 512-wide GRU trains 1.7 times as fast as in float32 (BENCHMARKS.md,
+CPU precision); where bf16 is emulated it is slower, so it is its own setting, off by default, and the trainer
+says when the CPU lacks the instructions. The two settings are apart because a recipe's ``amp`` is a choice for
+a GPU (the GRU recipes train faster in float32 on an H100) that says nothing about a CPU.
+"""
+
+from __future__ import annotations
+
+from contextlib import AbstractContextManager, nullcontext
+from typing import Any
+
+import torch
+
+from nlgkit.core.config import TrainConfig
+
+# CPU features that multiply bf16 in hardware (torch.cpu.get_capabilities' names)
+BF16_INSTRUCTIONS = ("amx_bf16", "avx512_bf16")
+
+
+def uses_autocast(train: TrainConfig, device: torch.device) -> bool:
+    """Whether training on ``device`` runs under bf16 autocast (``amp`` on CUDA, ``cpu_amp`` on the CPU)."""
+    if device.type == "cuda":
+        return train.amp
+    return device.type == "cpu" and train.cpu_amp
+
+
+def training_autocast(train: TrainConfig, device: torch.device) -> AbstractContextManager[Any]:
+    """The context every training forward (and the validation loss) runs in: bf16 autocast on ``device`` where
+    :func:`uses_autocast` says so, else nothing."""
+    if uses_autocast(train, device):
+        return torch.autocast(device.type, dtype=torch.bfloat16)
+    return nullcontext()
+
+
+def cpu_bf16_instructions() -> list[str]:
+    """This CPU's bf16 instructions (AMX, AVX512-BF16) as PyTorch reads them; empty where it has none or this
+    PyTorch cannot tell."""
+    read = getattr(torch.cpu, "get_capabilities", None)
+    capabilities = read() if callable(read) else {}
+    return [name for name in BF16_INSTRUCTIONS if capabilities.get(name)]
+
+
+def precision_note(train: TrainConfig, device: torch.device) -> str:
+    """A line for the training log when ``cpu_amp`` will not pay on this CPU ("" otherwise)."""
+    if device.type != "cpu" or not train.cpu_amp or cpu_bf16_instructions():
+        return ""
+    return ("train.cpu_amp: this CPU has no bf16 instructions (AMX, AVX512-BF16): bf16 autocast is emulated here "
+            "and trains slower than float32")
