@@ -3,9 +3,10 @@
 
 Autocast runs the matrix products in bf16 and keeps the weights, the optimizer state, the softmax and the losses
 in float32. On a CUDA GPU that is the usual mixed precision. On a CPU it pays where the cores multiply bf16
-natively (Intel AMX or AVX512-BF16): there a 512-wide GRU trains 1.7 times as fast as in float32 (BENCHMARKS.md,
-CPU precision); where bf16 is emulated it is slower, so it is its own setting, off by default, and the trainer
-says when the CPU lacks the instructions. The two settings are apart because a recipe's ``amp`` is a choice for
+natively (Intel AMX or AVX512-BF16): on one such Xeon thread Table 2's GRU trained 1.4 times and Pappas et al.'s
+LSTM 1.8 times as fast as in float32, the small Transformer and IMAGINATION 1.1-1.2 times (BENCHMARKS.md, CPU
+precision: their step time is not all matrix products); where bf16 is emulated it is slower, so it is its own
+setting, off by default, and the trainer says when the CPU lacks the instructions. The two settings are apart because a recipe's ``amp`` is a choice for
 a GPU (the GRU recipes train faster in float32 on an H100) that says nothing about a CPU.
 """
 
