@@ -9,6 +9,8 @@ from typing import Any
 
 import pytest
 import torch
+from helpers import nlgkit_command, tiny_recipe
+from test_heads import PAD, batch, make_head
 from torch import nn
 
 from nlgkit.core.config import TrainConfig
@@ -17,8 +19,6 @@ from nlgkit.runs.checkpoint import load_weights
 from nlgkit.runs.loading import load_trained
 from nlgkit.train import precision
 from nlgkit.train.precision import precision_note, training_autocast, uses_autocast
-from tests.helpers import nlgkit_command, tiny_recipe
-from tests.test_heads import PAD, batch, make_head
 
 CPU, CUDA = torch.device("cpu"), torch.device("cuda")
 

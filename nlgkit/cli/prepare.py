@@ -79,7 +79,11 @@ def _summary(out: Path, manifest: dict[str, Any]) -> None:
         table.add_row(f"vocab {lang}", f"{manifest['vocab_size'][lang]:,}")
     for split, coverage in manifest.get("image_coverage", {}).items():
         table.add_row(f"images {split}", f"{coverage['covered']:,} of {coverage['lines']:,} pairs")
+    for split, shares in manifest.get("unknown_token_share", {}).items():
+        table.add_row(f"unknown {split}", ", ".join(f"{lang} {100 * share:.2f}%" for lang, share in shares.items()))
     console.print(table)
+    if "like" in manifest:
+        console.print(f"vocabularies and subword models of {manifest['like']['dir']}")
     if manifest.get("train_dropped"):
         console.print(f"dropped {manifest['train_dropped']:,} training pairs (empty or longer than max_len)")
 
@@ -162,13 +166,18 @@ def parallel(
     min_freq: MinFreqOption = 2,
     max_len: MaxLenOption = 0,
     subword: SubwordOption = "none",
+    like: Annotated[Path | None, typer.Option(
+        "--like", metavar="DATA_DIR",
+        help="tokenise, segment and index like this prepared directory of the same pair (its tokenizer, "
+             "lowercasing, subword models and vocabularies; the text options above are not used), so that a model "
+             "trained on it can be fine-tuned on this corpus (train.init_from)")] = None,
 ) -> None:
     """Prepare your own sentence-aligned corpus."""
     # lazy: CLI start-up (the library and torch load only when the command runs)
     from nlgkit.data.prepare import prepare_parallel
 
     manifest = prepare_parallel(out, train, valid, test, src, tgt, tokenizer=tokenizer, lowercase=lowercase,
-                                min_freq=min_freq, max_len=max_len, subword=subword)
+                                min_freq=min_freq, max_len=max_len, subword=subword, like=like)
     _summary(out, manifest)
 
 

@@ -22,6 +22,9 @@ def train(
     run_dir: Annotated[Path | None, typer.Option(help="Where the run is written (run.dir)")] = None,
     tensorboard: Annotated[Path | None, typer.Option(help="Also write the logged metrics as TensorBoard events "
                                                           "here (train.tensorboard)")] = None,
+    init_from: Annotated[Path | None, typer.Option(
+        metavar="RUN_DIR", help="Start from this trained run's weights (its best checkpoint, or a checkpoint "
+                                "directory) with a fresh optimizer and schedule: fine-tuning (train.init_from)")] = None,
     dry_run: Annotated[bool, typer.Option(help="Build the model and print parameter counts; no training")] = False,
     vocab_size: Annotated[int, typer.Option(help="With --dry-run: count for vocabularies of N entries "
                                                  "(no data needed), e.g. 9490 for the paper's COCO")] = 0,
@@ -34,6 +37,8 @@ def train(
         extra.append(f"run.dir={str(run_dir)!r}")
     if tensorboard:
         extra.append(f"train.tensorboard={str(tensorboard)!r}")
+    if init_from:
+        extra.append(f"train.init_from={str(init_from)!r}")
     config = load_recipe(recipe, extra)
     console = Console(stderr=True, soft_wrap=True)  # one line per message: `2> train.log` stays grep-able
     if dry_run:

@@ -88,6 +88,9 @@ class TrainConfig:
     warmup_updates: int = 4000  # inverse_sqrt only
     # initial weights of a new run (nlgkit.runs.weight_init): each layer's own, or nmtpytorch's N(0, 2/fan_in)
     weight_init: Literal["default", "kaiming_normal"] = "default"
+    # a new run starts from a trained run's weights (its best checkpoint) or a checkpoint directory's, with a fresh
+    # optimizer, schedule and loop: fine-tuning (nlgkit.train.init_from); a resumed run takes its own checkpoint
+    init_from: str = ""
 
 
 @dataclass(frozen=True)
@@ -325,6 +328,9 @@ def validate(config: RunConfig, source: str) -> None:
         raise ConfigError(f"{source}: train.lr_decay = {t.lr_decay}: must be in (0, 1]")
     if s.nbest > s.beam:
         raise ConfigError(f"{source}: search.nbest = {s.nbest} exceeds search.beam = {s.beam}")
+    if t.init_from and (config.embeddings.source or config.embeddings.target):
+        raise ConfigError(f"{source}: train.init_from and embeddings tables are both set: the weights of "
+                          f"{t.init_from} would replace the tables' rows (set one of them)")
     for name in ("task", "model", "head"):
         check = getattr(getattr(config, name), "validate", None)
         if check is not None:

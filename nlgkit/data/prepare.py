@@ -27,6 +27,14 @@ from nlgkit import __version__
 from nlgkit.core.errors import ConfigError, DataError
 from nlgkit.core.io import atomic_directory, read_lines, sha256_file, write_json
 from nlgkit.data.download import MULTI30K_LANGS, default_source, fetch_multi30k, is_url
+from nlgkit.data.like import (
+    copy_like_assets,
+    like_manifest,
+    like_options,
+    like_pipelines,
+    like_record,
+    unknown_shares,
+)
 from nlgkit.data.subword import learn, load_segmenter, parse_subword, subword_filename
 from nlgkit.data.tokenize import TextPipeline, check_tokenizer
 from nlgkit.data.vocab import Vocabulary
@@ -56,9 +64,18 @@ def prepare_multi30k(out_dir: Path, src_lang: str, tgt_lang: str, source: str = 
 
 def prepare_parallel(out_dir: Path, train_prefix: str, valid_prefix: str, test_prefix: str, src_lang: str,
                      tgt_lang: str, tokenizer: str = "spacy", lowercase: bool = True, min_freq: int = 2,
-                     max_len: int = 0, subword: str = "none") -> dict[str, Any]:
-    """Prepare a user's corpus from ``{prefix}.{lang}`` files (optionally ``.gz``); return the manifest."""
-    options = check_options(src_lang, tgt_lang, tokenizer, lowercase, min_freq, max_len, subword)
+                     max_len: int = 0, subword: str = "none", like: Path | None = None) -> dict[str, Any]:
+    """Prepare a user's corpus from ``{prefix}.{lang}`` files (optionally ``.gz``); return the manifest.
+
+    With ``like`` (a prepared directory of the same pair), the text options, subword models and vocabularies are
+    that directory's (:mod:`nlgkit.data.like`), so a model trained there can be fine-tuned here; the text options
+    given are then not used.
+    """
+    if like is not None:
+        parent = like_manifest(like, src_lang, tgt_lang)
+        options = check_options(src_lang, tgt_lang, **like_options(parent, max_len))
+    else:
+        options = check_options(src_lang, tgt_lang, tokenizer, lowercase, min_freq, max_len, subword)
     prefixes = {"train": train_prefix, "valid": valid_prefix, "test": test_prefix}
     files = {split: {lang: _find_side(prefix, lang) for lang in (src_lang, tgt_lang)}
              for split, prefix in prefixes.items()}
@@ -67,7 +84,7 @@ def prepare_parallel(out_dir: Path, train_prefix: str, valid_prefix: str, test_p
               for split, by_lang in files.items() for lang, path in by_lang.items()}
     source = " ".join(f"{split}={prefix}" for split, prefix in prefixes.items())
     with staging(Path(out_dir)) as tmp:
-        return build_directory(tmp, corpus, "parallel", source, inputs, src_lang, tgt_lang, options)
+        return build_directory(tmp, corpus, "parallel", source, inputs, src_lang, tgt_lang, options, like=like)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -129,31 +146,26 @@ def _write_lines(path: Path, lines: list[str]) -> None:
 def build_directory(out: Path, corpus: Corpus, corpus_name: str, source: str, inputs: dict[str, Any],
                     src_lang: str, tgt_lang: str, options: dict[str, Any],
                     side_files: dict[str, dict[str, list[str]]] | None = None,
-                    extra: dict[str, Any] | None = None) -> dict[str, Any]:
+                    extra: dict[str, Any] | None = None, like: Path | None = None) -> dict[str, Any]:
     """Tokenise, segment, filter and write ``corpus`` into ``out``; return the manifest.
 
     ``side_files`` (suffix → split → one line per raw line) are written as ``{split}.{suffix}`` and filtered
     with the training pairs, so they stay aligned (e.g. the image of each pair); ``extra`` joins the manifest.
+    With ``like``, that prepared directory's pipelines, subword models and vocabularies are used instead of
+    learned ones, and the manifest says how many tokens they do not know.
     """
     langs = (src_lang, tgt_lang)
-    pipelines = {lang: TextPipeline(lang, options["tokenizer"], options["lowercase"]) for lang in langs}
+    if like is None:
+        pipelines = {lang: TextPipeline(lang, options["tokenizer"], options["lowercase"]) for lang in langs}
+    else:
+        pipelines = like_pipelines(like, langs)
     # keep_space: whitespace tokens are counted for the vocabulary (below) but never written
     tokens = {split: {lang: list(pipelines[lang].tokenize_many(corpus[split][lang], keep_space=True))
                       for lang in langs} for split in SPLITS}
 
     kind, size = parse_subword(options["subword"])
-    subword_files: dict[str, str] = {}
-    if kind != "none":
-        # joint BPE (Pappas et al.): one model learned on both sides' training text, used by both languages
-        groups = [langs] if kind == "bpe-joint" else [(lang,) for lang in langs]
-        for group in groups:
-            name = subword_filename(kind, group[0])
-            train_text = (" ".join(t for t in toks if not t.isspace())
-                          for lang in group for toks in tokens["train"][lang])
-            learn(kind, train_text, out / name, size)
-            for lang in group:
-                pipelines[lang].segmenter = load_segmenter(kind, out / name)
-                subword_files[lang] = name
+    if like is None:
+        subword_files = _learn_subwords(out, tokens, pipelines, kind, size, langs)
     pieces = {split: {lang: [pipelines[lang].segment(t) for t in tokens[split][lang]] for lang in langs}
               for split in SPLITS}
 
@@ -165,16 +177,22 @@ def build_directory(out: Path, corpus: Corpus, corpus_name: str, source: str, in
     if not keep:
         raise DataError(f"no training pairs left after filtering (max_len = {max_len})")
 
-    vocabs = {}
-    for lang in langs:
-        counter: Counter[str] = Counter()
-        for i in keep:
-            # Without subword, count the tokenizer's full output, whitespace tokens included: this is what
-            # the reference pipeline (torchtext Field + spaCy) counted, and it gives the paper's
-            # vocabulary sizes (Multi30K de-en: 7,853 / 5,893). Those few entries never occur in the files.
-            counter.update(tokens["train"][lang][i] if kind == "none" else pieces["train"][lang][i])
-        vocabs[lang] = Vocabulary.build(counter, options["min_freq"])
-        vocabs[lang].save(out / f"vocab.{lang}.txt")
+    if like is None:
+        vocabs = {}
+        for lang in langs:
+            counter: Counter[str] = Counter()
+            for i in keep:
+                # Without subword, count the tokenizer's full output, whitespace tokens included: this is what
+                # the reference pipeline (torchtext Field + spaCy) counted, and it gives the paper's
+                # vocabulary sizes (Multi30K de-en: 7,853 / 5,893). Those few entries never occur in the files.
+                counter.update(tokens["train"][lang][i] if kind == "none" else pieces["train"][lang][i])
+            vocabs[lang] = Vocabulary.build(counter, options["min_freq"])
+            vocabs[lang].save(out / f"vocab.{lang}.txt")
+    else:
+        parent = like_manifest(like, src_lang, tgt_lang)
+        subword_files, vocabs = copy_like_assets(like, out, parent, langs)
+        extra = {**(extra or {}), "like": like_record(like, langs),
+                 "unknown_token_share": unknown_shares(pieces, vocabs, keep)}
 
     for lang in langs:
         _write_lines(out / f"train.{lang}", [" ".join(pieces["train"][lang][i]) for i in keep])
@@ -209,6 +227,26 @@ def build_directory(out: Path, corpus: Corpus, corpus_name: str, source: str, in
     }
     write_json(out / "manifest.json", manifest)
     return manifest
+
+
+def _learn_subwords(out: Path, tokens: dict[str, dict[str, list[list[str]]]], pipelines: dict[str, TextPipeline],
+                    kind: str, size: int, langs: tuple[str, str]) -> dict[str, str]:
+    """Learn the subword models on the training tokens into ``out`` and give each pipeline its segmenter;
+    return the model file of each language."""
+    subword_files: dict[str, str] = {}
+    if kind == "none":
+        return subword_files
+    # joint BPE (Pappas et al.): one model learned on both sides' training text, used by both languages
+    groups = [langs] if kind == "bpe-joint" else [(lang,) for lang in langs]
+    for group in groups:
+        name = subword_filename(kind, group[0])
+        train_text = (" ".join(t for t in toks if not t.isspace())
+                      for lang in group for toks in tokens["train"][lang])
+        learn(kind, train_text, out / name, size)
+        for lang in group:
+            pipelines[lang].segmenter = load_segmenter(kind, out / name)
+            subword_files[lang] = name
+    return subword_files
 
 
 @contextlib.contextmanager

@@ -59,6 +59,7 @@ class Session:
     # change the code already imported, and reading it at every checkpoint cost ~160 ms a save in a checkout
     # with edits (git builds a tree of them)
     git: dict[str, Any] = field(default_factory=dict)
+    init_from: dict[str, Any] = field(default_factory=dict)  # the checkpoint a fine-tuning run started from
 
     @property
     def tgt_vocab(self) -> Any:

@@ -45,6 +45,7 @@ from nlgkit.runs.weight_init import initialise_weights
 from nlgkit.tasks import build_task
 from nlgkit.train.checkpointing import check_run_dir, restore_training_checkpoint, save_training_checkpoint
 from nlgkit.train.distributed import Ranks, data_parallel, rank_seed
+from nlgkit.train.init_from import start_from
 from nlgkit.train.objective import TrainingObjective
 from nlgkit.train.optim import build_optimizer, build_scheduler
 from nlgkit.train.precision import precision_note, training_autocast
@@ -135,6 +136,11 @@ class Trainer:
         for side, done in embeddings.items():
             self.console.print(f"{side} embedding from {done['table']}: {done['found']:,} of {done['rows']:,} "
                                "words found")
+        # every rank loads the same weights before data parallelism wraps the model
+        started = start_from(cfg, model, vocabs) if t.init_from and not self.resume else {}
+        if started:
+            self.console.print(f"weights from {started['checkpoint']} (epoch {started['epoch']}, update "
+                               f"{started['update']}); optimizer, schedule and epochs start afresh")
         model = model.to(device)
         optimizer = build_optimizer(cfg, model, device)
         scheduler = build_scheduler(cfg, optimizer)
@@ -145,7 +151,7 @@ class Trainer:
             torch.manual_seed(rank_seed(t.seed, ranks.rank))
         log = open_metrics_log(self.run_dir / "metrics.jsonl", is_main=ranks.is_main, tensorboard=t.tensorboard)
         return Session(task, data, model, optimizer, scheduler, device, autocast, log, count_parameters(model),
-                       objective, ranks, embeddings, git_revision() if ranks.is_main else {})
+                       objective, ranks, embeddings, git_revision() if ranks.is_main else {}, started)
 
     def _start(self, session: Session) -> LoopState:
         """A new run: record config, data manifest, provenance and the start event (rank 0)."""
@@ -159,11 +165,14 @@ class Trainer:
         write_json(self.run_dir / "provenance.json", {"git": session.git, "env": environment(session.device),
                                                       "parameters": session.params,
                                                       **({"embeddings": session.embeddings} if session.embeddings
+                                                         else {}),
+                                                      **({"init_from": session.init_from} if session.init_from
                                                          else {})})
         session.log.write("start", parameters=session.params["trainable"],
                           frozen=session.params["frozen"] + session.params["buffers"], device=str(session.device),
                           task=self.config.task.type, train_examples=len(data.train),
-                          world_size=session.ranks.world_size)
+                          world_size=session.ranks.world_size,
+                          **({"init_from": session.init_from["checkpoint"]} if session.init_from else {}))
         return LoopState()
 
     def _restore(self, session: Session) -> LoopState:

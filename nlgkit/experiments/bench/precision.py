@@ -53,7 +53,7 @@ def _missing(root: Path, recipe: str) -> str:
     """Why ``recipe`` cannot be measured without preparing data or extracting features first ("" if it can)."""
     config = load_recipe(root / recipe)
     if config.task.type == "multimodal_translation":
-        # imported here: it reads torch, which rendering the Markdown must not need
+        # lazy: it reads torch, which rendering the Markdown must not need
         from nlgkit.experiments.bench.multimodal import describe_recipe
 
         return describe_recipe(root, recipe).get("missing", "")
