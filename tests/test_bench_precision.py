@@ -48,6 +48,8 @@ def test_each_recipe_is_measured_in_both_precisions_on_one_thread(tmp_path: Path
     assert "Intel Xeon (bf16 instructions: amx_bf16, avx512_bf16) on 2026-12-02, commit 0123456789" in text
     assert f"Not measured: `{recipes[1]}`" in text
     assert "bf16 is emulated" in "\n".join(precision_lines({**section, "bf16_instructions": []}))
+    assert precision_lines({**section, "notes": ["A whole run in each precision: …"]})[-1] == \
+        "A whole run in each precision: …"
 
 
 def test_the_section_is_rendered_only_once_measured() -> None:

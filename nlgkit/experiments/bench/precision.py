@@ -86,4 +86,6 @@ def precision_lines(section: dict[str, Any] | None) -> list[str]:
             numeric=[False, False, True, True, True, True, True, True])
     for s in section["skipped"]:
         lines += ["", f"Not measured: `{s['recipe']}`: {s['note']}."]
+    for note in section.get("notes", []):  # measured remarks kept with the figures (a whole run in each precision)
+        lines += ["", note]
     return lines
