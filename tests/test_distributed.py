@@ -48,13 +48,16 @@ def train(recipe: Path, *args: str, ranks: int = 1) -> subprocess.CompletedProce
 @pytest.fixture(scope="module")
 def runs(paper: tuple[Path, dict], tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """Six updates of the same recipe: one process; two ranks; two ranks stopped after three and resumed (and a
-    copy of that run as it stopped: ``two_at_three``, for a test to resume otherwise)."""
+    copy of that run as it stopped: ``two_at_three``, for a test to resume otherwise); half the batch in one
+    process, alone and with gradients accumulated over two batches, and the latter on two ranks."""
     tmp = tmp_path_factory.mktemp("ddp")
     out = {}
-    for name in ("one", "two", "two_resumed", "half_batch"):
-        batch = GLOBAL_BATCH // 2 if name == "half_batch" else GLOBAL_BATCH
+    for name in ("one", "two", "two_resumed", "half_batch", "one_accumulated", "two_accumulated"):
+        batch = GLOBAL_BATCH if name in ("one", "two", "two_resumed") else GLOBAL_BATCH // 2
+        accumulate = 2 if name.endswith("accumulated") else 1
         out[name] = tmp / name
-        recipe = tiny_recipe(tmp, paper[0], out[name], dropout=0.0, batch_size=batch, max_updates=6, log_every=2)
+        recipe = tiny_recipe(tmp, paper[0], out[name], dropout=0.0, batch_size=batch, max_updates=6, log_every=2,
+                             accumulate=accumulate)
         if name == "two_resumed":
             train(recipe, "--set", "train.max_updates=3", ranks=2)
             out["two_at_three"] = tmp / "two_at_three"
@@ -62,7 +65,7 @@ def runs(paper: tuple[Path, dict], tmp_path_factory: pytest.TempPathFactory) -> 
             out["two_at_three_recipe"] = recipe
             train(recipe, "--resume", ranks=2)
         else:
-            train(recipe, ranks=2 if name == "two" else 1)
+            train(recipe, ranks=2 if name.startswith("two") else 1)
     return out
 
 
@@ -82,6 +85,18 @@ def test_two_ranks_take_the_steps_of_one_process_with_the_same_global_batch(runs
     assert [e["tokens"] for e in train_two] == [e["tokens"] for e in train_one]
     summaries = [json.loads((runs[n] / "summary.json").read_text()) for n in ("one", "two")]
     assert summaries[0]["train_tokens"] == summaries[1]["train_tokens"] > 0
+
+
+def test_two_ranks_accumulating_take_the_steps_of_one_process_accumulating(runs: dict[str, Path]) -> None:
+    """Each update sums two batches' gradients, each batch shared by the ranks, which average once an update."""
+    one, two = weights(runs["one_accumulated"]), weights(runs["two_accumulated"])
+    ddp_gap = max_difference(one, two)
+    other_gap = max_difference(one, weights(runs["half_batch"]))  # the same batches, one update each
+    assert ddp_gap < 1e-4 and other_gap > 100 * ddp_gap, (ddp_gap, other_gap)
+    train_one, train_two = (events(runs[name]) for name in ("one_accumulated", "two_accumulated"))
+    assert [e["update"] for e in train_one if e["event"] == "train"] == [2, 4, 6]
+    assert [e["tokens"] for e in train_two if e["event"] == "train"] == \
+        [e["tokens"] for e in train_one if e["event"] == "train"]
 
 
 def test_only_rank_zero_writes(runs: dict[str, Path]) -> None:

@@ -60,6 +60,7 @@ class TrainConfig:
     lr: float = 0.001
     batch_size: int = 128
     batch_unit: Literal["sentences", "tokens"] = "sentences"
+    accumulate: int = 1  # batches whose gradients add up to one update (fairseq's --update-freq, OpenNMT's accum_count)
     max_epochs: int = 200
     lr_decay: float = 0.8  # learning rate × lr_decay ...
     lr_patience: int = 8  # ... after this many epochs without validation-BLEU improvement
@@ -302,7 +303,8 @@ def validate(config: RunConfig, source: str) -> None:
     """Cross-field rules, checked in one place."""
     t = config.train
     s = config.search
-    positive = {"train.lr": t.lr, "train.batch_size": t.batch_size, "train.max_epochs": t.max_epochs,
+    positive = {"train.lr": t.lr, "train.batch_size": t.batch_size, "train.accumulate": t.accumulate,
+                "train.max_epochs": t.max_epochs,
                 "train.valid_beam": t.valid_beam, "search.beam": s.beam, "search.nbest": s.nbest,
                 "search.batch_size": s.batch_size}
     for key, value in positive.items():

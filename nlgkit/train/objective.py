@@ -19,16 +19,19 @@ class TrainingObjective(nn.Module):
         self.model = model
         self.label_smoothing = label_smoothing
 
-    def forward(self, batch: Batch, loss_tokens: float) -> tuple[Tensor, Tensor, dict[str, Tensor]]:
+    def forward(self, batch: Batch, loss_tokens: float,
+                aux_weight: float = 1.0) -> tuple[Tensor, Tensor, dict[str, Tensor]]:
         """(loss to minimise, the head's summed loss, each auxiliary loss).
 
         The head's loss is summed over the batch's target tokens and divided by ``loss_tokens``: the batch's
         own count in one process; the global batch's count over the number of ranks under data parallelism,
-        so that averaging the ranks' gradients gives the gradient of the whole batch.
+        so that averaging the ranks' gradients gives the gradient of the whole batch (with gradients accumulated
+        over several batches, the count of all of them). The auxiliary losses, means over the batch, are weighted
+        by ``aux_weight``: 1 for a batch alone, its share of the tokens when it is one of several.
         """
         features, aux_losses = self.model(batch)
         loss_sum = self.model.head.loss(features, batch.targets, label_smoothing=self.label_smoothing)
         loss = loss_sum / loss_tokens
         for value in aux_losses.values():
-            loss = loss + value
+            loss = loss + aux_weight * value
         return loss, loss_sum.detach(), {name: value.detach() for name, value in aux_losses.items()}

@@ -52,7 +52,7 @@ from nlgkit.train.precision import precision_note, training_autocast
 from nlgkit.train.session import LoopState, Session
 from nlgkit.train.signals import MetricWindow, StopOnSignal
 from nlgkit.train.tensorboard import TensorBoardLog, open_metrics_log
-from nlgkit.train.update import optimizer_update
+from nlgkit.train.update import accumulated_update
 
 
 class Trainer:
@@ -204,12 +204,17 @@ class Trainer:
         )
 
     # -- one epoch's pieces -------------------------------------------------------------------------------
-    def train_step(self, session: Session, batch: Batch,
-                   loss_tokens: float | None = None) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-        """One update of ``session`` (see :func:`~nlgkit.train.update.optimizer_update`)."""
-        return optimizer_update(session.model, session.objective, session.optimizer, session.scheduler, batch,
-                                clip_norm=self.config.train.clip_norm, loss_tokens=loss_tokens,
-                                autocast=session.autocast)
+    def train_step(self, session: Session, batch: Batch | list[Batch],
+                   tokens: list[int] | None = None) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """One update of ``session`` from a batch or a group of batches whose gradients add up
+        (:func:`~nlgkit.train.update.accumulated_update`); ``tokens``: each batch's target tokens over all ranks
+        (default: its own, in one process)."""
+        batches = batch if isinstance(batch, list) else [batch]
+        counts = tokens or [b.num_target_tokens for b in batches]
+        total = sum(counts)
+        return accumulated_update(session.model, session.objective, session.optimizer, session.scheduler, batches,
+                                  [count / total for count in counts], clip_norm=self.config.train.clip_norm,
+                                  loss_tokens=total / session.ranks.world_size, autocast=session.autocast)
 
     def _train_epoch(self, session: Session, loop: LoopState, progress: Progress, stop_signal: StopOnSignal,
                      clock: tuple[float, float]) -> tuple[bool, bool]:
@@ -223,25 +228,24 @@ class Trainer:
         window = MetricWindow()
         session_start, wall_at_start = clock
         interrupted = False
-        for position in range(loop.batch_in_epoch, len(batches)):
-            global_batch = batches[position]
-            loop.batch_in_epoch = position + 1
-            if not ranks.can_share(global_batch):
-                continue  # too few examples for every rank to get one: all ranks skip it (logged per epoch)
-            batch = session.task.collate(data, ranks.shard(global_batch), session.tgt_vocab)
-            batch = batch.to(session.device)
-            if ranks.distributed:
-                global_tokens = sum(target_lengths[i] + 1 for i in global_batch)
-                loss_sum, aux = self.train_step(session, batch, global_tokens / ranks.world_size)
-            else:
-                global_tokens = batch.num_target_tokens
-                loss_sum, aux = self.train_step(session, batch)
-            window.add(loss_sum, aux, batch.num_target_tokens)
-            loop.train_tokens += global_tokens
+        for position in range(loop.batch_in_epoch, len(batches), t.accumulate):  # an update's batches
+            # too few examples for every rank to get one: all ranks skip that batch (logged per epoch)
+            group = [indices for indices in batches[position : position + t.accumulate] if ranks.can_share(indices)]
+            loop.batch_in_epoch = min(position + t.accumulate, len(batches))
+            if not group:
+                continue
+            micro = [session.task.collate(data, ranks.shard(indices), session.tgt_vocab).to(session.device)
+                     for indices in group]
+            counts = ([sum(target_lengths[i] + 1 for i in indices) for indices in group] if ranks.distributed
+                      else [batch.num_target_tokens for batch in micro])
+            loss_sum, aux = self.train_step(session, micro, counts)
+            window.add(loss_sum, aux, sum(batch.num_target_tokens for batch in micro))
+            loop.train_tokens += sum(counts)
             loop.update += 1
             loop.wall_seconds = wall_at_start + time.perf_counter() - session_start
             lr = self._lr(session)
-            progress.update(bar, advance=1, tps=window.tokens_per_s * ranks.world_size, lr=lr)
+            progress.update(bar, advance=loop.batch_in_epoch - position, tps=window.tokens_per_s * ranks.world_size,
+                            lr=lr)
             if loop.update % t.log_every == 0:
                 progress.update(bar, loss=window.loss)  # reading the loss waits for the device: only here
                 loss_total, tokens_total = ranks.sum([window.loss_sum, float(window.tokens)], session.device)
@@ -262,7 +266,7 @@ class Trainer:
                 loop.stop_reason = reason or "stopped on another rank (resume with --resume)"
                 interrupted = True
                 break
-            if t.save_every_updates and loop.update % t.save_every_updates == 0 and position + 1 < len(batches):
+            if t.save_every_updates and loop.update % t.save_every_updates == 0 and loop.batch_in_epoch < len(batches):
                 self._save(session, loop, self.last_dir, {})  # the epoch's end saves its own
         progress.remove_task(bar)
         return interrupted, loop.batch_in_epoch >= len(batches)

@@ -1,11 +1,13 @@
 """One optimizer update, apart from the loop around it, so that a speed benchmark times exactly what training runs.
 
-The trainer calls it for every batch; ``make bench`` and the Pappas speed table call it on synthetic batches
-without a run directory, data or metrics log.
+The trainer calls it for every batch, or for every group of ``train.accumulate`` batches whose gradients are summed
+into one update (fairseq's ``--update-freq``, OpenNMT's ``accum_count``); ``make bench`` and the Pappas speed table
+call it on synthetic batches without a run directory, data or metrics log.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
@@ -26,12 +28,38 @@ def optimizer_update(model: torch.nn.Module, objective: torch.nn.Module, optimiz
     normalises the loss (default: the batch's target tokens; see
     :class:`~nlgkit.train.objective.TrainingObjective`).
     """
-    with autocast or nullcontext():
-        loss, loss_sum, aux_losses = objective(batch, batch.num_target_tokens if loss_tokens is None else loss_tokens)
+    tokens = batch.num_target_tokens if loss_tokens is None else loss_tokens
+    return accumulated_update(model, objective, optimizer, scheduler, [batch], [1.0], clip_norm=clip_norm,
+                              loss_tokens=tokens, autocast=autocast)
+
+
+def accumulated_update(model: torch.nn.Module, objective: torch.nn.Module, optimizer: torch.optim.Optimizer,
+                       scheduler: Any, batches: Sequence[Batch], shares: Sequence[float], *, clip_norm: float,
+                       loss_tokens: float, autocast: AbstractContextManager[Any] | None = None,
+                       ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """One update from the gradients of several batches, as if they were one batch.
+
+    Every batch's head loss is divided by ``loss_tokens`` (the target tokens of the whole group, over the number of
+    ranks under data parallelism) and its auxiliary losses, which are means over its examples, are weighted by its
+    ``shares`` of the group's tokens. Under data parallelism the ranks average their gradients once, after the last
+    batch (``no_sync`` before it). Returns the head losses summed and the auxiliary losses weighted by the shares.
+    """
     optimizer.zero_grad(set_to_none=True)
-    loss.backward()
+    loss_total: torch.Tensor | None = None
+    aux_total: dict[str, torch.Tensor] = {}
+    for position, (batch, share) in enumerate(zip(batches, shares, strict=True)):
+        later = position < len(batches) - 1
+        no_sync = getattr(objective, "no_sync", None)
+        with no_sync() if later and no_sync is not None else nullcontext():
+            with autocast or nullcontext():
+                loss, loss_sum, aux_losses = objective(batch, loss_tokens, share)
+            loss.backward()
+        loss_total = loss_sum if loss_total is None else loss_total + loss_sum
+        for name, value in aux_losses.items():
+            aux_total[name] = aux_total[name] + share * value if name in aux_total else share * value
     if clip_norm > 0:
         torch.nn.utils.clip_grad_norm_([p for p in model.parameters() if p.requires_grad], clip_norm)
     optimizer.step()
     scheduler.after_update()
-    return loss_sum.detach(), {name: value.detach() for name, value in aux_losses.items()}
+    assert loss_total is not None, "an update needs at least one batch"
+    return loss_total, aux_total
