@@ -10,8 +10,8 @@ from helpers import tiny_recipe
 
 from nlgkit.experiments.bench import precision
 from nlgkit.experiments.bench.precision import precision_benchmarks, precision_lines
-from nlgkit.experiments.bench.process import spawn_json
 from nlgkit.experiments.bench.report import render_benchmarks
+from nlgkit.experiments.bench.run import worker
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -62,12 +62,12 @@ def test_the_section_is_rendered_only_once_measured() -> None:
 
 
 def test_a_worker_trains_with_the_settings_of_its_case(tmp_path: Path, paper: tuple[Path, dict]) -> None:
-    """The worker process applies the case's overrides: the same batches and initial weights give a different mean
-    loss under bf16 autocast, close to float32's."""
+    """A training worker (here in this process, as `nlgkit bench --worker train` runs it) applies the case's
+    overrides: the same batches and initial weights give a different mean loss under bf16 autocast, close to
+    float32's."""
     recipe = tiny_recipe(tmp_path, paper[0], tmp_path / "run")
-    figures = [spawn_json("--worker", "train", "--recipe", str(recipe), "--updates", "2", "--warmup", "1",
-                          "--threads", "1", "--case", json.dumps({"overrides": overrides}))
-               for overrides in ([], ["train.cpu_amp=true"])]
+    figures = [worker("train", recipe=str(recipe), updates=2, warmup=1, threads=1,
+                      case=json.dumps({"overrides": overrides})) for overrides in ([], ["train.cpu_amp=true"])]
     fp32, bf16 = (f["loss"] for f in figures)
     assert all(f["updates"] == 2 and f["tokens_per_s"] > 0 for f in figures)
     assert fp32 != bf16 and abs(bf16 - fp32) < 0.02 * fp32
