@@ -152,6 +152,7 @@ def test_bench_keeps_its_figures_and_carries_what_it_could_not_measure(tmp_path:
         [(c["processes"], c["threads"]) for c in thread_cases(usable_cores())]
     measured = [r["recipe"] for r in new["precision"]["rows"]] + [r["recipe"] for r in new["precision"]["skipped"]]
     assert sorted(measured) == sorted(PRECISION_RECIPES)  # each measured where its data is prepared, else skipped
+    assert new["precision"]["notes"] == old["precision"]["notes"]  # whole runs' remarks outlive a re-measurement
     text = output.read_text()
     assert text == render_benchmarks(new)
     assert f"Not measured: no trained run at `{tmp_path / 'none'}`" in text

@@ -17,7 +17,10 @@ from nlgkit.core.io import read_json, read_lines, sha256_file
 from nlgkit.core.recipes import load_recipe
 from nlgkit.data.prepare import prepare_parallel
 from nlgkit.runs.loading import load_trained
+from nlgkit.train.init_from import function_settings
 from nlgkit.train.trainer import Trainer
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def raw_slice(source: Path, out: Path, first: int, count: int) -> dict[str, str]:
@@ -64,10 +67,17 @@ def test_a_corpus_prepared_like_another_is_tokenised_segmented_and_indexed_as_it
     assert all(0 < share < 0.2 for share in other["unknown_token_share"]["train"].values())
 
 
-def test_preparing_like_a_directory_of_another_pair_or_none_is_refused(tmp_path: Path,
-                                                                        multi30k_source: Path) -> None:
+def test_preparing_like_a_directory_of_another_pair_or_none_is_refused(
+        tmp_path: Path, multi30k_source: Path, capsys: pytest.CaptureFixture[str]) -> None:
     prefixes = raw_slice(multi30k_source, tmp_path / "raw", 0, 50)
     prepare(prefixes, tmp_path / "de-en")
+    with pytest.raises(SystemExit) as stopped:  # options of its own would be ignored: said, not silently
+        nlgkit_command(["prepare", "parallel", "--train", prefixes["train"], "--valid", prefixes["valid"], "--test",
+                        prefixes["test"], "--src", "de", "--tgt", "en", "--out", str(tmp_path / "z"), "--like",
+                        str(tmp_path / "de-en"), "--subword", "bpe:100", "--no-lowercase"])
+    assert stopped.value.code != 0 and not (tmp_path / "z").exists()
+    assert capsys.readouterr().err.strip().endswith("the text options come from that directory; leave out "
+                                                    "--lowercase, --subword")
     with pytest.raises(DataError, match="prepared for de-en, not en-de"):
         prepare_parallel(tmp_path / "x", prefixes["train"], prefixes["valid"], prefixes["test"], "en", "de",
                          like=tmp_path / "de-en")
@@ -123,6 +133,8 @@ def test_a_fine_tuning_run_starts_from_the_parent_weights_with_a_fresh_optimizer
     finally:
         shutil.move(str(moved), parent)
     assert read_json(tmp_path / "child" / "summary.json")["update"] == 8
+    with pytest.raises(CheckpointError, match="train.init_from was .* now ''; a resumed run continues"):
+        Trainer(load_recipe(recipe, ["train.init_from=''"]), resume=True).run()
 
 
 def test_a_checkpoint_that_does_not_fit_is_refused_in_one_line(tmp_path: Path, parent_run: tuple[Path, Path],
@@ -153,3 +165,15 @@ def test_a_checkpoint_that_does_not_fit_is_refused_in_one_line(tmp_path: Path, p
     with pytest.raises(ConfigError, match="train.init_from and embeddings tables are both set"):
         load_recipe(tiny_recipe(tmp_path, new_data, tmp_path / "d", init_from=str(parent)),
                     ["embeddings.source='table.safetensors'"])
+
+
+def test_settings_of_training_alone_may_change_when_fine_tuning() -> None:
+    """Each config class names the settings that shape training alone: IMAGINATION's image-loss weight and margin
+    (fine-tuning it as a text model: weight 0), dropout, sampled softmax; a width is part of the function."""
+    imagination = ROOT / "recipes" / "hirasawa" / "imagination_en-de.toml"
+    base = function_settings(load_recipe(imagination))
+    same = ["model.image_loss_weight=0.0", "model.margin=0.2", "model.dropout=0.1", "head.sampling.share=0.5"]
+    assert function_settings(load_recipe(imagination, same)) == base
+    assert "model.image_loss_weight" not in base and "model.latent_dim" in base
+    assert function_settings(load_recipe(imagination, ["model.latent_dim=1024"])) != base
+    assert function_settings(load_recipe(imagination, ["head.type='fixed'"])) != base

@@ -155,6 +155,7 @@ def multi30k(
 @app.command("parallel")
 @handle_errors
 def parallel(
+    ctx: typer.Context,
     train: Annotated[str, typer.Option("--train", help=TRAIN_HELP)],
     valid: Annotated[str, typer.Option("--valid", help="prefix of the validation files")],
     test: Annotated[str, typer.Option("--test", help="prefix of the test files")],
@@ -173,6 +174,10 @@ def parallel(
              "trained on it can be fine-tuned on this corpus (train.init_from)")] = None,
 ) -> None:
     """Prepare your own sentence-aligned corpus."""
+    given = [f"--{name.replace('_', '-')}" for name in ("tokenizer", "lowercase", "min_freq", "subword")
+             if getattr(ctx.get_parameter_source(name), "name", "") == "COMMANDLINE"]  # typer's click or click's
+    if like is not None and given:
+        raise ConfigError(f"--like {like}: the text options come from that directory; leave out {', '.join(given)}")
     # lazy: CLI start-up (the library and torch load only when the command runs)
     from nlgkit.data.prepare import prepare_parallel
 

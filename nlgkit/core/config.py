@@ -78,7 +78,7 @@ class TrainConfig:
     keep_epochs: int = 3  # checkpoints/epoch_NNN of the last K and the K best epochs (`nlgkit average`)
     device: str = "auto"  # auto | cpu | cuda | cuda:N
     amp: bool = True  # bf16 autocast on CUDA; ignored on CPU
-    cpu_amp: bool = False  # bf16 autocast on the CPU: 1.1-1.8x as fast with AMX (BENCHMARKS.md); see train/precision.py
+    cpu_amp: bool = False  # bf16 autocast on the CPU: 1.1-1.8x on one AMX thread (BENCHMARKS.md; train/precision.py)
     compile: bool = False  # torch.compile the training step (model + head loss); dynamic shapes
     num_threads: int = 0  # CPU threads (0 = all cores)
     log_every: int = 50  # updates between metric lines

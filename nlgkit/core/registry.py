@@ -27,6 +27,9 @@ class PluginConfig:
     type: str = ""
     #: settings that name a file the run reads from outside its directory (a run record keeps a copy of each)
     input_files: ClassVar[tuple[str, ...]] = ()
+    #: settings that shape training alone, not the function the trained weights compute (dropout, the weights of
+    #: auxiliary losses): a run that starts from another's weights (train.init_from) may change them
+    training_only: ClassVar[tuple[str, ...]] = ("dropout", "attention_dropout")
 
     if TYPE_CHECKING:  # a RunConfig's model / head / task is a registered subclass, its fields known at run time
 

@@ -9,7 +9,7 @@ new file here and never a change to a model or to the search.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 import torch.nn.functional as F
@@ -53,6 +53,7 @@ class HeadConfig(PluginConfig):
     """What every head's config has: ``[head.sampling]`` (subclasses that validate more call ``super``)."""
 
     sampling: SamplingConfig = field(default_factory=SamplingConfig)
+    training_only: ClassVar[tuple[str, ...]] = ("sampling",)  # sampled softmax: how the head trains, not what it is
 
     def validate(self, source: str, run_config: Any) -> None:
         self.sampling.validate(source)

@@ -18,7 +18,7 @@ head's per-token loss, so ``image_loss_weight`` = (1 − λ)/λ = 1.0 gives the 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from torch import Tensor, nn
 
@@ -42,6 +42,7 @@ class ImaginationConfig(MultimodalRNNConfig):
     latent_dim: int = 2048  # the latent space of v̂; a readout to the pooled size P when they differ
     margin: float = 0.1  # α of the max-margin loss
     image_loss_weight: float = 1.0  # (1 − λ)/λ for the paper's λ = 0.5; 0 trains the text model alone
+    training_only: ClassVar[tuple[str, ...]] = (*MultimodalRNNConfig.training_only, "margin", "image_loss_weight")
 
     def validate(self, source: str, run_config: Any) -> None:
         super().validate(source, run_config)

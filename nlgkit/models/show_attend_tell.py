@@ -11,7 +11,7 @@ returned as the auxiliary loss ``attention``.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
 import torch.nn.functional as F
@@ -34,6 +34,7 @@ class ShowAttendTellConfig(PluginConfig):
     dropout: float = 0.5  # on the features
     gate: bool = True  # the gating scalar β
     attention_reg: float = 1.0  # λ of the doubly stochastic regulariser (0 disables it)
+    training_only: ClassVar[tuple[str, ...]] = (*PluginConfig.training_only, "attention_reg")
 
     def validate(self, source: str, run_config: Any) -> None:
         check_model_options(self, source, ("embedding_dim", "hidden_dim", "attention_dim"))

@@ -52,6 +52,7 @@ class VAGConfig(MultimodalRNNConfig):
     init_ratio: float = 0.5  # ρ of Eq. 32: the share of t in the decoder's start
     margin: float = 0.1  # γ of Eq. 35
     grounding_weight: float = 1.0  # (1 − λ)/λ for the paper's λ = 0.5; 0 leaves the grounding task out
+    training_only: ClassVar[tuple[str, ...]] = (*MultimodalRNNConfig.training_only, "margin", "grounding_weight")
 
     def validate(self, source: str, run_config: Any) -> None:
         super().validate(source, run_config)

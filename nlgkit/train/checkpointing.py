@@ -116,4 +116,8 @@ def check_resume_config(config: RunConfig, saved: dict[str, Any], last_dir: Path
                     f"{last_dir}: {section}.{key} was {value!r} when this run started, "
                     f"now {now!r}; resume with the original value")
             changed[f"{section}.{key}"] = [value, now]
+    if "train.init_from" in changed:  # a resumed run's weights are its own: the config must not say otherwise
+        before, after = changed["train.init_from"]
+        raise CheckpointError(f"{last_dir}: train.init_from was {before!r} when this run started, now {after!r}; "
+                              "a resumed run continues from its own checkpoint (start a new run to fine-tune)")
     return changed

@@ -6,8 +6,9 @@ checkpoint, and everything else (optimizer state, schedule, epochs, best score, 
 recipe's settings, typically on another corpus prepared ``--like`` the first (:mod:`nlgkit.data.like`).
 
 Before anything is loaded the checkpoint is checked against the new run: the same vocabularies (token ids mean
-the same words) and the same model, head and image encoder settings, apart from those that only shape training
-(dropout, sampled softmax). Each refusal is one line naming the checkpoint and what differs.
+the same words) and the same model, head and image encoder settings, apart from those their config classes name
+``training_only`` (dropout, auxiliary-loss weights, sampled softmax). Each refusal is one line naming the checkpoint
+and what differs.
 """
 
 from __future__ import annotations
@@ -22,9 +23,6 @@ from nlgkit.core.errors import CheckpointError
 from nlgkit.core.io import sha256_file
 from nlgkit.data.vocab import Vocabulary
 from nlgkit.runs.checkpoint import MODEL_FILE, find_checkpoint, load_meta, load_weights
-
-# setting names that change how a model trains, not the function its weights compute
-TRAINING_ONLY = ("dropout", "sampling")
 
 
 def checkpoint_dir(init_from: str) -> Path:
@@ -53,29 +51,26 @@ def start_from(config: RunConfig, model: nn.Module, vocabs: dict[str, Vocabulary
 
 
 def _check_settings(saved: RunConfig, config: RunConfig, directory: Path) -> None:
-    before, now = _function_settings(saved), _function_settings(config)
+    before, now = function_settings(saved), function_settings(config)
     for key in sorted(set(before) | set(now)):
         if before.get(key) != now.get(key):
             raise CheckpointError(f"train.init_from: {directory} was trained with {key} = {before.get(key)!r}, "
                                   f"this recipe has {now.get(key)!r}: its weights compute another function")
 
 
-def _function_settings(config: RunConfig) -> dict[str, Any]:
-    """The settings the weights' function depends on, flattened: model, head, the task's type and image encoder."""
+def function_settings(config: RunConfig) -> dict[str, Any]:
+    """The settings the weights' function depends on, flattened: model and head (without the ones their config
+    classes call ``training_only``), the task's type and image encoder."""
     data = to_dict(config)
     task = data.get("task", {})
-    sections = {"model": data.get("model", {}), "head": data.get("head", {}),
-                "task": {"type": task.get("type"), "encoder": task.get("encoder")}}
+    sections = {"model": (data.get("model", {}), type(config.model).training_only),
+                "head": (data.get("head", {}), type(config.head).training_only),
+                "task": ({"type": task.get("type"), "encoder": task.get("encoder")}, ())}
     flat: dict[str, Any] = {}
-    for section, values in sections.items():
-        _flatten(values, f"{section}.", flat)
-    return {key: value for key, value in flat.items() if not _training_only(key)}
-
-
-def _training_only(key: str) -> bool:
-    """``model.dropout``, ``model.attention_dropout``, ``head.sampling.share``: settings of training alone."""
-    parts = key.split(".")
-    return any(word in parts[-1] or parts[1] == word for word in TRAINING_ONLY)
+    for section, (values, training_only) in sections.items():
+        kept = {name: value for name, value in values.items() if name not in training_only}
+        _flatten(kept, f"{section}.", flat)
+    return flat
 
 
 def _flatten(values: Any, prefix: str, into: dict[str, Any]) -> None:

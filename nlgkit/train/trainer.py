@@ -204,17 +204,17 @@ class Trainer:
         )
 
     # -- one epoch's pieces -------------------------------------------------------------------------------
-    def train_step(self, session: Session, batch: Batch | list[Batch],
-                   tokens: list[int] | None = None) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    def train_step(self, session: Session, batch: Batch | list[Batch], tokens: list[int] | None = None,
+                   examples: list[int] | None = None) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """One update of ``session`` from a batch or a group of batches whose gradients add up
-        (:func:`~nlgkit.train.update.accumulated_update`); ``tokens``: each batch's target tokens over all ranks
-        (default: its own, in one process)."""
+        (:func:`~nlgkit.train.update.accumulated_update`); ``tokens`` and ``examples``: each batch's target tokens
+        and examples over all ranks (default: its own, in one process)."""
         batches = batch if isinstance(batch, list) else [batch]
-        counts = tokens or [b.num_target_tokens for b in batches]
-        total = sum(counts)
+        tokens = tokens or [b.num_target_tokens for b in batches]
+        examples = examples or [len(b.indices) for b in batches]
         return accumulated_update(session.model, session.objective, session.optimizer, session.scheduler, batches,
-                                  [count / total for count in counts], clip_norm=self.config.train.clip_norm,
-                                  loss_tokens=total / session.ranks.world_size, autocast=session.autocast)
+                                  [n / sum(examples) for n in examples], clip_norm=self.config.train.clip_norm,
+                                  loss_tokens=sum(tokens) / session.ranks.world_size, autocast=session.autocast)
 
     def _train_epoch(self, session: Session, loop: LoopState, progress: Progress, stop_signal: StopOnSignal,
                      clock: tuple[float, float]) -> tuple[bool, bool]:
@@ -238,7 +238,7 @@ class Trainer:
                      for indices in group]
             counts = ([sum(target_lengths[i] + 1 for i in indices) for indices in group] if ranks.distributed
                       else [batch.num_target_tokens for batch in micro])
-            loss_sum, aux = self.train_step(session, micro, counts)
+            loss_sum, aux = self.train_step(session, micro, counts, [len(indices) for indices in group])
             window.add(loss_sum, aux, sum(batch.num_target_tokens for batch in micro))
             loop.train_tokens += sum(counts)
             loop.update += 1

@@ -34,20 +34,23 @@ def optimizer_update(model: torch.nn.Module, objective: torch.nn.Module, optimiz
 
 
 def accumulated_update(model: torch.nn.Module, objective: torch.nn.Module, optimizer: torch.optim.Optimizer,
-                       scheduler: Any, batches: Sequence[Batch], shares: Sequence[float], *, clip_norm: float,
+                       scheduler: Any, batches: Sequence[Batch], aux_weights: Sequence[float], *, clip_norm: float,
                        loss_tokens: float, autocast: AbstractContextManager[Any] | None = None,
                        ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """One update from the gradients of several batches, as if they were one batch.
 
     Every batch's head loss is divided by ``loss_tokens`` (the target tokens of the whole group, over the number of
-    ranks under data parallelism) and its auxiliary losses, which are means over its examples, are weighted by its
-    ``shares`` of the group's tokens. Under data parallelism the ranks average their gradients once, after the last
-    batch (``no_sync`` before it). Returns the head losses summed and the auxiliary losses weighted by the shares.
+    ranks under data parallelism) and its auxiliary losses, which are means over its examples, are weighted by
+    ``aux_weights`` (its share of the group's examples). A loss that compares the examples of a batch with each
+    other (IMAGINATION's and VAG-NMT's margins against the batch's other images) sees each batch's examples alone,
+    so for those models accumulation is not the larger batch. Under data parallelism the ranks average their
+    gradients once, after the last batch (``no_sync`` before it). Returns the head losses summed and the auxiliary
+    losses weighted as they were added.
     """
     optimizer.zero_grad(set_to_none=True)
     loss_total: torch.Tensor | None = None
     aux_total: dict[str, torch.Tensor] = {}
-    for position, (batch, share) in enumerate(zip(batches, shares, strict=True)):
+    for position, (batch, share) in enumerate(zip(batches, aux_weights, strict=True)):
         later = position < len(batches) - 1
         no_sync = getattr(objective, "no_sync", None)
         with no_sync() if later and no_sync is not None else nullcontext():

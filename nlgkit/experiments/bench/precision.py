@@ -25,7 +25,8 @@ from nlgkit.evaluate.markdown import md_table
 # Table 2's GRU with its learned and fixed heads, Pappas et al.'s LSTM, Tokarchuk's Transformer, IMAGINATION
 RECIPES = ("recipes/multi30k_learned.toml", "recipes/multi30k_fixed.toml", "recipes/multi30k_luong.toml",
            "recipes/multi30k_transformer.toml", "recipes/hirasawa/imagination_en-de.toml")
-BF16 = ["train.cpu_amp=true"]
+# both cases on the CPU (a recipe's "auto" device would take a GPU, where cpu_amp does not apply)
+CASES = {"float32": ["train.device='cpu'"], "bf16": ["train.device='cpu'", "train.cpu_amp=true"]}
 
 
 def precision_benchmarks(root: Path, updates: int, warmup: int, spawn: Callable[..., dict[str, Any]],
@@ -39,7 +40,7 @@ def precision_benchmarks(root: Path, updates: int, warmup: int, spawn: Callable[
             skipped.append({"recipe": recipe, "note": missing})
             continue
         figures = {}
-        for label, overrides in (("float32", []), ("bf16", BF16)):
+        for label, overrides in CASES.items():
             figures[label] = spawn("--worker", "train", "--recipe", recipe, "--updates", str(updates), "--warmup",
                                    str(warmup), "--threads", "1", "--case", json.dumps({"overrides": overrides}))
         rows.append({"recipe": recipe, "head": figures["float32"]["head"],

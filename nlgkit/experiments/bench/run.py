@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -47,8 +47,6 @@ from nlgkit.runs.provenance import cpu_name, git_revision
 from nlgkit.train.precision import cpu_bf16_instructions
 
 WORKERS = ("train", "generate", "extract", "head", "decode", "gpu-epoch", "debias", "ct2")
-# what ``nlgkit bench --only`` can measure on its own
-SECTIONS = ("multimodal", "gpu", "serve", "ct2", "translation", "debias", "threads", "precision")
 GPU_CASE_SECONDS = 100  # a GPU case still running then (a compiler stuck recompiling) is reported as stopped
 
 
@@ -140,7 +138,7 @@ def run_benchmarks(settings: BenchSettings) -> str:
     debiasing = {"cases": benchmark_debias(_spawn)}
     multimodal = _multimodal(settings)
     threads = _threads(settings)
-    precision = _precision(settings)
+    precision = _precision(settings, last)
     serving = _serve(settings)
     ct2 = _ct2(settings)
     gpu = _gpu(settings, translation is not None and translation.get("run") == settings.translate_run)
@@ -169,22 +167,7 @@ def _run_section(settings: BenchSettings) -> str:
     if not results:
         raise NlgkitError(f"{output.with_suffix('.json')}: no benchmark figures to add a section to "
                           "(run `make bench` first)")
-    if settings.only == "gpu":
-        results["gpu"] = _gpu(settings, (ROOT / settings.translate_run / "checkpoints" / "best").exists())
-    elif settings.only == "serve":
-        results["serve"] = _serve(settings)
-    elif settings.only == "ct2":
-        results["ct2"] = _ct2(settings)
-    elif settings.only == "translation":
-        results.update(_translation_alone(settings))
-    elif settings.only == "debias":
-        results["debias"] = {"cases": benchmark_debias(_spawn), "measured": _stamp()}
-    elif settings.only == "threads":
-        results["threads"] = _threads(settings)
-    elif settings.only == "precision":
-        results["precision"] = _precision(settings)
-    else:
-        results["multimodal"] = _multimodal(settings)
+    results.update(SECTION_MEASURES[settings.only](settings, results))
     with atomic_write(output.with_suffix(".json")) as handle:
         json.dump(results, handle, indent=2)
     return _write_markdown(output)
@@ -234,11 +217,13 @@ def _threads(settings: BenchSettings) -> dict[str, Any]:
             **_stamp()}
 
 
-def _precision(settings: BenchSettings) -> dict[str, Any]:
+def _precision(settings: BenchSettings, last: dict[str, Any]) -> dict[str, Any]:
     """One-thread training in float32 against bf16 autocast on this CPU (:mod:`nlgkit.experiments.bench.precision`),
-    stamped with the machine, commit and date it was measured on."""
+    stamped with the machine, commit and date it was measured on; the notes of ``last`` (whole runs in each
+    precision, which a benchmark does not repeat) are kept."""
+    notes = (last.get("precision") or {}).get("notes", [])
     return {**precision_benchmarks(ROOT, settings.updates, settings.warmup, _spawn, cpu_bf16_instructions()),
-            "cpu": cpu_name(), **_stamp()}
+            "cpu": cpu_name(), **_stamp(), **({"notes": notes} if notes else {})}
 
 
 def _serve(settings: BenchSettings) -> dict[str, Any]:
@@ -261,6 +246,22 @@ def _multimodal(settings: BenchSettings) -> dict[str, Any]:
     section = multimodal_benchmarks(ROOT, settings.multimodal_updates, settings.warmup, _spawn)
     return {**section, **_stamp(),
             "threads": section["rows"][0]["threads"] if section["rows"] else torch.get_num_threads()}
+
+
+# ``nlgkit bench --only SECTION``: what each section measures, as the keys of the JSON it replaces (given the
+# settings and the JSON so far)
+SECTION_MEASURES: dict[str, Callable[[BenchSettings, dict[str, Any]], dict[str, Any]]] = {
+    "multimodal": lambda settings, last: {"multimodal": _multimodal(settings)},
+    "gpu": lambda settings, last: {"gpu": _gpu(settings, (ROOT / settings.translate_run / "checkpoints" /
+                                                           "best").exists())},
+    "serve": lambda settings, last: {"serve": _serve(settings)},
+    "ct2": lambda settings, last: {"ct2": _ct2(settings)},
+    "translation": lambda settings, last: _translation_alone(settings),
+    "debias": lambda settings, last: {"debias": {"cases": benchmark_debias(_spawn), "measured": _stamp()}},
+    "threads": lambda settings, last: {"threads": _threads(settings)},
+    "precision": lambda settings, last: {"precision": _precision(settings, last)},
+}
+SECTIONS = tuple(SECTION_MEASURES)  # what ``nlgkit bench --only`` can measure on its own
 
 
 def _write_markdown(output: Path) -> str:
