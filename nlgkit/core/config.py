@@ -76,6 +76,9 @@ class TrainConfig:
     save_every_updates: int = 0  # also checkpoint "last" every N updates mid-epoch, for SIGKILL (0 = epoch ends only)
     valid_beam: int = 1  # beam size for the per-epoch validation BLEU (1 = greedy, fast)
     keep_epochs: int = 3  # checkpoints/epoch_NNN of the last K and the K best epochs (`nlgkit average`)
+    # validate, keep as best and decode an exponential moving average of the weights with this decay (fairseq's
+    # --ema-decay, OpenNMT's average_decay; e.g. 0.999; 0 = off): nlgkit.train.ema
+    ema_decay: float = 0.0
     device: str = "auto"  # auto | cpu | cuda | cuda:N
     amp: bool = True  # bf16 autocast on CUDA; ignored on CPU
     cpu_amp: bool = False  # bf16 autocast on the CPU: 1.1-1.8x on one AMX thread (BENCHMARKS.md; train/precision.py)
@@ -326,6 +329,8 @@ def validate(config: RunConfig, source: str) -> None:
                        ("search.min_len", s.min_len), ("search.no_repeat_ngram_size", s.no_repeat_ngram_size)):
         if count < 0:
             raise ConfigError(f"{source}: {key} = {count}: must be 0 or positive")
+    if not 0.0 <= t.ema_decay < 1.0:
+        raise ConfigError(f"{source}: train.ema_decay = {t.ema_decay}: must be in [0, 1) (0 = no averaging)")
     if not 0.0 < t.lr_decay <= 1.0:
         raise ConfigError(f"{source}: train.lr_decay = {t.lr_decay}: must be in (0, 1]")
     if s.nbest > s.beam:

@@ -23,6 +23,7 @@ from nlgkit.core.io import write_json
 from nlgkit.runs.checkpoint import find_checkpoint, load_meta, load_train_state, load_weights, save_checkpoint
 from nlgkit.runs.provenance import environment
 from nlgkit.train.distributed import rank_seed
+from nlgkit.train.ema import WeightAverage
 from nlgkit.train.session import LoopState, Session
 
 # Sections that define the model: a resumed run must not change them.
@@ -55,6 +56,8 @@ def save_training_checkpoint(config: RunConfig, session: Session, loop: LoopStat
     if with_state:
         state = {"optimizer": session.optimizer.state_dict(), "scheduler": session.scheduler.state_dict(),
                  "rng": torch.get_rng_state(), "loop": dataclasses.asdict(loop)}
+        if session.ema is not None:
+            state["ema"] = session.ema.state_dict()
         if ranks.distributed:
             state["rng_by_rank"], state["world_size"] = rng_by_rank, ranks.world_size
         if session.device.type == "cuda":
@@ -78,6 +81,9 @@ def restore_training_checkpoint(config: RunConfig, session: Session, last_dir: P
                               f"{last_dir}")
     load_weights(last_dir, session.model)
     state = load_train_state(last_dir)
+    if session.ema is not None:  # the saved average, or (averaging turned on at this resume) the weights
+        session.ema = WeightAverage(session.model, session.ema.decay)
+        session.ema.load_state_dict(state.get("ema", {}))
     session.optimizer.load_state_dict(state["optimizer"])
     session.scheduler.load_state_dict(state["scheduler"])
     loop = LoopState.from_saved(state["loop"])

@@ -13,6 +13,7 @@ from nlgkit.models.base import Generator
 from nlgkit.runs.metrics_log import MetricsLog
 from nlgkit.tasks import Task, TaskData
 from nlgkit.train.distributed import Ranks
+from nlgkit.train.ema import WeightAverage
 
 
 @dataclass
@@ -60,6 +61,7 @@ class Session:
     # with edits (git builds a tree of them)
     git: dict[str, Any] = field(default_factory=dict)
     init_from: dict[str, Any] = field(default_factory=dict)  # the checkpoint a fine-tuning run started from
+    ema: WeightAverage | None = None  # the trainable weights' moving average (train.ema_decay > 0)
 
     @property
     def tgt_vocab(self) -> Any:

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import time
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any, cast
 
@@ -30,7 +30,6 @@ from nlgkit.core.config import RunConfig, to_dict
 from nlgkit.core.errors import ConfigError
 from nlgkit.core.io import atomic_write, write_json
 from nlgkit.data.batching import Batch, bucketed_batches
-from nlgkit.generation.decode import best_texts, generate
 from nlgkit.runs.build import (
     build_model,
     count_parameters,
@@ -45,6 +44,7 @@ from nlgkit.runs.weight_init import initialise_weights
 from nlgkit.tasks import build_task
 from nlgkit.train.checkpointing import check_run_dir, restore_training_checkpoint, save_training_checkpoint
 from nlgkit.train.distributed import Ranks, data_parallel, rank_seed
+from nlgkit.train.ema import WeightAverage
 from nlgkit.train.init_from import start_from
 from nlgkit.train.objective import TrainingObjective
 from nlgkit.train.optim import build_optimizer, build_scheduler
@@ -53,6 +53,7 @@ from nlgkit.train.session import LoopState, Session
 from nlgkit.train.signals import MetricWindow, StopOnSignal
 from nlgkit.train.tensorboard import TensorBoardLog, open_metrics_log
 from nlgkit.train.update import accumulated_update
+from nlgkit.train.validation import validation_scores
 
 
 class Trainer:
@@ -151,7 +152,8 @@ class Trainer:
             torch.manual_seed(rank_seed(t.seed, ranks.rank))
         log = open_metrics_log(self.run_dir / "metrics.jsonl", is_main=ranks.is_main, tensorboard=t.tensorboard)
         return Session(task, data, model, optimizer, scheduler, device, autocast, log, count_parameters(model),
-                       objective, ranks, embeddings, git_revision() if ranks.is_main else {}, started)
+                       objective, ranks, embeddings, git_revision() if ranks.is_main else {}, started,
+                       WeightAverage(model, t.ema_decay) if t.ema_decay else None)
 
     def _start(self, session: Session) -> LoopState:
         """A new run: record config, data manifest, provenance and the start event (rank 0)."""
@@ -242,6 +244,8 @@ class Trainer:
             window.add(loss_sum, aux, sum(batch.num_target_tokens for batch in micro))
             loop.train_tokens += sum(counts)
             loop.update += 1
+            if session.ema is not None:
+                session.ema.update(session.model, loop.update)
             loop.wall_seconds = wall_at_start + time.perf_counter() - session_start
             lr = self._lr(session)
             progress.update(bar, advance=loop.batch_in_epoch - position, tps=window.tokens_per_s * ranks.world_size,
@@ -345,38 +349,21 @@ class Trainer:
     def validate(self, session: Session) -> dict[str, float]:
         """Validation loss per token (teacher forcing) and the task's scores of greedy/beam output.
 
-        Rank 0 validates and every other rank receives its scores (so all take the same decisions).
+        Rank 0 validates and every other rank receives its scores (so all take the same decisions). A run that
+        averages its weights (``train.ema_decay``) is scored on the average.
         """
-        return session.ranks.from_main(self._validate(session) if session.ranks.is_main else {})
-
-    def _validate(self, session: Session) -> dict[str, float]:
-        model, data, task = session.model, session.data, session.task
-        model.eval()
-        total, tokens = 0.0, 0
-        with torch.inference_mode():
-            for indices in bucketed_batches(data.valid, 64, "sentences", seed=0, epoch=0, shuffle=False):
-                batch = task.collate(data.valid, indices, session.tgt_vocab).to(session.device)
-                with session.autocast:
-                    features, _ = model(batch)
-                    total += float(model.head.loss(features, batch.targets))
-                tokens += batch.num_target_tokens
-        search = self.config.search
-        hyps = generate(model, task, data.valid_sources, session.tgt_vocab, beam=self.config.train.valid_beam,
-                        length_penalty=search.length_penalty, max_len_a=search.max_len_a,
-                        max_len_b=search.max_len_b, min_len=search.min_len,
-                        no_repeat_ngram_size=search.no_repeat_ngram_size, no_unk=search.no_unk,
-                        batch_size=max(search.batch_size, 64),
-                        device=session.device)
-        texts = best_texts(hyps, session.tgt_vocab, task.detokenizer(self.run_dir / "data"))
-        model.train()
-        loss = total / max(tokens, 1)
-        return {"loss": loss, "ppl": math.exp(min(loss, 50.0)), **task.score(texts, data.valid_refs)}
+        with session.ema.applied(session.model) if session.ema is not None else nullcontext():
+            scores = validation_scores(self.config, session, self.run_dir) if session.ranks.is_main else {}
+            return session.ranks.from_main(scores)
 
     # -- checkpoints and summary --------------------------------------------------------------------------
     def _save(self, session: Session, loop: LoopState, directory: Path, metrics: dict[str, Any],
               with_state: bool = True) -> None:
-        """Checkpoint into ``directory`` (``with_state``: optimizer, schedule, RNG and loop for --resume)."""
-        save_training_checkpoint(self.config, session, loop, directory, metrics, with_state)
+        """Checkpoint into ``directory`` (``with_state``: optimizer, schedule, RNG and loop for --resume, and the
+        raw weights; without: the weight average where the run keeps one, as validation scored it)."""
+        averaged = session.ema is not None and not with_state
+        with session.ema.applied(session.model) if averaged else nullcontext():  # type: ignore[union-attr]
+            save_training_checkpoint(self.config, session, loop, directory, metrics, with_state)
 
     def _summary(self, loop: LoopState, session: Session) -> dict[str, Any]:
         summary = {"run_dir": str(self.run_dir), "trainable_parameters": session.params["trainable"],
