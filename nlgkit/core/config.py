@@ -74,6 +74,9 @@ class TrainConfig:
     max_updates: int = 0  # stop after this many updates (0 = no limit)
     max_minutes: float = 0.0  # stop (after a checkpoint) once this much wall time has passed (0 = no limit)
     save_every_updates: int = 0  # also checkpoint "last" every N updates mid-epoch, for SIGKILL (0 = epoch ends only)
+    # validate every N updates instead of at epoch ends (OpenNMT's valid_steps, JoeyNMT's validation_freq): the
+    # patience of the schedule and of early stopping then counts validations (0 = at each epoch's end)
+    validate_every_updates: int = 0
     valid_beam: int = 1  # beam size for the per-epoch validation BLEU (1 = greedy, fast)
     keep_epochs: int = 3  # checkpoints/epoch_NNN of the last K and the K best epochs (`nlgkit average`)
     # validate, keep as best and decode an exponential moving average of the weights with this decay (fairseq's
@@ -326,6 +329,7 @@ def validate(config: RunConfig, source: str) -> None:
         raise ConfigError(f"{source}: train.stop_min_lr = {t.stop_min_lr} can never be passed: the schedule stops "
                           f"decaying at train.min_lr = {t.min_lr}")
     for key, count in (("train.keep_epochs", t.keep_epochs), ("train.save_every_updates", t.save_every_updates),
+                       ("train.validate_every_updates", t.validate_every_updates),
                        ("search.min_len", s.min_len), ("search.no_repeat_ngram_size", s.no_repeat_ngram_size)):
         if count < 0:
             raise ConfigError(f"{source}: {key} = {count}: must be 0 or positive")

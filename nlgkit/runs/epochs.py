@@ -66,6 +66,9 @@ def select_epochs(run_dir: Path, metric: str, *, last: int = 0, best: int = 0) -
     checkpoints = epoch_checkpoints(run_dir, metric)
     wanted = last or best
     chosen = last_epochs(checkpoints, last) if last else best_epochs(checkpoints, best)
+    if best and checkpoints and all(c.score is None for c in checkpoints):
+        raise CheckpointError(f"{Path(run_dir) / 'checkpoints'}: no epoch checkpoint has a validation {metric} "
+                              "(the run validated every N updates, not at epochs' ends): use --last N")
     if len(chosen) < wanted:
         have = ", ".join(str(c.epoch) for c in checkpoints) or "none"
         raise CheckpointError(f"{Path(run_dir) / 'checkpoints'}: {wanted} epoch checkpoints wanted, only "

@@ -98,6 +98,15 @@ class Ranks:
         """Whether every rank gets at least one example of ``batch`` (else all ranks skip it)."""
         return len(batch) >= self.world_size
 
+    def skipped_batches(self, batches: Sequence[Sequence[int]], batch_setting: str) -> int:
+        """How many of an epoch's ``batches`` all ranks skip (too few examples to give each one); none left is an
+        error naming ``batch_setting`` (the recipe's batch size)."""
+        skipped = sum(not self.can_share(batch) for batch in batches)
+        if batches and skipped == len(batches):
+            raise ConfigError(f"{batch_setting}: no batch has an example for each of the {self.world_size} ranks; "
+                              "use larger batches or fewer ranks")
+        return skipped
+
     # -- collectives (each is a no-op in a one-process world) -------------------------------------------------
     def any(self, flag: bool, device: torch.device) -> bool:
         """True on every rank when it is true on one: a stop requested anywhere stops everyone together."""

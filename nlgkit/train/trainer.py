@@ -26,9 +26,8 @@ import torch
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-from nlgkit.core.config import RunConfig, to_dict
-from nlgkit.core.errors import ConfigError
-from nlgkit.core.io import atomic_write, write_json
+from nlgkit.core.config import RunConfig
+from nlgkit.core.io import atomic_write
 from nlgkit.data.batching import Batch, bucketed_batches
 from nlgkit.runs.build import (
     build_model,
@@ -36,10 +35,10 @@ from nlgkit.runs.build import (
     select_device,
 )
 from nlgkit.runs.checkpoint import find_checkpoint
-from nlgkit.runs.data import copy_model_assets, ensure_data_dir
+from nlgkit.runs.data import ensure_data_dir
 from nlgkit.runs.embeddings import initialise_embeddings
 from nlgkit.runs.epochs import epoch_dir, prune_epoch_checkpoints
-from nlgkit.runs.provenance import environment, git_revision
+from nlgkit.runs.provenance import git_revision
 from nlgkit.runs.weight_init import initialise_weights
 from nlgkit.tasks import build_task
 from nlgkit.train.checkpointing import check_run_dir, restore_training_checkpoint, save_training_checkpoint
@@ -49,6 +48,7 @@ from nlgkit.train.init_from import start_from
 from nlgkit.train.objective import TrainingObjective
 from nlgkit.train.optim import build_optimizer, build_scheduler
 from nlgkit.train.precision import precision_note, training_autocast
+from nlgkit.train.run_records import write_run_records
 from nlgkit.train.session import LoopState, Session
 from nlgkit.train.signals import MetricWindow, StopOnSignal
 from nlgkit.train.tensorboard import TensorBoardLog, open_metrics_log
@@ -94,6 +94,8 @@ class Trainer:
         with self._progress() as progress, StopOnSignal() as stop_signal:
             while not (loop.finished or stopped):
                 stopped, epoch_done = self._train_epoch(session, loop, progress, stop_signal, clock)
+                if loop.finished:  # a validation inside the epoch stopped the run, its checkpoints written
+                    break
                 if epoch_done:
                     self._end_epoch(session, loop)
                 else:
@@ -157,24 +159,8 @@ class Trainer:
 
     def _start(self, session: Session) -> LoopState:
         """A new run: record config, data manifest, provenance and the start event (rank 0)."""
-        data = session.data
-        if not session.ranks.is_main:
-            return LoopState()
-        self.run_dir.mkdir(parents=True, exist_ok=True)
-        copy_model_assets(data.data_dir, self.run_dir / "data")
-        write_json(self.run_dir / "config.json", to_dict(self.config))
-        write_json(self.run_dir / "manifest.json", data.manifest)
-        write_json(self.run_dir / "provenance.json", {"git": session.git, "env": environment(session.device),
-                                                      "parameters": session.params,
-                                                      **({"embeddings": session.embeddings} if session.embeddings
-                                                         else {}),
-                                                      **({"init_from": session.init_from} if session.init_from
-                                                         else {})})
-        session.log.write("start", parameters=session.params["trainable"],
-                          frozen=session.params["frozen"] + session.params["buffers"], device=str(session.device),
-                          task=self.config.task.type, train_examples=len(data.train),
-                          world_size=session.ranks.world_size,
-                          **({"init_from": session.init_from["checkpoint"]} if session.init_from else {}))
+        if session.ranks.is_main:
+            write_run_records(self.config, session, self.run_dir)
         return LoopState()
 
     def _restore(self, session: Session) -> LoopState:
@@ -224,7 +210,11 @@ class Trainer:
         t, ranks, data = self.config.train, session.ranks, session.data.train
         batches = bucketed_batches(data, t.batch_size, t.batch_unit, t.seed, loop.epoch)
         target_lengths = data.target_lengths if ranks.distributed else []
-        self._check_shares(session, loop, batches)
+        if ranks.distributed and loop.batch_in_epoch == 0:  # every rank needs an example of each batch
+            setting = f"train.batch_size = {t.batch_size} {t.batch_unit}"
+            if skipped := ranks.skipped_batches(batches, setting):
+                session.log.write("shard", epoch=loop.epoch, skipped_batches=skipped, batches=len(batches),
+                                  world_size=ranks.world_size)
         bar = progress.add_task("train", total=len(batches), completed=loop.batch_in_epoch, epoch=loop.epoch,
                                 loss=0.0, tps=0.0, lr=self._lr(session))
         window = MetricWindow()
@@ -270,43 +260,20 @@ class Trainer:
                 loop.stop_reason = reason or "stopped on another rank (resume with --resume)"
                 interrupted = True
                 break
-            if t.save_every_updates and loop.update % t.save_every_updates == 0 and loop.batch_in_epoch < len(batches):
+            if t.validate_every_updates and loop.update % t.validate_every_updates == 0:
+                if self._validate_inside_epoch(session, loop):
+                    break
+            elif t.save_every_updates and loop.update % t.save_every_updates == 0 and loop.batch_in_epoch < len(batches):
                 self._save(session, loop, self.last_dir, {})  # the epoch's end saves its own
         progress.remove_task(bar)
         return interrupted, loop.batch_in_epoch >= len(batches)
 
-    def _check_shares(self, session: Session, loop: LoopState, batches: list[list[int]]) -> None:
-        """Under data parallelism, every rank needs an example of each batch: say which batches are skipped."""
-        ranks = session.ranks
-        if not ranks.distributed or loop.batch_in_epoch > 0:
-            return
-        skipped = sum(not ranks.can_share(batch) for batch in batches)
-        if skipped == len(batches):
-            raise ConfigError(f"train.batch_size = {self.config.train.batch_size} "
-                              f"{self.config.train.batch_unit}: no batch has an example for each of the "
-                              f"{ranks.world_size} ranks; use larger batches or fewer ranks")
-        if skipped:
-            session.log.write("shard", epoch=loop.epoch, skipped_batches=skipped, batches=len(batches),
-                              world_size=ranks.world_size)
-
     def _end_epoch(self, session: Session, loop: LoopState) -> None:
-        """Validate, step the schedule, decide whether to stop, and checkpoint (best, last and the epoch)."""
-        metric, epoch = session.task.metric, loop.epoch
-        metrics = self.validate(session)
-        improved = metrics[metric] > loop.best_score
-        if improved:
-            loop.best_score, loop.best_epoch, loop.bad_epochs = metrics[metric], loop.epoch, 0
-        else:
-            loop.bad_epochs += 1
-        session.scheduler.after_epoch(metrics[metric], metrics["loss"])
-        lr = self._lr(session)
-        session.log.write("valid", epoch=loop.epoch, update=loop.update, lr=lr, wall_s=round(loop.wall_seconds, 1),
-                          metric=metric, best=loop.best_score, **metrics)
-        self.console.print(
-            f"epoch {loop.epoch:3d}  valid loss {metrics['loss']:.3f}  ppl {metrics['ppl']:.1f}  "
-            f"{metric} {metrics[metric]:.2f}  (best {loop.best_score:.2f} @ {loop.best_epoch})  "
-            f"lr {lr:.2e}  {loop.wall_seconds / 60:.1f} min")
-        reason = self._limit_reached(loop, metric, lr)
+        """Validate (unless the run validates every N updates), decide whether to stop, and checkpoint (best,
+        last and the epoch's weights)."""
+        epoch, validating = loop.epoch, not self.config.train.validate_every_updates
+        metrics, improved = self._validation_point(session, loop) if validating else ({}, False)
+        reason = self._limit_reached(loop, session.task.metric, self._lr(session))
         if reason:
             loop.finished, loop.stop_reason = True, reason
         else:
@@ -318,19 +285,57 @@ class Trainer:
         if self.config.train.keep_epochs:  # for `nlgkit average`: this epoch's weights; the last and best K stay
             self._save(session, loop, epoch_dir(self.run_dir, epoch), metrics, with_state=False)
             if session.ranks.is_main:
-                prune_epoch_checkpoints(self.run_dir, self.config.train.keep_epochs, metric)
+                prune_epoch_checkpoints(self.run_dir, self.config.train.keep_epochs, session.task.metric)
+
+    def _validate_inside_epoch(self, session: Session, loop: LoopState) -> bool:
+        """A validation every ``train.validate_every_updates`` updates: decide, checkpoint best and last (so a
+        resumed run continues from here); True when the run stops."""
+        metrics, improved = self._validation_point(session, loop)
+        reason = self._limit_reached(loop, session.task.metric, self._lr(session), epoch_end=False)
+        if reason:
+            loop.finished, loop.stop_reason = True, reason
+        if improved:
+            self._save(session, loop, self.best_dir, metrics, with_state=False)
+        self._save(session, loop, self.last_dir, metrics)
+        return loop.finished
+
+    def _validation_point(self, session: Session, loop: LoopState) -> tuple[dict[str, float], bool]:
+        """Validate, count the validations without improvement, step the plateau schedule, log: (scores,
+        improved)."""
+        metric = session.task.metric
+        metrics = self.validate(session)
+        improved = metrics[metric] > loop.best_score
+        if improved:
+            loop.best_score, loop.best_epoch, loop.bad_epochs = metrics[metric], loop.epoch, 0
+        else:
+            loop.bad_epochs += 1
+        session.scheduler.after_epoch(metrics[metric], metrics["loss"])
+        lr = self._lr(session)
+        session.log.write("valid", epoch=loop.epoch, update=loop.update, lr=lr, wall_s=round(loop.wall_seconds, 1),
+                          metric=metric, best=loop.best_score, **metrics)
+        where = f"update {loop.update}  " if self.config.train.validate_every_updates else ""
+        self.console.print(
+            f"epoch {loop.epoch:3d}  {where}valid loss {metrics['loss']:.3f}  ppl {metrics['ppl']:.1f}  "
+            f"{metric} {metrics[metric]:.2f}  (best {loop.best_score:.2f} @ {loop.best_epoch})  "
+            f"lr {lr:.2e}  {loop.wall_seconds / 60:.1f} min")
+        return metrics, improved
+
+    @property
+    def _validations(self) -> str:
+        """What the patience counts: epochs, or validations when they come every N updates."""
+        return "validations" if self.config.train.validate_every_updates else "epochs"
 
     @staticmethod
     def _lr(session: Session) -> float:
         return float(session.optimizer.param_groups[0]["lr"])
 
-    def _limit_reached(self, loop: LoopState, metric: str, lr: float) -> str:
-        """Why training stops after the current epoch (early stopping, max_epochs, a rate decayed below
-        train.stop_min_lr), or "" to go on."""
+    def _limit_reached(self, loop: LoopState, metric: str, lr: float, epoch_end: bool = True) -> str:
+        """Why training stops after the current validation or epoch (early stopping, max_epochs at an epoch's
+        end, a rate decayed below train.stop_min_lr), or "" to go on."""
         t = self.config.train
         if loop.bad_epochs >= t.early_stop_patience:
-            return f"no {metric} improvement for {loop.bad_epochs} epochs"
-        if loop.epoch >= t.max_epochs:
+            return f"no {metric} improvement for {loop.bad_epochs} {self._validations}"
+        if epoch_end and loop.epoch >= t.max_epochs:
             return f"train.max_epochs = {t.max_epochs} reached"
         if lr < t.stop_min_lr:
             return f"learning rate {lr:.2e} below train.stop_min_lr = {t.stop_min_lr:g}"

@@ -1,0 +1,30 @@
+"""What a new run directory records before its first update: the model's assets, the full resolved config, the data
+manifest, the provenance (code revision, environment, parameter counts, initial tables or checkpoint) and the
+metrics log's ``start`` event, so that every run says what it was, whatever happens to it later."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from nlgkit.core.config import RunConfig, to_dict
+from nlgkit.core.io import write_json
+from nlgkit.runs.data import copy_model_assets
+from nlgkit.runs.provenance import environment
+from nlgkit.train.session import Session
+
+
+def write_run_records(config: RunConfig, session: Session, run_dir: Path) -> None:
+    """Write ``run_dir``'s records of a new run (rank 0 only)."""
+    data = session.data
+    run_dir.mkdir(parents=True, exist_ok=True)
+    copy_model_assets(data.data_dir, run_dir / "data")
+    write_json(run_dir / "config.json", to_dict(config))
+    write_json(run_dir / "manifest.json", data.manifest)
+    extra = {**({"embeddings": session.embeddings} if session.embeddings else {}),
+             **({"init_from": session.init_from} if session.init_from else {})}
+    write_json(run_dir / "provenance.json", {"git": session.git, "env": environment(session.device),
+                                             "parameters": session.params, **extra})
+    session.log.write("start", parameters=session.params["trainable"],
+                      frozen=session.params["frozen"] + session.params["buffers"], device=str(session.device),
+                      task=config.task.type, train_examples=len(data.train), world_size=session.ranks.world_size,
+                      **({"init_from": session.init_from["checkpoint"]} if session.init_from else {}))
