@@ -273,15 +273,7 @@ class Trainer:
         last and the epoch's weights)."""
         epoch, validating = loop.epoch, not self.config.train.validate_every_updates
         metrics, improved = self._validation_point(session, loop) if validating else ({}, False)
-        reason = self._limit_reached(loop, session.task.metric, self._lr(session))
-        if reason:
-            loop.finished, loop.stop_reason = True, reason
-        else:
-            loop.epoch += 1
-            loop.batch_in_epoch = 0
-        if improved:
-            self._save(session, loop, self.best_dir, metrics, with_state=False)
-        self._save(session, loop, self.last_dir, metrics)
+        self._decide_and_checkpoint(session, loop, metrics, improved, epoch_end=True)
         if self.config.train.keep_epochs:  # for `nlgkit average`: this epoch's weights; the last and best K stay
             self._save(session, loop, epoch_dir(self.run_dir, epoch), metrics, with_state=False)
             if session.ranks.is_main:
@@ -291,13 +283,21 @@ class Trainer:
         """A validation every ``train.validate_every_updates`` updates: decide, checkpoint best and last (so a
         resumed run continues from here); True when the run stops."""
         metrics, improved = self._validation_point(session, loop)
-        reason = self._limit_reached(loop, session.task.metric, self._lr(session), epoch_end=False)
+        self._decide_and_checkpoint(session, loop, metrics, improved, epoch_end=False)
+        return loop.finished
+
+    def _decide_and_checkpoint(self, session: Session, loop: LoopState, metrics: dict[str, float], improved: bool,
+                               epoch_end: bool) -> None:
+        """Stop or go on (to the next epoch at an epoch's end), then write best (when improved) and last."""
+        reason = self._limit_reached(loop, session.task.metric, self._lr(session), epoch_end=epoch_end)
         if reason:
             loop.finished, loop.stop_reason = True, reason
+        elif epoch_end:
+            loop.epoch += 1
+            loop.batch_in_epoch = 0
         if improved:
             self._save(session, loop, self.best_dir, metrics, with_state=False)
         self._save(session, loop, self.last_dir, metrics)
-        return loop.finished
 
     def _validation_point(self, session: Session, loop: LoopState) -> tuple[dict[str, float], bool]:
         """Validate, count the validations without improvement, step the plateau schedule, log: (scores,
