@@ -83,6 +83,45 @@ def check_one_search(model: Generator, inputs: dict[str, Any], batch_size: int, 
                                    atol=1e-4)
 
 
+def check_alignment(model: Generator, inputs: dict[str, Any], batch_size: int, bos: int = 2, eos: int = 3,
+                    max_len: int = 6) -> None:
+    """Searching with alignments (``translate --replace-unk``) changes no output; every token gets a source
+    position inside its own sentence (never padding); and stepping the model alone along a hypothesis's tokens
+    finds each position among its step's most attended ones: the search tracked them through its reorders."""
+    import torch
+
+    from nlgkit.core.alignment import ALIGNMENT
+    from nlgkit.search import beam_search, greedy_search, sample_search
+    from nlgkit.search.sampling import Sampling
+
+    lengths = inputs["src_lengths"].tolist()
+    max_lens = torch.full((batch_size,), max_len)
+    max_lens[0] = max(1, max_len // 2)  # one sentence leaves the batch early
+    searches = [(beam_search, {"beam_size": 4, "nbest": 4}), (greedy_search, {}),
+                (sample_search, {"sampling": Sampling(seed=3), "samples": 2})]
+    for search, options in searches:
+        plain = search(model, model.encode(inputs), batch_size=batch_size, bos=bos, eos=eos, max_lens=max_lens,
+                       **options)  # type: ignore[operator]
+        aligned = search(model, model.encode(inputs), batch_size=batch_size, bos=bos, eos=eos, max_lens=max_lens,
+                         alignment=True, **options)  # type: ignore[operator]
+        assert [[(h.tokens, h.score) for h in hyps] for hyps in plain] == \
+            [[(h.tokens, h.score) for h in hyps] for hyps in aligned]
+        assert all(h.alignment is None for hyps in plain for h in hyps)
+        for i, hyps in enumerate(aligned):
+            for hyp in hyps:
+                assert hyp.alignment is not None and len(hyp.alignment) == len(hyp.tokens)
+                assert all(0 <= position < lengths[i] for position in hyp.alignment), (hyp.alignment, lengths[i])
+                with torch.no_grad():
+                    state = model.reorder(model.encode(inputs), torch.tensor([i]))
+                    state[ALIGNMENT] = torch.zeros(1, 0)
+                    prev = bos
+                    for token, position in zip(hyp.tokens, hyp.alignment):
+                        _, state = model.step(torch.tensor([prev]), state)
+                        weights = state[ALIGNMENT][0]
+                        assert weights[position] >= weights.max() - 1e-5, (position, weights)
+                        prev = token
+
+
 def check_steps_match_teacher_forcing(model: Generator, batch: Any) -> None:
     """Decoding step by step from ``encode`` gives the features teacher forcing gives for the same tokens."""
     import torch

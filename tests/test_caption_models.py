@@ -136,3 +136,15 @@ def test_dry_run_counts_the_papers_coco_models() -> None:
     assert counts["tell", "learned"] == 12_877_586
     for model in ("tell", "attend"):
         assert counts[model, "learned"] - counts[model, "fixed"] == 512 * 9490
+
+
+@pytest.mark.parametrize("name", CAPTIONERS)
+def test_a_search_for_source_alignments_names_a_model_without_source_words(name: str) -> None:
+    """A captioner attends to image regions, not source words: asked for alignments (--replace-unk), the
+    search says which model cannot give them instead of failing on a missing entry."""
+    from nlgkit.core.errors import ConfigError
+
+    model = captioner(name).eval()
+    with pytest.raises(ConfigError, match="reports no attention over source positions"):
+        beam_search(model, model.encode(images()), batch_size=3, bos=BOS, eos=EOS, beam_size=2,
+                    max_lens=torch.full((3,), 4), alignment=True)

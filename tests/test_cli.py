@@ -476,3 +476,41 @@ def test_a_research_head_or_model_learns_to_translate_through_the_trainer(name: 
     assert train and all(("sampling_overflows" in e) == (name == "sampled") for e in train)
     trained_bleu, untrained_bleu = trained_and_untrained_bleu(recipe, tmp_path / name, data_dir)
     assert trained_bleu > untrained_bleu + 5, (trained_bleu, untrained_bleu)
+
+
+def test_replace_unk_fills_each_unknown_word_from_the_source_word_its_step_attended_to(
+        trained: tuple[Path, Path], paper, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """``--replace-unk`` changes nothing but the <unk> tokens of the same outputs, each into a word of its own
+    source line (or its entry in ``--phrase-table``); errors name the flag or the table's line."""
+    _, run_dir = trained
+    lines = read_lines(paper[0] / "test.de")[:150]  # spaCy tokens, lowercased: the source tokens as the model reads them
+    source = tmp_path / "test.de"
+    source.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    table = tmp_path / "table.txt"
+    table.write_text("".join(f"{word}|||«{word}»\n" for word in sorted({w for line in lines for w in line.split()})),
+                     encoding="utf-8")
+    common = ("translate", "-m", str(run_dir), "--pretokenized", "--no-detokenize", "--input", str(source))
+    outputs = []
+    for extra in ((), ("--replace-unk",), ("--replace-unk", "--phrase-table", str(table))):
+        result = cli(*common, *extra)
+        assert result.exit_code == 0, result.output
+        outputs.append(result.stdout.splitlines())
+    assert len(outputs[0]) == len(outputs[1]) == len(outputs[2]) == len(lines)
+    unknown = replaced = 0
+    for line, plain, copied, looked_up in zip(lines, *outputs):
+        plain_words, copied_words, table_words = plain.split(), copied.split(), looked_up.split()
+        assert len(plain_words) == len(copied_words) == len(table_words), (plain, copied, looked_up)
+        for word, copy, entry in zip(plain_words, copied_words, table_words):
+            if word != "<unk>":
+                assert word == copy == entry
+                continue
+            unknown += 1
+            if copy != "<unk>":  # (an <unk> whose step looked at the source's end marker stays)
+                replaced += 1
+                assert copy in line.split() and entry == f"«{copy}»", (line, copy, entry)
+    assert unknown >= 5 and replaced >= 0.8 * unknown, (unknown, replaced)
+
+    one_line_error(cli(*common, "--phrase-table", str(table)), "--phrase-table: only with --replace-unk")
+    table.write_text("mann|||man\nhund hund|||dog\n", encoding="utf-8")
+    one_line_error(cli(*common, "--replace-unk", "--phrase-table", str(table)), str(table), "line 2")
+    one_line_error(cli(*common, "--replace-unk", "--score-reference", str(source)), "--replace-unk")

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 from helpers import (
+    check_alignment,
     check_one_search,
     nlgkit_command,
     tiny_recipe,
@@ -126,6 +127,7 @@ def test_every_head_decodes_through_the_one_search(head: str) -> None:
     linearized convolutions cached for search follow an optimiser step."""
     model = convs2s(head).eval()
     check_one_search(model, inputs(), batch_size=2, max_len=8)
+    check_alignment(model, inputs(), batch_size=2, max_len=8)
     model.train()
     optimizer = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=0.05)
     model.head.loss(model(batch())[0], GOLD).backward()

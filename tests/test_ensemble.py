@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers import check_one_search, rnn, tiny_recipe, with_head
+from helpers import check_alignment, check_one_search, rnn, tiny_recipe, with_head
 from typer.testing import CliRunner
 
 from nlgkit.cli.main import app
@@ -102,6 +102,7 @@ def test_an_ensemble_decodes_through_the_one_search_with_its_members_static_stat
     ensemble = Ensemble([tiny_rnn(1), tiny_transformer(2), tiny_rnn(3, head="fixed")])
     assert ensemble.static_state and all(key.split(".", 1)[0] in "012" for key in ensemble.static_state)
     check_one_search(ensemble, inputs(), batch_size=3)
+    check_alignment(ensemble, inputs(), batch_size=3)
 
 
 def test_a_score_head_or_another_vocabulary_is_refused_in_one_line() -> None:

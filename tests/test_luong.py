@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from helpers import check_one_search, with_head
+from helpers import check_alignment, check_one_search, with_head
 
 from nlgkit.core.errors import ConfigError
 from nlgkit.core.registry import HEADS
@@ -84,6 +84,7 @@ def test_every_head_learns_a_batch(head: str) -> None:
 @pytest.mark.parametrize("head", ["learned", "joint", "continuous"])
 def test_decodes_through_the_one_search(head: str) -> None:
     check_one_search(luong(head=head).eval(), inputs(), batch_size=2)
+    check_alignment(luong(head=head).eval(), inputs(), batch_size=2)
 
 
 def test_parameter_count_is_the_architectures() -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from helpers import check_one_search, rnn
+from helpers import check_alignment, check_one_search, rnn
 
 from nlgkit.core.registry import HEADS
 from nlgkit.data.batching import Batch
@@ -121,6 +121,7 @@ def test_reorder_duplicates_state_rows() -> None:
 def test_decodes_through_the_one_search(cell: str, layers: int) -> None:
     src, lengths, _ = batch()
     check_one_search(tiny_model(cell, layers), {"src": src, "src_lengths": lengths}, batch_size=2)
+    check_alignment(tiny_model(cell, layers), {"src": src, "src_lengths": lengths}, batch_size=2)
 
 
 @pytest.mark.parametrize("head", HEADS.names())

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 import torch
-from helpers import check_one_search, check_steps_match_teacher_forcing
+from helpers import check_alignment, check_one_search, check_steps_match_teacher_forcing
 
 from nlgkit.core.config import config_from_dict
 from nlgkit.core.errors import ConfigError
@@ -108,6 +108,7 @@ def test_every_model_with_every_head_decodes_through_the_one_search(name: str, h
         assert len(hyps) == 5 and [h.score for h in hyps] == sorted((h.score for h in hyps), reverse=True)
         assert all(len(h.tokens) <= 7 and all(0 <= t < V for t in h.tokens) for h in hyps)
     check_one_search(model, source, batch_size=4, bos=BOS, eos=EOS, max_len=6)  # static state kept in place
+    check_alignment(model, source, batch_size=4, bos=BOS, eos=EOS, max_len=6)
 
 
 @pytest.mark.parametrize("name", MULTIMODAL)
@@ -212,7 +213,7 @@ def test_doubly_attentive_reads_the_image_through_its_gate() -> None:
     other.inputs["image_spatial"] = torch.rand(3, L, C)
     with torch.no_grad():
         assert not torch.allclose(model(data)[0], model(other)[0])  # another image, another translation
-        text, image = model.contexts(model.encode(data.inputs))
+        text, image, _ = model.contexts(model.encode(data.inputs))
         assert text.shape == (3, 2 * SIZES["encoder_dim"]) and image.shape == (3, C)
         regions = data.inputs["image_spatial"]  # the visual context is a β-scaled mix of the regions
         assert bool((image <= regions.max(1).values + 1e-6).all() and (image >= 0).all())

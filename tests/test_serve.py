@@ -213,6 +213,22 @@ def test_an_ensemble_of_two_copies_serves_what_the_single_model_does(runs: dict[
     assert [t["text"] for t in answers[0]["translations"]] == offline.stdout.splitlines()
 
 
+def test_serve_replace_unk_answers_as_translate_replace_unk(runs: dict[str, Path], tmp_path: Path) -> None:
+    """``serve --replace-unk`` replaces unknown words as ``translate --replace-unk`` does, and says so in /models."""
+    one = runs["translation"]
+    models = load_models([str(one)], device="cpu", phrase_table={"hund": "dog"})
+    with TestClient(create_app(models)) as client:
+        answer = client.post("/translate", json={"lines": LINES}).json()
+        described = client.get("/models").json()
+    table = tmp_path / "table.txt"
+    table.write_text("hund|||dog\n", encoding="utf-8")
+    offline = cli("translate", "-m", str(one), "--device", "cpu", "--replace-unk", "--phrase-table", str(table),
+                  input="\n".join(LINES) + "\n")
+    assert offline.exit_code == 0, offline.output
+    assert [t["text"] for t in answer["translations"]] == offline.stdout.splitlines()
+    assert [m["replace_unk"] for m in described["models"]] == [True]
+
+
 def test_models_and_health_describe_what_is_served(client: TestClient) -> None:
     models = {m["name"]: m for m in client.get("/models").json()["models"]}
     assert models["de-en"]["endpoint"] == "/translate" and models["de-en"]["beam"] == 4

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from helpers import check_one_search, with_head
+from helpers import check_alignment, check_one_search, with_head
 
 from nlgkit.core.errors import ConfigError
 from nlgkit.core.registry import HEADS
@@ -84,6 +84,9 @@ def test_every_head_learns_a_batch(head: str) -> None:
 @pytest.mark.parametrize("head", ["learned", "continuous"])
 def test_decodes_through_the_one_search(head: str) -> None:
     check_one_search(transformer(head, output_dim=8 if head == "continuous" else 0).eval(), inputs(), batch_size=2)
+    for cache in (True, False):  # the last layer's cross-attention, with and without the decoding cache
+        check_alignment(transformer(head, output_dim=8 if head == "continuous" else 0, cache=cache).eval(), inputs(),
+                        batch_size=2)
 
 
 def test_presets_and_their_parameter_counts() -> None:

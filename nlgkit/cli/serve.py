@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import socket
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -33,13 +34,18 @@ def serve(
     access_log: Annotated[bool, typer.Option(help="Log every request")] = False,
     ensemble_mode: Annotated[str, typer.Option(help="For RUN_A+RUN_B: log_linear (mean log-probability) or linear "
                                                     "(log of the mean probability)")] = "log_linear",
+    replace_unk: Annotated[bool, typer.Option(help="Translation models replace each <unk> by the source token its "
+                                                   "step attended to most (as translate --replace-unk)")] = False,
+    phrase_table: Annotated[Path | None, typer.Option(help="--replace-unk through this table of 'source|||target' "
+                                                           "lines")] = None,
 ) -> None:
     """Serve trained runs over HTTP: POST /translate, POST /caption, GET /models, GET /health, and a page at /."""
     # lazy: CLI start-up (FastAPI, uvicorn, torch and the models load only when the command runs)
     import uvicorn
 
     # lazy: the library, as above
-    from nlgkit.core.errors import DataError
+    from nlgkit.core.errors import ConfigError, DataError
+    from nlgkit.generation.unknowns import read_phrase_table
     from nlgkit.serve.app import create_app
     from nlgkit.serve.limits import parse_limits
     from nlgkit.serve.served import load_models, set_threads
@@ -48,7 +54,10 @@ def serve(
     limits = parse_limits(limit or [])
     if not 0 <= port <= 65535:
         raise DataError(f"--port {port}: expected 0 to 65535")
-    models = load_models(model, checkpoint, device, limits, ensemble_mode)
+    if phrase_table is not None and not replace_unk:
+        raise ConfigError("--phrase-table: only with --replace-unk")
+    table = (read_phrase_table(phrase_table) if phrase_table else {}) if replace_unk else None
+    models = load_models(model, checkpoint, device, limits, ensemble_mode, table)
     try:
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         listener = socket.create_server((host, port), family=family, backlog=2048)

@@ -11,7 +11,8 @@ With ``--score-reference REF`` nothing is searched: each input line gives ``LOG_
 log-score of that line of REF (natural log, summed over its target tokens and EOS, TOKENS of them), and stderr
 a summary (perplexity for probability heads); an input line without a source gives an empty line.
 With ``--nbest N`` (N > 1) each input gives N lines ``INDEX ||| hypothesis ||| score`` (Moses n-best format,
-INDEX counted from 0), best first. The work is done in ``nlgkit.generation``; this module parses and prints.
+INDEX counted from 0), best first. With ``--replace-unk`` each ``<unk>`` of an output becomes the source token its
+step attended to most (or its entry in ``--phrase-table``). The work is done in ``nlgkit.generation``; this module parses and prints.
 """
 
 from __future__ import annotations
@@ -80,6 +81,10 @@ def translate(
     score_reference: Annotated[Path | None, typer.Option(help="Score these references (one per input line) "
                                                               "instead of searching: LOG_PROB<TAB>TOKENS per "
                                                               "line, a summary on stderr")] = None,
+    replace_unk: Annotated[bool, typer.Option(help="Replace each <unk> of an output by the source token its step "
+                                                   "attended to most (models with source attention)")] = False,
+    phrase_table: Annotated[Path | None, typer.Option(help="--replace-unk through this table of 'source|||target' "
+                                                           "lines (a source token not in it is copied)")] = None,
 ) -> None:
     """Translate text with a trained run (stdin → stdout by default)."""
     # lazy: CLI start-up (the library and torch load only when the command runs)
@@ -94,6 +99,7 @@ def translate(
         write_lines,
     )
     from nlgkit.generation.translate import Translator, read_image_list
+    from nlgkit.generation.unknowns import UnknownReplacement, read_phrase_table
 
     if buffer_size < 0:
         raise ConfigError(f"--buffer-size {buffer_size}: must be 0 or positive")
@@ -105,6 +111,10 @@ def translate(
     if score_reference is not None and (sampling or (nbest or 1) > 1 or engine != "torch" or buffer_size):
         raise ConfigError("--score-reference: scores one given output per line of the whole input with --engine "
                           "torch; not with --sampling, --nbest, --buffer-size or --engine ct2")
+    if phrase_table is not None and not replace_unk:
+        raise ConfigError("--phrase-table: only with --replace-unk")
+    if replace_unk and (engine != "torch" or score_reference is not None):
+        raise ConfigError("--replace-unk: only when nlgkit's search translates (--engine torch, no --score-reference)")
     if engine == "torch" and compute_type != "default":
         raise ConfigError(f"--compute-type {compute_type}: only for --engine ct2 (the torch engine runs the model as trained)")
     resolve = functools.partial(SearchOptions.resolve, beam=beam, nbest=nbest, length_penalty=length_penalty,
@@ -123,8 +133,10 @@ def translate(
                                    max_input_tokens=max_input_tokens, warn=warn)
     else:
         run = load_ensemble(model, checkpoint, device, ensemble_mode)  # one --model: that run as it is
+        replacement = UnknownReplacement(run.tgt_vocab.tokens[run.tgt_vocab.unk_index],
+                                         read_phrase_table(phrase_table) if phrase_table else {}) if replace_unk else None
         translator = Translator(run, resolve(run.config.search), pretokenized=pretokenized, detokenize=detokenize,
-                                max_input_tokens=max_input_tokens, warn=warn)
+                                max_input_tokens=max_input_tokens, warn=warn, replace_unknown=replacement)
     image_files = read_image_list(images) if images is not None else None
     if score_reference is not None:
         assert isinstance(translator, Translator)

@@ -172,4 +172,4 @@ def result_lines(results: Sequence[CaptionResult], nbest: int, as_json: bool,
             lines.append(json.dumps(record, ensure_ascii=False))
         return lines
 
-    return output_lines([r.hypotheses for r in results], nbest, render)
+    return output_lines([r.hypotheses for r in results], nbest, lambda _, hypothesis: render(hypothesis.tokens))

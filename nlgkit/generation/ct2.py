@@ -71,7 +71,8 @@ class CT2Translator:
               images: Sequence[Path] | None = None) -> list[str]:
         """The output lines for ``lines``: one per input line (``nbest`` per line with n-best output)."""
         results = self.hypotheses(lines, name, first_number, images)
-        return output_lines(results, self.options.nbest, self.render, first_number - 1)
+        return output_lines(results, self.options.nbest, lambda _, hypothesis: self.render(hypothesis.tokens),
+                            first_number - 1)
 
     def hypotheses(self, lines: list[str], name: str = "<stdin>", first_number: int = 1,
                    images: Sequence[Path] | None = None) -> list[list[Hypothesis]]:

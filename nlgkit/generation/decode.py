@@ -43,6 +43,7 @@ def generate(
     item_ids: Sequence[int] | None = None,
     device: torch.device | None = None,
     on_batch: Callable[[int], None] | None = None,
+    alignment: bool = False,
 ) -> list[list[Hypothesis]]:
     """Search every source; returns ``nbest`` hypotheses per input, in input order.
 
@@ -51,7 +52,8 @@ def generate(
     ``min_len`` and ``no_repeat_ngram_size`` constrain the search (:mod:`nlgkit.search.beam`); padding and BOS
     are never output, nor ``<unk>`` with ``no_unk``. With ``sampling``, ``nbest`` outputs are drawn per input,
     keyed by ``item_ids`` (default: the inputs' positions), so the same item gives the same samples however the
-    inputs are batched or grouped.
+    inputs are batched or grouped. ``alignment``: each hypothesis with its tokens' source positions (models
+    that attend to source positions; ``translate --replace-unk``).
     """
     device = device or next(model.parameters()).device
     results: list[list[Hypothesis]] = [[] for _ in sources]
@@ -65,7 +67,7 @@ def generate(
                            beam_size=beam, max_lens=max_lens.to(device), length_penalty=length_penalty,
                            nbest=nbest, min_len=min_len, no_repeat_ngram_size=no_repeat_ngram_size,
                            never=(vocab.pad_index, vocab.bos_index, *([vocab.unk_index] if no_unk else [])),
-                           sampling=sampling,
+                           sampling=sampling, alignment=alignment,
                            item_ids=torch.tensor([item_ids[i] if item_ids else i for i in chunk]))
             for i, hypotheses in zip(chunk, found):
                 results[i] = hypotheses

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 import torch
 from torch import Tensor, nn
 
+from nlgkit.core import alignment
 from nlgkit.core.config import to_dict
 from nlgkit.core.errors import CheckpointError, ConfigError
 from nlgkit.core.io import sha256_file
@@ -92,9 +93,14 @@ class Ensemble(Generator):
         raise NotImplementedError("an ensemble's head combines its members' heads; it takes no other")
 
     def _split(self, state: State) -> list[State]:
-        """Each member's part of the state, without its prefix (entries a caller left out stay out)."""
+        """Each member's part of the state, without its prefix (entries a caller left out stay out); the
+        search's alignment request goes to every member."""
         parts: list[State] = [{} for _ in self._members]
         for key, value in state.items():
+            if key == alignment.ALIGNMENT:
+                for part in parts:
+                    part[key] = value
+                continue
             index, name = key.split(".", 1)
             parts[int(index)][name] = value
         return parts
@@ -107,16 +113,27 @@ class Ensemble(Generator):
         return self._join([member.encode(inputs) for member in self._members])
 
     def step(self, prev_tokens: Tensor, state: State) -> tuple[Tensor, State]:
-        features, parts = [], []
+        """Every member's step; asked for an alignment, the members' mean attention (empty when one has none)."""
+        features, parts, weights = [], [], []
         for member, part in zip(self._members, self._split(state)):
             feature, part = member.step(prev_tokens, part)  # (B, dᵢ)
             features.append(feature)
+            if alignment.requested(part):
+                weights.append(part.pop(alignment.ALIGNMENT))
             parts.append(part)
-        return torch.cat(features, dim=-1), self._join(parts)  # (B, Σ dᵢ)
+        new_state = self._join(parts)
+        if weights:
+            aligned = all(w.size(1) > 0 for w in weights)
+            alignment.report(new_state, state, torch.stack(weights).mean(dim=0) if aligned else weights[0][:, :0])
+        return torch.cat(features, dim=-1), new_state  # (B, Σ dᵢ)
 
     def reorder(self, state: State, index: Tensor) -> State:
-        return self._join([member.reorder(part, index) if part else part
-                           for member, part in zip(self._members, self._split(state))])
+        own = {key: value for key, value in state.items() if key != alignment.ALIGNMENT}
+        moved = self._join([member.reorder(part, index) if part else part
+                            for member, part in zip(self._members, self._split(own))])
+        if alignment.requested(state):
+            moved[alignment.ALIGNMENT] = state[alignment.ALIGNMENT].index_select(0, index)
+        return moved
 
     def forward(self, batch: Batch) -> tuple[Tensor, dict[str, Tensor]]:
         raise NotImplementedError("an ensemble is searched, not trained: train its members")

@@ -129,19 +129,19 @@ def placed(sources: Sequence[object | None], found: Sequence[list[Hypothesis]]) 
     return results
 
 
-def output_lines(results: Sequence[list[Hypothesis]], nbest: int, render: Callable[[list[int]], str],
+def output_lines(results: Sequence[list[Hypothesis]], nbest: int, render: Callable[[int, Hypothesis], str],
                  first_index: int = 0) -> list[str]:
     """One line per input (empty when it has no hypothesis); with nbest > 1, Moses n-best lines
     ``INDEX ||| text ||| score`` (INDEX from ``first_index``, 0 for a whole input; best first, padded to nbest
-    lines per input)."""
+    lines per input). ``render(i, hypothesis)`` writes a hypothesis of ``results[i]``."""
     lines = []
-    for index, hyps in enumerate(results, start=first_index):
+    for i, hyps in enumerate(results):
         if nbest == 1:
-            lines.append(render(hyps[0].tokens) if hyps else "")
+            lines.append(render(i, hyps[0]) if hyps else "")
             continue
         for hyp in hyps:
-            lines.append(f"{index} ||| {render(hyp.tokens)} ||| {hyp.score:.4f}")
-        lines.extend(f"{index} |||  ||| -inf" for _ in range(nbest - len(hyps)))
+            lines.append(f"{first_index + i} ||| {render(i, hyp)} ||| {hyp.score:.4f}")
+        lines.extend(f"{first_index + i} |||  ||| -inf" for _ in range(nbest - len(hyps)))
     return lines
 
 

@@ -13,17 +13,22 @@ from typing import Any
 from nlgkit.core.errors import DataError
 from nlgkit.generation.decode import ReferenceScore, generate, score_references
 from nlgkit.generation.output import SearchOptions, cut_tokens, output_lines, placed
+from nlgkit.generation.unknowns import UnknownReplacement
 from nlgkit.runs.loading import TrainedRun
 from nlgkit.search import Hypothesis
+
+# a line's source tokens (as the model read them) and the task's source built from them; None: no source
+Read = tuple[list[str], Any] | None
 
 
 class Translator:
     """A translation run ready for text: its tokenizer and detokenizer are loaded once, so that a stream of
-    small groups (``translate --buffer-size``) costs no more than one large batch per line."""
+    small groups (``translate --buffer-size``) costs no more than one large batch per line. With
+    ``replace_unknown``, each ``<unk>`` of an output is replaced from the source token its step attended to."""
 
     def __init__(self, run: TrainedRun, options: SearchOptions, *, pretokenized: bool = False,
                  detokenize: bool = True, max_input_tokens: int = 400,
-                 warn: Callable[[str], None] = print) -> None:
+                 warn: Callable[[str], None] = print, replace_unknown: UnknownReplacement | None = None) -> None:
         if max_input_tokens <= 0:
             raise DataError(f"--max-input-tokens = {max_input_tokens}: must be positive")
         try:
@@ -33,25 +38,33 @@ class Translator:
         self.run, self.options, self.warn = run, options, warn
         self.pretokenized, self.detokenize, self.max_input_tokens = pretokenized, detokenize, max_input_tokens
         self.detokenizer = run.detokenizer()
+        self.replace_unknown = replace_unknown
 
     def lines(self, lines: list[str], name: str = "<stdin>", first_number: int = 1,
               images: Sequence[Path] | None = None) -> list[str]:
         """The output lines for ``lines`` (numbered from ``first_number`` in warnings): one per input line,
         ``nbest`` per line with n-best output. ``images``: the image of each line (multimodal models); a line
         whose image is missing or unreadable gets an empty output line and a warning naming both."""
-        results = self.hypotheses(lines, name, first_number, images)
-        return output_lines(results, self.options.nbest, self.render, first_number - 1)
+        read = self._read(lines, name, first_number, images)
+        results = self._search(read, first_number)
+        return output_lines(results, self.options.nbest, lambda i, hypothesis: self._text(read[i], hypothesis),
+                            first_number - 1)
 
-    def hypotheses(self, lines: list[str], name: str = "<stdin>", first_number: int = 1,
-                   images: Sequence[Path] | None = None) -> list[list[Hypothesis]]:
-        """The n-best hypotheses of each line, best first, as :meth:`lines` prints them (none for an empty line
+    def texts(self, lines: list[str], name: str = "<stdin>", first_number: int = 1,
+              images: Sequence[Path] | None = None) -> list[list[tuple[str, Hypothesis]]]:
+        """Each line's hypotheses, best first, with the text :meth:`lines` writes for each (none for an empty line
         or a line whose image is missing): for callers that want scores and text apart (``nlgkit serve``)."""
-        sources = self.sources(lines, name, first_number, images)
-        todo = [i for i, source in enumerate(sources) if source is not None]
+        read = self._read(lines, name, first_number, images)
+        return [[(self._text(line, hypothesis), hypothesis) for hypothesis in hypotheses]
+                for line, hypotheses in zip(read, self._search(read, first_number), strict=True)]
+
+    def _search(self, read: list[Read], first_number: int) -> list[list[Hypothesis]]:
+        todo = [i for i, line in enumerate(read) if line is not None]
         run = self.run
-        found = generate(run.model, run.task, [sources[i] for i in todo], run.tgt_vocab, device=run.device,
-                         item_ids=[first_number - 1 + i for i in todo], **self.options.search_kwargs())
-        return placed(sources, found)
+        found = generate(run.model, run.task, [read[i][1] for i in todo],  # type: ignore[index]
+                         run.tgt_vocab, device=run.device, item_ids=[first_number - 1 + i for i in todo],
+                         alignment=self.replace_unknown is not None, **self.options.search_kwargs())
+        return placed(read, found)
 
     def reference_scores(self, lines: list[str], references: list[str], name: str = "<stdin>",
                          first_number: int = 1, images: Sequence[Path] | None = None,
@@ -77,6 +90,10 @@ class Translator:
     def sources(self, lines: list[str], name: str, first_number: int,
                 images: Sequence[Path] | None) -> list[Any]:
         """Each line as the task's source (None for an empty line or a line whose image is missing)."""
+        return [line[1] if line is not None else None for line in self._read(lines, name, first_number, images)]
+
+    def _read(self, lines: list[str], name: str, first_number: int, images: Sequence[Path] | None) -> list[Read]:
+        """Each line's source tokens and source (None for an empty line or a line whose image is missing)."""
         run = self.run
         attach = self.text_input.attach_image
         if images is not None:
@@ -84,27 +101,33 @@ class Translator:
                 raise DataError(f"{run.checkpoint}: this model's task ({run.config.task.type}) reads no images")
             if len(images) != len(lines):
                 raise DataError(f"{name}: {len(lines)} lines but {len(images)} images")
-        sources: list[Any] = []
+        read: list[Read] = []
         for i, (number, line) in enumerate(enumerate(lines, start=first_number)):
             tokens = cut_tokens(line.split() if self.pretokenized else self.text_input.tokenize(line),
                                 self.max_input_tokens, self.warn, f"{name}: line {number}")
             if not tokens:
-                sources.append(None)
+                read.append(None)
             elif images is None or attach is None:
-                sources.append(self.text_input.encode(tokens))
+                read.append((tokens, self.text_input.encode(tokens)))
             else:
                 try:
                     if images[i] == Path():
                         raise DataError("no image named for this line")
-                    sources.append(attach(tokens, images[i]))
+                    read.append((tokens, attach(tokens, images[i])))
                 except DataError as exc:
                     self.warn(f"{name}: line {number}: {exc}; its output line is left empty")
-                    sources.append(None)
-        return sources
+                    read.append(None)
+        return read
 
-    def render(self, tokens: list[int]) -> str:
-        """A hypothesis's tokens as output text (subwords undone; detokenised unless told not to)."""
+    def _text(self, line: Read, hypothesis: Hypothesis) -> str:
+        return self.render(hypothesis.tokens, hypothesis.alignment, line[0] if line is not None else [])
+
+    def render(self, tokens: list[int], alignment: list[int] | None = None, source: Sequence[str] = ()) -> str:
+        """A hypothesis's tokens as output text (unknown words replaced when asked, from ``source`` through
+        ``alignment``; subwords undone; detokenised unless told not to)."""
         words = self.run.tgt_vocab.decode(tokens)
+        if self.replace_unknown is not None:
+            words = self.replace_unknown.words(words, alignment, list(source))
         return self.detokenizer(words) if self.detokenize else " ".join(words)
 
 

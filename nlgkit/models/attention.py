@@ -28,12 +28,13 @@ def run_packed(rnn: nn.RNNBase, embedded: Tensor, lengths: Tensor) -> tuple[Tens
     return output, final
 
 
-def masked_context(scores: Tensor, values: Tensor, pad_mask: Tensor) -> Tensor:
-    """softmax over the unmasked scores (B, S), then the weighted sum of values (B, S, D) → (B, D).
+def masked_attention(scores: Tensor, values: Tensor, pad_mask: Tensor) -> tuple[Tensor, Tensor]:
+    """softmax over the unmasked scores (B, S), then the weighted sum of values (B, S, D): the context (B, D)
+    and the weights (B, S).
 
     ``scores`` is masked in place: callers pass a tensor they have just computed and do not use again."""
     weights = torch.softmax(scores.masked_fill_(pad_mask, float("-inf")), dim=-1)
-    return torch.bmm(weights.unsqueeze(1), values).squeeze(1)
+    return torch.bmm(weights.unsqueeze(1), values).squeeze(1), weights
 
 
 class AdditiveAttention(nn.Module):
@@ -55,7 +56,8 @@ class AdditiveAttention(nn.Module):
         """(B, Dq) → (B, A)."""
         return F.linear(state, self.query_weight)
 
-    def forward(self, query: Tensor, keys: Tensor, values: Tensor, pad_mask: Tensor) -> Tensor:
-        """Context (B, Dk) from a projected query (B, A), keys (B, S, A), values (B, S, Dk), pad_mask (B, S)."""
+    def forward(self, query: Tensor, keys: Tensor, values: Tensor, pad_mask: Tensor) -> tuple[Tensor, Tensor]:
+        """Context (B, Dk) and weights (B, S) from a projected query (B, A), keys (B, S, A), values (B, S, Dk)
+        and pad_mask (B, S)."""
         energy = (keys + query.unsqueeze(1)).tanh_()  # (B, S, A), in place: one (B, S, A) buffer per step, not two
-        return masked_context(self.score(energy).squeeze(-1), values, pad_mask)  # (B, Dk)
+        return masked_attention(self.score(energy).squeeze(-1), values, pad_mask)

@@ -24,6 +24,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from nlgkit.core import alignment
 from nlgkit.core.errors import ConfigError
 from nlgkit.core.registry import MODELS, PluginConfig
 from nlgkit.core.weight_cache import WeightCache
@@ -134,10 +135,13 @@ class ConvS2SModel(Generator):
         """
         positions = state["step"].clamp(max=self.config.max_positions - 1)[:, None]  # (B, 1)
         names = [f"window{i}" for i in range(len(self.decoder.layers))]
-        features, windows = self.decoder.step(self.tgt_embed(prev_tokens[:, None]), positions,
-                                              [state[name] for name in names], self._memory(state),
-                                              self._linearized_weights())
-        return features.squeeze(1), {**state, **dict(zip(names, windows)), "step": state["step"] + 1}
+        features, windows, attention = self.decoder.step(self.tgt_embed(prev_tokens[:, None]), positions,
+                                                         [state[name] for name in names], self._memory(state),
+                                                         self._linearized_weights())
+        new_state = {**state, **dict(zip(names, windows)), "step": state["step"] + 1}
+        if alignment.requested(state):  # the layers' mean attention, as fairseq's fconv reports it
+            alignment.report(new_state, state, torch.stack(attention).mean(dim=0)[:, -1])
+        return features.squeeze(1), new_state
 
     def _linearized_weights(self) -> list[Tensor]:
         """Every decoder layer's convolution as one matrix; at inference computed once for all steps (the

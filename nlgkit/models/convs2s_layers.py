@@ -119,17 +119,17 @@ class DecoderLayer(nn.Module):
         """Teacher forcing: x (B, T, C_in) → (B, T, C); position t sees inputs up to t only."""
         h = self.dropout(x).transpose(1, 2)  # (B, C_in, T)
         h = self.conv(F.pad(h, (self.kernel - 1, 0))).transpose(1, 2)  # left padding: causal; (B, T, 2C)
-        return self._attend_and_add(F.glu(h, dim=-1), self.projection(x), target_embedding, memory)
+        return self._attend_and_add(F.glu(h, dim=-1), self.projection(x), target_embedding, memory)[0]
 
     def step(self, x: Tensor, window: Tensor, target_embedding: Tensor,
-             memory: tuple[Tensor, Tensor, Tensor, Tensor], weight: Tensor) -> tuple[Tensor, Tensor]:
+             memory: tuple[Tensor, Tensor, Tensor, Tensor], weight: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """One position: x (B, 1, C_in), window (B, k − 1, C_in) the layer's last inputs (zeros before the
         start, as the causal padding), ``weight`` (2C, k·C_in) from :meth:`linearized_weight`.
-        Returns the output (B, 1, C) and the window for the next position."""
+        Returns the output (B, 1, C), the window for the next position and the attention weights (B, 1, S)."""
         window = torch.cat([window, self.dropout(x)], dim=1)  # (B, k, C_in), oldest first
         h = F.linear(window.flatten(1), weight, self.conv.bias).unsqueeze(1)  # (B, 1, 2C)
-        output = self._attend_and_add(F.glu(h, dim=-1), self.projection(x), target_embedding, memory)
-        return output, window[:, 1:]
+        output, weights = self._attend_and_add(F.glu(h, dim=-1), self.projection(x), target_embedding, memory)
+        return output, window[:, 1:], weights
 
     def linearized_weight(self) -> Tensor:
         """The convolution as one matrix (2C, k·C_in) over a window of k inputs laid out oldest first."""
@@ -137,13 +137,15 @@ class DecoderLayer(nn.Module):
         return weight.permute(0, 2, 1).reshape(weight.size(0), -1)
 
     def _attend_and_add(self, h: Tensor, residual: Tensor, target_embedding: Tensor,
-                        memory: tuple[Tensor, Tensor, Tensor, Tensor]) -> Tensor:
+                        memory: tuple[Tensor, Tensor, Tensor, Tensor]) -> tuple[Tensor, Tensor]:
+        """The layer's output (B, T, C) and its attention weights over the source (B, T, S)."""
         keys, values, pad_mask, scale = memory  # (B, S, E), (B, S, E), (B, S), (B,)
         query = (self.attention_in(h) + target_embedding) * SQRT_HALF  # (B, T, E)
         scores = torch.bmm(query, keys.transpose(1, 2)).masked_fill(pad_mask.unsqueeze(1), float("-inf"))
-        context = torch.bmm(scores.softmax(dim=-1), values) * scale[:, None, None]  # (B, T, E)
+        weights = scores.softmax(dim=-1)  # (B, T, S)
+        context = torch.bmm(weights, values) * scale[:, None, None]  # (B, T, E)
         attended = (self.attention_out(context) + h) * SQRT_HALF  # (B, T, C)
-        return (attended + residual) * SQRT_HALF
+        return (attended + residual) * SQRT_HALF, weights
 
 
 class ConvDecoder(nn.Module):
@@ -176,13 +178,15 @@ class ConvDecoder(nn.Module):
         return self.dropout(self.fc2(x))
 
     def step(self, embedded: Tensor, positions: Tensor, windows: list[Tensor],
-             memory: tuple[Tensor, Tensor, Tensor, Tensor], weights: list[Tensor]) -> tuple[Tensor, list[Tensor]]:
+             memory: tuple[Tensor, Tensor, Tensor, Tensor], weights: list[Tensor]
+             ) -> tuple[Tensor, list[Tensor], list[Tensor]]:
         """One position: embedded (B, 1, E) at positions (B, 1), each layer's window and linearized weight
-        → features (B, 1, d) and the next windows."""
+        → features (B, 1, d), the next windows and each layer's attention over the source (B, 1, S)."""
         embedded = self.dropout(embedded + self.positions(positions))
         x = self.fc1(embedded)
-        next_windows = []
+        next_windows, attention = [], []
         for layer, window, weight in zip(self.blocks(), windows, weights):
-            x, window = layer.step(x, window, embedded, memory, weight)
+            x, window, attended = layer.step(x, window, embedded, memory, weight)
             next_windows.append(window)
-        return self.dropout(self.fc2(x)), next_windows
+            attention.append(attended)
+        return self.dropout(self.fc2(x)), next_windows, attention

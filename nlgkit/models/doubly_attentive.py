@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, cast
 import torch
 from torch import Tensor, nn
 
+from nlgkit.core import alignment
 from nlgkit.core.registry import MODELS, PluginConfig
 from nlgkit.models.attention import AdditiveAttention, padding_mask, run_packed
 from nlgkit.models.base import Generator, Inputs, ModelContext, State, check_model_options
@@ -100,23 +101,27 @@ class DoublyAttentive(Generator):
             "region_mask": regions.new_zeros(regions.shape[:2], dtype=torch.bool),  # (B, L): every region counts
         }
 
-    def contexts(self, state: State) -> tuple[Tensor, Tensor]:
-        """The textual context c_t (B, 2H) and the gated visual context i_t (B, C) for the state s_{t−1}."""
+    def contexts(self, state: State) -> tuple[Tensor, Tensor, Tensor]:
+        """The textual context c_t (B, 2H), the gated visual context i_t (B, C) and the textual attention
+        weights (B, S) for the state s_{t−1}."""
         hidden = state["hidden"]  # (B, D)
-        text = self.attention(self.attention.project_query(hidden), state["keys"], state["encoder_out"],
-                              state["pad_mask"])
-        image = self.image_attention(self.image_attention.project_query(hidden), state["region_keys"],
-                                     state["regions"], state["region_mask"])
+        text, weights = self.attention(self.attention.project_query(hidden), state["keys"], state["encoder_out"],
+                                       state["pad_mask"])
+        image, _ = self.image_attention(self.image_attention.project_query(hidden), state["region_keys"],
+                                        state["regions"], state["region_mask"])
         if self.gate is not None:
             image = torch.sigmoid(self.gate(hidden)) * image  # β_t (B, 1): how much the image says now
-        return text, image
+        return text, image, weights
 
     def _advance(self, embedding_gates: Tensor, state: State,
                  context_weight: Tensor | None = None) -> tuple[Tensor, Tensor, State]:
         """One step from y_{t−1}'s share of the cell's input gates (B, 3D): s_t, [c_t; i_t] and the next state."""
-        context = torch.cat(self.contexts(state), dim=-1)  # (B, 2H + C)
+        text, image, weights = self.contexts(state)
+        context = torch.cat([text, image], dim=-1)  # (B, 2H + C)
         (hidden,), _ = self.decoder(embedding_gates, context, [state["hidden"]], [], context_weight=context_weight)
-        return hidden, context, {**state, "hidden": hidden}
+        new_state = {**state, "hidden": hidden}
+        alignment.report(new_state, state, weights)
+        return hidden, context, new_state
 
     def _features(self, output: Tensor, context: Tensor, embedded: Tensor) -> Tensor:
         return torch.tanh(self.pre_output(self.dropout(torch.cat([output, context, embedded], dim=-1))))

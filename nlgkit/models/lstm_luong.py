@@ -16,10 +16,11 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from nlgkit.core import alignment
 from nlgkit.core.errors import ConfigError
 from nlgkit.core.registry import MODELS, PluginConfig
 from nlgkit.data.batching import Batch
-from nlgkit.models.attention import masked_context, padding_mask, run_packed
+from nlgkit.models.attention import masked_attention, padding_mask, run_packed
 from nlgkit.models.base import Generator, Inputs, ModelContext, State, check_model_options
 
 
@@ -53,13 +54,13 @@ class LuongAttention(nn.Module):
     def keys(self, encoder_out: Tensor) -> Tensor:
         return encoder_out if self.kind == "dot" else self.key_proj(encoder_out)  # (B, S, H)
 
-    def forward(self, query: Tensor, keys: Tensor, values: Tensor, pad_mask: Tensor) -> Tensor:
-        """query (B, H), keys/values (B, S, H), pad_mask (B, S) → context (B, H)."""
+    def forward(self, query: Tensor, keys: Tensor, values: Tensor, pad_mask: Tensor) -> tuple[Tensor, Tensor]:
+        """query (B, H), keys/values (B, S, H), pad_mask (B, S) → context (B, H) and weights (B, S)."""
         if self.kind == "concat":
             scores = self.v(torch.tanh(keys + self.query_proj(query).unsqueeze(1))).squeeze(-1)  # (B, S)
         else:
             scores = torch.bmm(keys, query.unsqueeze(-1)).squeeze(-1)  # (B, S)
-        return masked_context(scores, values, pad_mask)
+        return masked_attention(scores, values, pad_mask)
 
 
 @MODELS.register("lstm_luong", LuongConfig)
@@ -106,10 +107,12 @@ class LuongModel(Generator):
             hidden.append(h)
             cells.append(c)
             top = h
-        context = self.attention(top, state["keys"], state["encoder_out"], state["pad_mask"])
+        context, weights = self.attention(top, state["keys"], state["encoder_out"], state["pad_mask"])
         attentional = self.dropout(torch.tanh(self.combine(torch.cat([context, top], dim=-1))))  # h̃_t
-        return attentional, {**state, "hidden": torch.stack(hidden, dim=1), "cells": torch.stack(cells, dim=1),
-                             "feed": attentional}
+        new_state = {**state, "hidden": torch.stack(hidden, dim=1), "cells": torch.stack(cells, dim=1),
+                     "feed": attentional}
+        alignment.report(new_state, state, weights)
+        return attentional, new_state
 
     def _decoder_cell(self, layer: int, x: Tensor, h: Tensor, c: Tensor) -> tuple[Tensor, Tensor]:
         """One step of the decoder LSTM's ``layer`` with its own weights: a call of ``nn.LSTM`` per token costs

@@ -16,6 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from nlgkit.core import alignment
 from nlgkit.core.registry import MODELS, PluginConfig
 from nlgkit.core.weight_cache import WeightCache
 from nlgkit.data.batching import Batch
@@ -216,15 +217,17 @@ class RNNModel(Generator):
         hidden = list(state["hidden"].unbind(1))
         cells = list(state["cells"].unbind(1)) if "cells" in state else []
         query = self.attention.project_query(hidden[-1])
-        context = self.attention(query, state["keys"], state["encoder_out"], state["pad_mask"])
+        context, weights = self.attention(query, state["keys"], state["encoder_out"], state["pad_mask"])
         hidden, cells = self.decoder(self.decoder.project_embeddings(embedded), context, hidden, cells)
-        return self._features(hidden[-1], context, embedded), self._next_state(state, hidden, cells)
+        return self._features(hidden[-1], context, embedded), self._next_state(state, hidden, cells, weights)
 
-    def _next_state(self, state: State, hidden: list[Tensor], cells: list[Tensor]) -> State:
+    def _next_state(self, state: State, hidden: list[Tensor], cells: list[Tensor], weights: Tensor) -> State:
+        """The state after a step; ``weights``: its attention over the source (B, S), kept when asked for."""
         new_state = dict(state)
         new_state["hidden"] = torch.stack(hidden, dim=1)
         if cells:
             new_state["cells"] = torch.stack(cells, dim=1)
+        alignment.report(new_state, state, weights)
         return new_state
 
     def _search_step(self, prev_tokens: Tensor, state: State) -> tuple[Tensor, State]:
@@ -236,7 +239,7 @@ class RNNModel(Generator):
         cells = list(state["cells"].unbind(1)) if "cells" in state else []
         hidden_gates, query = F.linear(hidden[-1], tables.hidden_weight, tables.hidden_bias).split(
             tables.hidden_split, dim=1)
-        context = self.attention(query, state["keys"], state["encoder_out"], state["pad_mask"])
+        context, weights = self.attention(query, state["keys"], state["encoder_out"], state["pad_mask"])
         context_gates, context_pre = F.linear(context, tables.context_weight).split(tables.context_split, dim=1)
         hidden, cells = self.decoder(tables.word_gates.index_select(0, prev_tokens), context, hidden, cells,
                                      hidden_gates, context_gates=context_gates)
@@ -244,7 +247,7 @@ class RNNModel(Generator):
             tables.word_pre.index_select(0, prev_tokens))  # (B, P), summed in place, in the same order
         if self.config.pre_output_activation == "tanh":
             features = torch.tanh(features)
-        return features, self._next_state(state, hidden, cells)
+        return features, self._next_state(state, hidden, cells, weights)
 
     def _tables(self) -> SearchTables:
         """The :class:`SearchTables` of the current weights (recomputed whenever a weight has changed)."""
@@ -278,7 +281,7 @@ class RNNModel(Generator):
         # would zero-fill a full-size gradient at every step
         for step_gates in embedding_gates.unbind(1):
             hidden_gates, query = F.linear(hidden[-1], fused_weight, fused_bias).split(split, dim=1)
-            context = self.attention(query, state["keys"], state["encoder_out"], state["pad_mask"])
+            context, _ = self.attention(query, state["keys"], state["encoder_out"], state["pad_mask"])
             hidden, cells = self.decoder(step_gates, context, hidden, cells, hidden_gates, context_weight)
             outputs.append(hidden[-1])
             contexts.append(context)

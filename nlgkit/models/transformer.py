@@ -20,6 +20,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from nlgkit.core import alignment
 from nlgkit.core.errors import ConfigError
 from nlgkit.core.registry import MODELS, PluginConfig
 from nlgkit.data.batching import Batch
@@ -94,6 +95,13 @@ class Attention(nn.Module):
                                              dropout_p=self.dropout if self.training else 0.0)
         return self.out(out.transpose(1, 2).flatten(2))
 
+    def weights(self, x: Tensor, keys: Tensor, mask: Tensor) -> Tensor:
+        """The attention weights of queries x (B, T, d) over keys (B, h, S, d/h), averaged over the heads
+        (B, T, S): what fairseq reports as alignments (scaled_dot_product_attention does not return them)."""
+        q = self.split(self.query(x))  # (B, h, T, d/h)
+        scores = torch.matmul(q, keys.transpose(-1, -2)) * q.size(-1) ** -0.5  # (B, h, T, S)
+        return scores.masked_fill(~mask, float("-inf")).softmax(dim=-1).mean(dim=1)
+
 
 class Block(nn.Module):
     """One residual sub-layer: ``x + drop(f(norm(x)))`` (pre-norm) or ``norm(x + drop(f(x)))`` (post-norm)."""
@@ -136,9 +144,11 @@ class DecoderLayer(nn.Module):
         self.blocks = nn.ModuleList([Block(dim, pre, c.dropout) for _ in range(3)])
 
     def forward(self, x: Tensor, self_kv: tuple[Tensor, Tensor] | None, cross_kv: tuple[Tensor, Tensor],
-                mask: Tensor) -> tuple[Tensor, tuple[Tensor, Tensor]]:
-        """Teacher forcing when ``self_kv`` is None (causal over x); else one step appended to the cache."""
+                mask: Tensor, aligned: bool = False) -> tuple[Tensor, tuple[Tensor, Tensor], Tensor | None]:
+        """Teacher forcing when ``self_kv`` is None (causal over x); else one step appended to the cache. With
+        ``aligned``, also the cross-attention's weights over the source averaged over the heads (B, T, S)."""
         new_kv: tuple[Tensor, Tensor] = (x, x)
+        weights: Tensor | None = None
 
         def attend_self(y: Tensor) -> Tensor:
             nonlocal new_kv
@@ -149,9 +159,15 @@ class DecoderLayer(nn.Module):
             new_kv = (torch.cat([self_kv[0], k], dim=2), torch.cat([self_kv[1], v], dim=2))
             return self.self_attention(y, *new_kv)
 
+        def attend_source(y: Tensor) -> Tensor:
+            nonlocal weights
+            if aligned:
+                weights = self.cross_attention.weights(y, cross_kv[0], mask)
+            return self.cross_attention(y, *cross_kv, mask=mask)
+
         x = self.blocks[0](x, attend_self)
-        x = self.blocks[1](x, lambda y: self.cross_attention(y, *cross_kv, mask=mask))
-        return self.blocks[2](x, self.ffn), new_kv
+        x = self.blocks[1](x, attend_source)
+        return self.blocks[2](x, self.ffn), new_kv, weights
 
 
 @MODELS.register("transformer", TransformerConfig)
@@ -223,25 +239,35 @@ class TransformerModel(Generator):
         return state
 
     def step(self, prev_tokens: Tensor, state: State) -> tuple[Tensor, State]:
+        """prev_tokens (B,) → features (B, d); the last layer's cross-attention is the step's alignment (as
+        fairseq's), computed only when the search asks for it."""
+        layers, asked = self.decoder_layers(), alignment.requested(state)
+        weights: Tensor | None = None
         if not self.config.cache:  # the whole prefix again, as decoders without a cache do
             prefix = torch.cat([state["prefix"], prev_tokens[:, None]], dim=1) if "prefix" in state else \
                 prev_tokens[:, None]
             x = self._embed(self.tgt_embed, prefix)
-            for i, layer in enumerate(self.decoder_layers()):
-                x, _ = layer(x, None, (state[f"cross_k{i}"], state[f"cross_v{i}"]), state["mask"])
-            return self.output(self.decoder_norm(x[:, -1])), {**state, "prefix": prefix}
-        x = self._embed(self.tgt_embed, prev_tokens[:, None], state["step"])  # (B, 1, d)
-        new_state = dict(state)
-        for i, layer in enumerate(self.decoder_layers()):
-            x, (k, v) = layer(x, (state[f"self_k{i}"], state[f"self_v{i}"]),
-                              (state[f"cross_k{i}"], state[f"cross_v{i}"]), state["mask"])
-            new_state[f"self_k{i}"], new_state[f"self_v{i}"] = k, v
-        new_state["step"] = state["step"] + 1
+            for i, layer in enumerate(layers):
+                x, _, weights = layer(x, None, (state[f"cross_k{i}"], state[f"cross_v{i}"]), state["mask"],
+                                      aligned=asked and i == len(layers) - 1)
+            new_state = {**state, "prefix": prefix}
+            x = x[:, -1:]
+        else:
+            x = self._embed(self.tgt_embed, prev_tokens[:, None], state["step"])  # (B, 1, d)
+            new_state = dict(state)
+            for i, layer in enumerate(layers):
+                x, (k, v), weights = layer(x, (state[f"self_k{i}"], state[f"self_v{i}"]),
+                                           (state[f"cross_k{i}"], state[f"cross_v{i}"]), state["mask"],
+                                           aligned=asked and i == len(layers) - 1)
+                new_state[f"self_k{i}"], new_state[f"self_v{i}"] = k, v
+            new_state["step"] = state["step"] + 1
+        if weights is not None:
+            alignment.report(new_state, state, weights[:, -1])
         return self.output(self.decoder_norm(x)).squeeze(1), new_state
 
     def forward(self, batch: Batch) -> tuple[Tensor, dict[str, Tensor]]:
         state = self.encode(batch.inputs)
         x = self._embed(self.tgt_embed, batch.prev_tokens)
         for i, layer in enumerate(self.decoder_layers()):
-            x, _ = layer(x, None, (state[f"cross_k{i}"], state[f"cross_v{i}"]), state["mask"])
+            x, _, _ = layer(x, None, (state[f"cross_k{i}"], state[f"cross_v{i}"]), state["mask"])
         return self.output(self.decoder_norm(x)), {}

@@ -15,6 +15,9 @@ so that one long sentence does not keep the others computing.
 ``max_lens`` counts decoding steps, i.e. output tokens with the EOS included: an output that reaches it
 without choosing EOS is kept as it is (no EOS, ``max_len`` tokens).
 
+With ``alignment``, each hypothesis also carries the source position every token's step attended to most
+(:data:`nlgkit.core.alignment.ALIGNMENT`; ``translate --replace-unk``), tracked like its tokens.
+
 Constraints mask words before ranking, so a constrained beam is the best the model allows under them:
 ``min_len`` forbids EOS before that many tokens; ``no_repeat_ngram_size`` n forbids any word that would
 repeat an n-gram the hypothesis already holds (fairseq's ``--no-repeat-ngram-size``; the BOS is not a
@@ -32,6 +35,8 @@ from torch import Tensor
 from nlgkit.search.sampling import Sampling, sample_search
 from nlgkit.search.steps import (
     Hypothesis,
+    aligned_positions,
+    ask_alignment,
     ban_repeated_ngrams,
     check_options,
     normalise,
@@ -61,17 +66,18 @@ def search(
     never: tuple[int, ...] = (),
     sampling: Sampling | None = None,
     item_ids: Tensor | None = None,
+    alignment: bool = False,
 ) -> list[list[Hypothesis]]:
     """Beam search, or greedy search when ``beam_size`` is 1 (same result, less work); with ``sampling``,
     ``nbest`` drawn outputs per sentence instead (:mod:`nlgkit.search.sampling`, whose draws ``item_ids`` key;
-    ``beam_size`` unused).
+    ``beam_size`` unused). ``alignment``: each hypothesis with its tokens' source positions.
 
     ``never``: token ids that are not words (padding, BOS) and are never output. A softmax head learns to give
     them no mass, but a score head ranks every row of its table: continuous output against targets extracted
     from a softmax model (whose padding and BOS rows were never trained) would otherwise emit them."""
     shared = {"batch_size": batch_size, "bos": bos, "eos": eos, "max_lens": max_lens,
               "length_penalty": length_penalty, "min_len": min_len,
-              "no_repeat_ngram_size": no_repeat_ngram_size, "never": never}
+              "no_repeat_ngram_size": no_repeat_ngram_size, "never": never, "alignment": alignment}
     if sampling is not None:
         return sample_search(model, state, sampling=sampling, samples=nbest, item_ids=item_ids,
                              **shared)  # type: ignore[arg-type]
@@ -94,13 +100,14 @@ def greedy_search(
     min_len: int = 0,
     no_repeat_ngram_size: int = 0,
     never: tuple[int, ...] = (),
+    alignment: bool = False,
 ) -> list[list[Hypothesis]]:
     """Argmax decoding, batched; each sentence stops at its EOS or its max_len and leaves the batch."""
     check_options(batch_size, 1, 1, max_lens, min_len, no_repeat_ngram_size)
     return one_word_at_a_time(model, state, lambda scores, _outputs, _step: scores.argmax(dim=1, keepdim=True), copies=1,
                               batch_size=batch_size, bos=bos, eos=eos, max_lens=max_lens,
                               length_penalty=length_penalty, min_len=min_len,
-                              no_repeat_ngram_size=no_repeat_ngram_size, never=never)
+                              no_repeat_ngram_size=no_repeat_ngram_size, never=never, aligned=alignment)
 
 
 @torch.inference_mode()
@@ -118,12 +125,15 @@ def beam_search(
     min_len: int = 0,
     no_repeat_ngram_size: int = 0,
     never: tuple[int, ...] = (),
+    alignment: bool = False,
 ) -> list[list[Hypothesis]]:
     """Batched beam search; returns per sentence its ``nbest`` best hypotheses, best first."""
     check_options(batch_size, beam_size, nbest, max_lens, min_len, no_repeat_ngram_size)
     k = beam_size
     device = search_device(state, max_lens)
     max_lens = max_lens.to(device=device, dtype=torch.long)
+    if alignment:
+        state = ask_alignment(state, batch_size, device)
     finished: list[list[Hypothesis]] = [[] for _ in range(batch_size)]
     active = start_outputs(finished, max_lens)  # (n,) sentence ids still decoding
     ids = active.tolist()
@@ -138,10 +148,12 @@ def beam_search(
     scores = torch.full((n, beams), -math.inf, device=device)  # (n, beams) float32 cumulative log-probs
     scores[:, 0] = 0.0
     tokens = torch.empty(n * beams, 0, dtype=torch.long, device=device)  # (n·beams, t)
+    positions = torch.empty(n * beams, 0, dtype=torch.long, device=device)  # (n·beams, t) with ``alignment``
     prev = torch.full((n * beams,), bos, dtype=torch.long, device=device)  # (n·beams,)
     step = 0
     while n:
         features, state = model.step(prev, state)  # (n·beams, d)
+        looked = aligned_positions(model, state) if alignment else None  # (n·beams,)
         word_scores, offset = step_scores(model, features, eos, step < min_len, never)  # (n·beams, V), (n·beams,)
         ban_repeated_ngrams(word_scores, tokens, no_repeat_ngram_size)
         # A sentence's best 2k extensions are among each of its rows' best 2k words: rank those only.
@@ -160,9 +172,12 @@ def beam_search(
         if bool(ending.any()):
             sent, rank = ending.nonzero(as_tuple=True)
             rows = top_rows[sent, rank]
-            for pos, row, lp in zip(sent.tolist(), tokens[rows].tolist(), top_scores[sent, rank].tolist()):
+            ended_positions = positions[rows].tolist() if alignment else None
+            for j, (pos, row, lp) in enumerate(zip(sent.tolist(), tokens[rows].tolist(),
+                                                   top_scores[sent, rank].tolist())):
                 if len(finished[ids[pos]]) < k:
-                    finished[ids[pos]].append(Hypothesis(row, normalise(lp, step, length_penalty), lp))
+                    found = ended_positions[j] if ended_positions is not None else None
+                    finished[ids[pos]].append(Hypothesis(row, normalise(lp, step, length_penalty), lp, found))
 
         # The first k non-EOS candidates stay active: EOS ones are pushed behind all others.
         width = top_scores.size(1)
@@ -172,6 +187,8 @@ def beam_search(
         keep_rows = top_rows.gather(1, keep).view(-1)  # (n·k,) the row of n·beams each new hypothesis extends
         prev = top_words.gather(1, keep).view(-1)  # (n·k,)
         tokens = torch.cat([tokens[keep_rows], prev.unsqueeze(1)], dim=1)  # (n·k, t+1)
+        if looked is not None:
+            positions = torch.cat([positions[keep_rows], looked[keep_rows].unsqueeze(1)], dim=1)  # (n·k, t+1)
 
         full = torch.tensor([len(finished[i]) >= k for i in ids], device=device)  # (n,)
         at_limit = max_lens[active].le(step)  # (n,)
@@ -180,11 +197,13 @@ def beam_search(
         beams = k
         if bool(done.any()):
             same_sentences = False
-            _finalise_at_limit(finished, ids, at_limit & ~full, tokens, scores, step, length_penalty)
+            _finalise_at_limit(finished, ids, at_limit & ~full, tokens, scores, step, length_penalty,
+                               positions if alignment else None)
             live = (~done).nonzero().flatten()  # (n',)
             live_rows = (live.unsqueeze(1) * k + beam_range).view(-1)  # (n'·k,)
             active, scores = active[live], scores[live]
             keep_rows, tokens, prev = keep_rows[live_rows], tokens[live_rows], prev[live_rows]
+            positions = positions[live_rows] if alignment else positions
             ids = active.tolist()
             n = len(ids)
         if n:  # state rows follow their hypotheses
@@ -211,11 +230,14 @@ def _finalise_at_limit(
     scores: Tensor,
     step: int,
     length_penalty: float,
+    positions: Tensor | None = None,
 ) -> None:
-    """Sentences that reached max_len keep their live active hypotheses as they are, without EOS."""
+    """Sentences that reached max_len keep their live active hypotheses as they are, without EOS (with their
+    tokens' source positions when ``positions`` (n·k, t) is given)."""
     k = scores.size(1)
     for pos in mask.nonzero().flatten().tolist():
         rows = tokens[pos * k : (pos + 1) * k].tolist()
-        for row, lp in zip(rows, scores[pos].tolist()):
+        aligned = positions[pos * k : (pos + 1) * k].tolist() if positions is not None else [None] * k
+        for row, lp, found in zip(rows, scores[pos].tolist(), aligned):
             if math.isfinite(lp):
-                finished[ids[pos]].append(Hypothesis(row, normalise(lp, step, length_penalty), lp))
+                finished[ids[pos]].append(Hypothesis(row, normalise(lp, step, length_penalty), lp, found))

@@ -92,6 +92,7 @@ def sample_search(
     min_len: int = 0,
     no_repeat_ngram_size: int = 0,
     never: tuple[int, ...] = (),
+    alignment: bool = False,
 ) -> list[list[Hypothesis]]:
     """``samples`` drawn outputs per sentence, best (length-normalised log-probability) first.
 
@@ -117,5 +118,5 @@ def sample_search(
 
     results = one_word_at_a_time(model, state, draw, copies=samples, batch_size=batch_size, bos=bos, eos=eos,
                                  max_lens=max_lens, length_penalty=length_penalty, min_len=min_len,
-                                 no_repeat_ngram_size=no_repeat_ngram_size, never=never)
+                                 no_repeat_ngram_size=no_repeat_ngram_size, never=never, aligned=alignment)
     return [sorted(hyps, key=lambda h: h.score, reverse=True) for hyps in results]

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 import torch
 from torch import Tensor
 
+from nlgkit.core import alignment
 from nlgkit.core.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -20,11 +21,27 @@ if TYPE_CHECKING:
 
 @dataclass
 class Hypothesis:
-    """One output: tokens without BOS/EOS, the score used for ranking and the raw log-probability."""
+    """One output: tokens without BOS/EOS, the score used for ranking and the raw log-probability; searched
+    with ``alignment``, the source position each token's step attended to most."""
 
     tokens: list[int]
     score: float  # log_prob / length ** length_penalty, length counting the EOS when there is one
     log_prob: float
+    alignment: list[int] | None = None
+
+
+def ask_alignment(state: State, rows: int, device: torch.device) -> State:
+    """``state`` with the request that each step report its attention over the source (nlgkit.core.alignment)."""
+    return {**state, alignment.ALIGNMENT: torch.zeros(rows, 0, device=device)}
+
+
+def aligned_positions(model: Generator, state: State) -> Tensor:
+    """The source position (B,) each row's last step attended to most, or a ConfigError naming the model."""
+    weights = state.get(alignment.ALIGNMENT)
+    if weights is None or weights.size(1) == 0:
+        raise ConfigError(f"{type(model).__name__}: this model's decoder reports no attention over source "
+                          "positions, so its outputs cannot be aligned to the source (--replace-unk)")
+    return weights.argmax(dim=1)
 
 
 def normalise(log_prob: float, length: int, length_penalty: float) -> float:
@@ -74,13 +91,17 @@ def one_word_at_a_time(
     min_len: int,
     no_repeat_ngram_size: int,
     never: tuple[int, ...],
+    aligned: bool = False,
 ) -> list[list[Hypothesis]]:
     """``copies`` outputs per sentence, each extended by the one word ``choose`` picks from its row of masked
     scores: ``choose(scores (R, V), outputs (R,), step) → (R, 1)``, ``outputs`` numbering each row's output
     (sentence · copies + copy, sentences of the batch in order): argmax for greedy search, a draw for sampling.
-    Outputs stop at their EOS or max_len and leave the batch; each sentence's outputs in the order they ended."""
+    Outputs stop at their EOS or max_len and leave the batch; each sentence's outputs in the order they ended;
+    ``aligned``: with each token's source position (:class:`Hypothesis`)."""
     device = search_device(state, max_lens)
     max_lens = max_lens.to(device=device, dtype=torch.long)
+    if aligned:
+        state = ask_alignment(state, batch_size, device)
     results: list[list[Hypothesis]] = [[] for _ in range(batch_size)]
     active = start_outputs(results, max_lens)  # (n,) sentence ids still decoding
     rows = active.repeat_interleave(copies) if copies > 1 else active  # (r,) the sentence of each output
@@ -89,11 +110,14 @@ def one_word_at_a_time(
     ids = rows.tolist()
     outputs = rows * copies + torch.arange(len(ids), device=device) % copies  # (r,)
     tokens = torch.empty(len(ids), 0, dtype=torch.long, device=device)  # (r, t)
+    positions = torch.empty(len(ids), 0, dtype=torch.long, device=device)  # (r, t) with ``aligned``
     log_prob = torch.zeros(len(ids), device=device)  # (r,) float32
     prev = torch.full((len(ids),), bos, dtype=torch.long, device=device)  # (r,)
     step = 0
     while ids:
         features, state = model.step(prev, state)  # (r, d)
+        if aligned:
+            positions = torch.cat([positions, aligned_positions(model, state).unsqueeze(1)], dim=1)
         word_scores, offset = step_scores(model, features, eos, step < min_len, never)  # (r, V), (r,)
         ban_repeated_ngrams(word_scores, tokens, no_repeat_ngram_size)
         chosen = choose(word_scores, outputs, step)  # (r, 1)
@@ -104,13 +128,16 @@ def one_word_at_a_time(
         ended = prev.eq(eos) | max_lens[rows].le(step)  # (r,)
         if not bool(ended.any()):
             continue
-        for pos, row, lp in zip(ended.nonzero().flatten().tolist(), tokens[ended].tolist(),
-                                log_prob[ended].tolist()):
+        ended_positions = positions[ended].tolist() if aligned else None
+        for k, (pos, row, lp) in enumerate(zip(ended.nonzero().flatten().tolist(), tokens[ended].tolist(),
+                                               log_prob[ended].tolist())):
             if row and row[-1] == eos:
                 row = row[:-1]
-            results[ids[pos]].append(Hypothesis(row, normalise(lp, step, length_penalty), lp))
+            found = ended_positions[k][: len(row)] if ended_positions is not None else None
+            results[ids[pos]].append(Hypothesis(row, normalise(lp, step, length_penalty), lp, found))
         live = (~ended).nonzero().flatten()  # (r',)
         rows, outputs, tokens, log_prob, prev = rows[live], outputs[live], tokens[live], log_prob[live], prev[live]
+        positions = positions[live]
         ids = rows.tolist()
         if ids:
             state = model.reorder(state, live)

@@ -13,7 +13,7 @@ import copy
 import logging
 import os
 import tempfile
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,6 +26,7 @@ from nlgkit.generation.caption import caption_images, check_captioning_run
 from nlgkit.generation.ensemble import load_ensemble
 from nlgkit.generation.output import SearchOptions
 from nlgkit.generation.translate import Translator
+from nlgkit.generation.unknowns import UnknownReplacement
 from nlgkit.runs.loading import TrainedRun
 from nlgkit.search import Hypothesis
 from nlgkit.serve.batching import DynamicBatcher
@@ -93,7 +94,8 @@ class ServedModel:
                 "model": config.model.type, "head": config.head.type, "checkpoint": str(self.run.checkpoint),
                 "device": str(self.run.device), "beam": search.beam, "nbest": search.nbest,
                 "min_len": search.min_len, "no_repeat_ngram_size": search.no_repeat_ngram_size,
-                "attention": self.attention}
+                "attention": self.attention,
+                "replace_unk": self.translator is not None and self.translator.replace_unknown is not None}
 
     # -- the batches, in the batcher's worker thread ------------------------------------------------------------
     def _translate(self, key: Hashable, lines: list[Any]) -> list[Any]:
@@ -102,8 +104,8 @@ class ServedModel:
         if translator is None:  # the same tokenizer and detokenizer, another search
             translator = self._by_options[key] = copy.copy(self.translator)
             translator.options = key
-        found = translator.hypotheses(lines, name=f"request to {self.name}")
-        return [hypotheses(hyps, translator.render) for hyps in found]
+        return [[{"text": text, "score": round(float(h.score), 4)} for text, h in found]
+                for found in translator.texts(lines, name=f"request to {self.name}")]
 
     def _caption(self, key: Hashable, pictures: list[Any]) -> list[Any]:
         assert isinstance(key, tuple)
@@ -163,14 +165,18 @@ def parse_spec(spec: str) -> tuple[str, list[Path]]:
 
 
 def load_model(spec: str, checkpoint: str, device: str, limits: ServeLimits,
-               ensemble_mode: str = "log_linear") -> ServedModel:
+               ensemble_mode: str = "log_linear", phrase_table: Mapping[str, str] | None = None) -> ServedModel:
     """Load one ``--model`` for serving (its CNN too, for captioning); several runs joined by + are searched as
-    one ensemble (``ensemble_mode``, as ``translate --ensemble-mode``); an NlgkitError names what failed."""
+    one ensemble (``ensemble_mode``, as ``translate --ensemble-mode``); a translation model replaces its outputs'
+    unknown words when ``phrase_table`` is given (empty: copied from the source, as ``translate --replace-unk``).
+    An NlgkitError names what failed."""
     name, run_dirs = parse_spec(spec)
     run = load_ensemble(run_dirs, checkpoint, device, ensemble_mode)
+    replacement = None if phrase_table is None else \
+        UnknownReplacement(run.tgt_vocab.tokens[run.tgt_vocab.unk_index], phrase_table)
     try:
         translator = Translator(run, SearchOptions.resolve(run.config.search, batch_size=limits.max_batch),
-                                max_input_tokens=400, warn=LOG.warning)
+                                max_input_tokens=400, warn=LOG.warning, replace_unknown=replacement)
     except DataError:
         translator = None
     if translator is not None:
@@ -200,14 +206,16 @@ def set_threads(threads: int = 0) -> int:
 
 
 def load_models(specs: Sequence[str], checkpoint: str = "best", device: str = "auto",
-                limits: ServeLimits | None = None, ensemble_mode: str = "log_linear") -> dict[str, ServedModel]:
-    """Every ``--model``, loaded once, by name (in the order given); two models of one name are an error."""
+                limits: ServeLimits | None = None, ensemble_mode: str = "log_linear",
+                phrase_table: Mapping[str, str] | None = None) -> dict[str, ServedModel]:
+    """Every ``--model``, loaded once, by name (in the order given); two models of one name are an error.
+    ``phrase_table``: translation models replace unknown words (see :func:`load_model`)."""
     limits = limits or ServeLimits()
     if not specs:
         raise DataError("no model given (--model RUN_DIR, once per model)")
     models: dict[str, ServedModel] = {}
     for spec in specs:
-        model = load_model(spec, checkpoint, device, limits, ensemble_mode)
+        model = load_model(spec, checkpoint, device, limits, ensemble_mode, phrase_table)
         if model.name in models:
             raise NlgkitError(f"--model {spec}: a second model named {model.name!r} (name them: NAME=RUN_DIR)")
         models[model.name] = model
