@@ -510,6 +510,22 @@ def test_replace_unk_fills_each_unknown_word_from_the_source_word_its_step_atten
                 assert copy in line.split() and entry == f"«{copy}»", (line, copy, entry)
     assert unknown >= 5 and replaced >= 0.8 * unknown, (unknown, replaced)
 
+    # --report-align: the same text, then `||| SRC-TGT` pairs over the output's tokens and the line's source tokens
+    reported = cli(*common, "--report-align")
+    assert reported.exit_code == 0, reported.output
+    aligned_lines = reported.stdout.splitlines()
+    assert len(aligned_lines) == len(lines)
+    pairs_seen = 0
+    for line, plain, with_pairs in zip(lines, outputs[0], aligned_lines):
+        text, pairs = with_pairs.split(" ||| ")
+        assert text == plain
+        points = [tuple(map(int, pair.split("-"))) for pair in pairs.split()]
+        assert [t for _, t in points] == sorted({t for _, t in points})  # each output token at most once, in order
+        assert all(0 <= s < len(line.split()) and 0 <= t < len(text.split()) for s, t in points), (line, with_pairs)
+        pairs_seen += len(points)
+    assert pairs_seen >= 0.8 * sum(len(text.split()) for text in outputs[0])  # few tokens look at the end marker
+    one_line_error(cli("translate", "-m", str(run_dir), "--report-align", input="ein hund\n"), "--no-detokenize")
+
     one_line_error(cli(*common, "--phrase-table", str(table)), "--phrase-table: only with --replace-unk")
     table.write_text("mann|||man\nhund hund|||dog\n", encoding="utf-8")
     one_line_error(cli(*common, "--replace-unk", "--phrase-table", str(table)), str(table), "line 2")

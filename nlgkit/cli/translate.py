@@ -12,7 +12,8 @@ log-score of that line of REF (natural log, summed over its target tokens and EO
 a summary (perplexity for probability heads); an input line without a source gives an empty line.
 With ``--nbest N`` (N > 1) each input gives N lines ``INDEX ||| hypothesis ||| score`` (Moses n-best format,
 INDEX counted from 0), best first. With ``--replace-unk`` each ``<unk>`` of an output becomes the source token its
-step attended to most (or its entry in ``--phrase-table``). The work is done in ``nlgkit.generation``; this module parses and prints.
+step attended to most (or its entry in ``--phrase-table``); ``--report-align`` ends each line in ``||| SRC-TGT``
+pairs (source and output token indices, from 0). The work is done in ``nlgkit.generation``; this module parses and prints.
 """
 
 from __future__ import annotations
@@ -85,6 +86,9 @@ def translate(
                                                    "attended to most (models with source attention)")] = False,
     phrase_table: Annotated[Path | None, typer.Option(help="--replace-unk through this table of 'source|||target' "
                                                            "lines (a source token not in it is copied)")] = None,
+    report_align: Annotated[bool, typer.Option(help="End each output line in ' ||| SRC-TGT …': the source token each "
+                                                    "output token's step attended to most (with --no-detokenize)")
+                            ] = False,
 ) -> None:
     """Translate text with a trained run (stdin → stdout by default)."""
     # lazy: CLI start-up (the library and torch load only when the command runs)
@@ -113,8 +117,9 @@ def translate(
                           "torch; not with --sampling, --nbest, --buffer-size or --engine ct2")
     if phrase_table is not None and not replace_unk:
         raise ConfigError("--phrase-table: only with --replace-unk")
-    if replace_unk and (engine != "torch" or score_reference is not None):
-        raise ConfigError("--replace-unk: only when nlgkit's search translates (--engine torch, no --score-reference)")
+    for flag, on in (("--replace-unk", replace_unk), ("--report-align", report_align)):
+        if on and (engine != "torch" or score_reference is not None):
+            raise ConfigError(f"{flag}: only when nlgkit's search translates (--engine torch, no --score-reference)")
     if engine == "torch" and compute_type != "default":
         raise ConfigError(f"--compute-type {compute_type}: only for --engine ct2 (the torch engine runs the model as trained)")
     resolve = functools.partial(SearchOptions.resolve, beam=beam, nbest=nbest, length_penalty=length_penalty,
@@ -136,7 +141,8 @@ def translate(
         replacement = UnknownReplacement(run.tgt_vocab.tokens[run.tgt_vocab.unk_index],
                                          read_phrase_table(phrase_table) if phrase_table else {}) if replace_unk else None
         translator = Translator(run, resolve(run.config.search), pretokenized=pretokenized, detokenize=detokenize,
-                                max_input_tokens=max_input_tokens, warn=warn, replace_unknown=replacement)
+                                max_input_tokens=max_input_tokens, warn=warn, replace_unknown=replacement,
+                                report_alignment=report_align)
     image_files = read_image_list(images) if images is not None else None
     if score_reference is not None:
         assert isinstance(translator, Translator)

@@ -130,18 +130,22 @@ def placed(sources: Sequence[object | None], found: Sequence[list[Hypothesis]]) 
 
 
 def output_lines(results: Sequence[list[Hypothesis]], nbest: int, render: Callable[[int, Hypothesis], str],
-                 first_index: int = 0) -> list[str]:
+                 first_index: int = 0, extra: Callable[[int, Hypothesis], str] | None = None) -> list[str]:
     """One line per input (empty when it has no hypothesis); with nbest > 1, Moses n-best lines
     ``INDEX ||| text ||| score`` (INDEX from ``first_index``, 0 for a whole input; best first, padded to nbest
-    lines per input). ``render(i, hypothesis)`` writes a hypothesis of ``results[i]``."""
+    lines per input). ``render(i, hypothesis)`` writes a hypothesis of ``results[i]``; ``extra`` (its word
+    alignment) is added to each line as a last field `` ||| extra``, as Moses adds its alignment."""
+    def last(i: int, hyp: Hypothesis | None) -> str:
+        return "" if extra is None else f" ||| {extra(i, hyp) if hyp is not None else ''}"
+
     lines = []
     for i, hyps in enumerate(results):
         if nbest == 1:
-            lines.append(render(i, hyps[0]) if hyps else "")
+            lines.append(render(i, hyps[0]) + last(i, hyps[0]) if hyps else "")
             continue
         for hyp in hyps:
-            lines.append(f"{first_index + i} ||| {render(i, hyp)} ||| {hyp.score:.4f}")
-        lines.extend(f"{first_index + i} |||  ||| -inf" for _ in range(nbest - len(hyps)))
+            lines.append(f"{first_index + i} ||| {render(i, hyp)} ||| {hyp.score:.4f}{last(i, hyp)}")
+        lines.extend(f"{first_index + i} |||  ||| -inf{last(i, None)}" for _ in range(nbest - len(hyps)))
     return lines
 
 

@@ -24,11 +24,14 @@ Read = tuple[list[str], Any] | None
 class Translator:
     """A translation run ready for text: its tokenizer and detokenizer are loaded once, so that a stream of
     small groups (``translate --buffer-size``) costs no more than one large batch per line. With
-    ``replace_unknown``, each ``<unk>`` of an output is replaced from the source token its step attended to."""
+    ``replace_unknown``, each ``<unk>`` of an output is replaced from the source token its step attended to; with
+    ``report_alignment``, each output line ends in `` ||| SRC-TGT …`` pairs: the source token each output token's
+    step attended to most (OpenNMT's ``-report_align``, over the tokens of ``--no-detokenize`` output)."""
 
     def __init__(self, run: TrainedRun, options: SearchOptions, *, pretokenized: bool = False,
                  detokenize: bool = True, max_input_tokens: int = 400,
-                 warn: Callable[[str], None] = print, replace_unknown: UnknownReplacement | None = None) -> None:
+                 warn: Callable[[str], None] = print, replace_unknown: UnknownReplacement | None = None,
+                 report_alignment: bool = False) -> None:
         if max_input_tokens <= 0:
             raise DataError(f"--max-input-tokens = {max_input_tokens}: must be positive")
         try:
@@ -38,7 +41,9 @@ class Translator:
         self.run, self.options, self.warn = run, options, warn
         self.pretokenized, self.detokenize, self.max_input_tokens = pretokenized, detokenize, max_input_tokens
         self.detokenizer = run.detokenizer()
-        self.replace_unknown = replace_unknown
+        if report_alignment and detokenize:
+            raise DataError("--report-align: alignments index output tokens, so only with --no-detokenize")
+        self.replace_unknown, self.report_alignment = replace_unknown, report_alignment
 
     def lines(self, lines: list[str], name: str = "<stdin>", first_number: int = 1,
               images: Sequence[Path] | None = None) -> list[str]:
@@ -47,8 +52,15 @@ class Translator:
         whose image is missing or unreadable gets an empty output line and a warning naming both."""
         read = self._read(lines, name, first_number, images)
         results = self._search(read, first_number)
+
+        def pairs(i: int, hypothesis: Hypothesis) -> str:
+            """``SRC-TGT`` pairs, 0-based (fast_align's format); tokens aligned to the source's end are left out."""
+            length = len(read[i][0]) if read[i] is not None else 0  # type: ignore[index]
+            return " ".join(f"{source}-{target}" for target, source in enumerate(hypothesis.alignment or [])
+                            if source < length)
+
         return output_lines(results, self.options.nbest, lambda i, hypothesis: self._text(read[i], hypothesis),
-                            first_number - 1)
+                            first_number - 1, pairs if self.report_alignment else None)
 
     def texts(self, lines: list[str], name: str = "<stdin>", first_number: int = 1,
               images: Sequence[Path] | None = None) -> list[list[tuple[str, Hypothesis]]]:
@@ -63,7 +75,8 @@ class Translator:
         run = self.run
         found = generate(run.model, run.task, [read[i][1] for i in todo],  # type: ignore[index]
                          run.tgt_vocab, device=run.device, item_ids=[first_number - 1 + i for i in todo],
-                         alignment=self.replace_unknown is not None, **self.options.search_kwargs())
+                         alignment=self.replace_unknown is not None or self.report_alignment,
+                         **self.options.search_kwargs())
         return placed(read, found)
 
     def reference_scores(self, lines: list[str], references: list[str], name: str = "<stdin>",
