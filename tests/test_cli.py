@@ -530,3 +530,32 @@ def test_replace_unk_fills_each_unknown_word_from_the_source_word_its_step_atten
     table.write_text("mann|||man\nhund hund|||dog\n", encoding="utf-8")
     one_line_error(cli(*common, "--replace-unk", "--phrase-table", str(table)), str(table), "line 2")
     one_line_error(cli(*common, "--replace-unk", "--score-reference", str(source)), "--replace-unk")
+
+
+def test_target_prefix_starts_each_output_with_its_line(trained: tuple[Path, Path], paper,  # type: ignore[no-untyped-def]
+                                                        tmp_path: Path) -> None:
+    """``--target-prefix FILE``: each output begins with its line of FILE (tokenised as the targets; an empty line
+    leaves its output free), in one batch and streamed; a FILE of another length is a one-line error."""
+    _, run_dir = trained
+    lines = read_lines(paper[0] / "test.de")[:30]
+    starts = [" ".join(line.split()[:2]) if i % 3 else "" for i, line in enumerate(read_lines(paper[0] / "test.en")[:30])]
+    source, prefix = tmp_path / "test.de", tmp_path / "prefix.en"
+    source.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    prefix.write_text("".join(start + "\n" for start in starts), encoding="utf-8")
+    common = ("translate", "-m", str(run_dir), "--pretokenized", "--no-detokenize", "--input", str(source))
+    free = cli(*common)
+    forced = cli(*common, "--target-prefix", str(prefix))
+    streamed = cli(*common, "--target-prefix", str(prefix), "--buffer-size", "7")
+    assert free.exit_code == forced.exit_code == streamed.exit_code == 0, forced.output
+    assert forced.stdout == streamed.stdout
+    changed = 0
+    for start, plain, out in zip(starts, free.stdout.splitlines(), forced.stdout.splitlines(), strict=True):
+        if not start:
+            assert out == plain  # no prefix: the free output
+            continue
+        head = out.split()[: len(start.split())]
+        assert all(word in (wanted, "<unk>") for word, wanted in zip(head, start.split(), strict=True)), (start, out)
+        changed += out != plain
+    assert changed >= 5  # the references' first words are not all the model's own
+    prefix.write_text("a man\n", encoding="utf-8")
+    one_line_error(cli(*common, "--target-prefix", str(prefix)), "--target-prefix", "1 lines for the 30 lines")

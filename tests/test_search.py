@@ -291,6 +291,46 @@ def test_state_rows_follow_their_hypotheses(seed: int) -> None:
     assert any(ended for _, ended in lengths) and not all(ended for _, ended in lengths)
 
 
+# --- target prefixes -------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_prefix_the_search_would_choose_anyway_changes_nothing(seed: int) -> None:
+    model, src, max_lens = toy_batch(seed)
+    free = decode(model, src, max_lens, beam=1)
+    prefixes = [hyps[0].tokens[:2] for hyps in free]  # greedy's own first words (some outputs are shorter)
+    assert_same(decode(model, src, max_lens, beam=1, prefixes=prefixes), free)
+
+
+@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("beam", [1, 4])
+def test_every_output_starts_with_its_prefix_and_scores_it(seed: int, beam: int) -> None:
+    """Forced words the model would not choose (one sentence without a prefix): every hypothesis starts with its
+    sentence's prefix, its log-probability is the model's for all its tokens (prefix included), and the batch
+    equals each sentence alone; a prefix is forced even against the n-gram ban."""
+    model, src, max_lens = toy_batch(seed)
+    max_lens = max_lens.clamp(min=4)
+    prefixes = [[7, 7], [], [9], [4, 10, 4], [11], [5, 6]]
+    batched = decode(model, src, max_lens, beam=beam, nbest=beam, prefixes=prefixes, no_repeat_ngram_size=1)
+    for i, hyps in enumerate(batched):
+        assert len(hyps) == beam
+        for hyp in hyps:
+            assert hyp.tokens[: len(prefixes[i])] == prefixes[i]
+            assert len(set(hyp.tokens[len(prefixes[i]):])) == len(hyp.tokens[len(prefixes[i]):])  # ban after it
+            ended = len(hyp.tokens) < int(max_lens[i])
+            assert hyp.log_prob == pytest.approx(teacher_forced(model, src[i : i + 1], hyp.tokens, ended), abs=1e-4)
+        alone = decode(model, src[i : i + 1], max_lens[i : i + 1], beam=beam, nbest=beam, prefixes=[prefixes[i]],
+                       no_repeat_ngram_size=1)
+        assert_same(alone, [hyps])
+    assert batched != decode(model, src, max_lens, beam=beam, nbest=beam, no_repeat_ngram_size=1)
+
+
+def test_samples_start_with_their_prefix() -> None:
+    hyps = sample([GREEDY_TRAP], 200, prefixes=[[B]])[0]
+    assert {tuple(h.tokens) for h in hyps} == {(B, B), (B,)}  # only B's continuations, in their proportions
+    assert 0.8 < sum(h.tokens == [B, B] for h in hyps) / len(hyps) < 0.99  # 0.9 given B
+    assert all(h.log_prob == pytest.approx(log(0.4) + log(0.9 if len(h.tokens) == 2 else 0.1)) for h in hyps)
+
+
 def teacher_forced(model: Generator, src: Tensor, tokens: list[int], ended: bool) -> float:
     """The log-probability of ``tokens`` (+ EOS when ``ended``) for one source, step by step."""
     state, prev, total = model.encode(src), torch.tensor([BOS]), 0.0

@@ -13,7 +13,7 @@ a summary (perplexity for probability heads); an input line without a source giv
 With ``--nbest N`` (N > 1) each input gives N lines ``INDEX ||| hypothesis ||| score`` (Moses n-best format,
 INDEX counted from 0), best first. With ``--replace-unk`` each ``<unk>`` of an output becomes the source token its
 step attended to most (or its entry in ``--phrase-table``); ``--report-align`` ends each line in ``||| SRC-TGT``
-pairs (source and output token indices, from 0). The work is done in ``nlgkit.generation``; this module parses and prints.
+pairs (source and output token indices, from 0); ``--target-prefix FILE`` starts each output with its line of FILE. The work is done in ``nlgkit.generation``; this module parses and prints.
 """
 
 from __future__ import annotations
@@ -89,10 +89,12 @@ def translate(
     report_align: Annotated[bool, typer.Option(help="End each output line in ' ||| SRC-TGT …': the source token each "
                                                     "output token's step attended to most (with --no-detokenize)")
                             ] = False,
+    target_prefix: Annotated[Path | None, typer.Option(help="Start each output with the text of this file's line "
+                                                            "(one per input line; an empty line: no prefix)")] = None,
 ) -> None:
     """Translate text with a trained run (stdin → stdout by default)."""
     # lazy: CLI start-up (the library and torch load only when the command runs)
-    from nlgkit.core.errors import ConfigError
+    from nlgkit.core.errors import ConfigError, DataError
     from nlgkit.generation.ensemble import load_ensemble
     from nlgkit.generation.output import (
         SearchOptions,
@@ -117,7 +119,8 @@ def translate(
                           "torch; not with --sampling, --nbest, --buffer-size or --engine ct2")
     if phrase_table is not None and not replace_unk:
         raise ConfigError("--phrase-table: only with --replace-unk")
-    for flag, on in (("--replace-unk", replace_unk), ("--report-align", report_align)):
+    for flag, on in (("--replace-unk", replace_unk), ("--report-align", report_align),
+                     ("--target-prefix", target_prefix is not None)):
         if on and (engine != "torch" or score_reference is not None):
             raise ConfigError(f"{flag}: only when nlgkit's search translates (--engine torch, no --score-reference)")
     if engine == "torch" and compute_type != "default":
@@ -144,6 +147,7 @@ def translate(
                                 max_input_tokens=max_input_tokens, warn=warn, replace_unknown=replacement,
                                 report_alignment=report_align)
     image_files = read_image_list(images) if images is not None else None
+    prefixes = read_text_input(target_prefix, warn)[0] if target_prefix is not None else None
     if score_reference is not None:
         assert isinstance(translator, Translator)
         references, _ = read_text_input(score_reference, warn)
@@ -155,12 +159,19 @@ def translate(
         return
     if buffer_size == 0:
         lines, name = read_text_input(input, warn)
-        write_lines(translator.lines(lines, name, images=image_files), output)
+        if prefixes is not None and len(prefixes) != len(lines):
+            raise DataError(f"--target-prefix {target_prefix}: {len(prefixes)} lines for the {len(lines)} lines of "
+                            f"{name}")
+        write_lines(translator.lines(lines, name, images=image_files, prefixes=prefixes), output)
         return
     name, kept = str(input) if input else "<stdin>", []
     for first, group in line_groups(input, buffer_size, warn):
         group_images = None if image_files is None else image_files[first - 1 : first - 1 + len(group)]
-        out = translator.lines(group, name, first, images=group_images)
+        group_prefixes = None if prefixes is None else prefixes[first - 1 : first - 1 + len(group)]
+        if group_prefixes is not None and len(group_prefixes) != len(group):
+            raise DataError(f"--target-prefix {target_prefix}: {len(prefixes or [])} lines, fewer than the lines "
+                            f"of {name}")
+        out = translator.lines(group, name, first, images=group_images, prefixes=group_prefixes)
         if output is None:  # a pipe: answer each group at once
             write_lines(out, None)
         else:  # a file is still written whole, atomically, at the end

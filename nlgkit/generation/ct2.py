@@ -68,8 +68,10 @@ class CT2Translator:
         self.max_positions = model.max_positions if isinstance(model, TransformerConfig) else 1024
 
     def lines(self, lines: list[str], name: str = "<stdin>", first_number: int = 1,
-              images: Sequence[Path] | None = None) -> list[str]:
+              images: Sequence[Path] | None = None, prefixes: Sequence[str] | None = None) -> list[str]:
         """The output lines for ``lines``: one per input line (``nbest`` per line with n-best output)."""
+        if prefixes is not None:
+            raise DataError(f"{self.export.directory}: the ct2 engine takes no target prefixes (--engine torch)")
         results = self.hypotheses(lines, name, first_number, images)
         return output_lines(results, self.options.nbest, lambda _, hypothesis: self.render(hypothesis.tokens),
                             first_number - 1)

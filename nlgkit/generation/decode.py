@@ -44,6 +44,7 @@ def generate(
     device: torch.device | None = None,
     on_batch: Callable[[int], None] | None = None,
     alignment: bool = False,
+    prefixes: Sequence[list[int]] | None = None,
 ) -> list[list[Hypothesis]]:
     """Search every source; returns ``nbest`` hypotheses per input, in input order.
 
@@ -53,7 +54,9 @@ def generate(
     are never output, nor ``<unk>`` with ``no_unk``. With ``sampling``, ``nbest`` outputs are drawn per input,
     keyed by ``item_ids`` (default: the inputs' positions), so the same item gives the same samples however the
     inputs are batched or grouped. ``alignment``: each hypothesis with its tokens' source positions (models
-    that attend to source positions; ``translate --replace-unk``).
+    that attend to source positions; ``translate --replace-unk``). ``prefixes``: the target word ids each input's
+    outputs start with (``translate --target-prefix``); a prefix is never cut by the length limit (which counts
+    it), and leaves room for at least one more token.
     """
     device = device or next(model.parameters()).device
     results: list[list[Hypothesis]] = [[] for _ in sources]
@@ -63,11 +66,14 @@ def generate(
             max_lens = (lengths.float() * max_len_a + max_len_b).long().clamp(min=1)
             if max_len > 0:
                 max_lens = max_lens.clamp(max=max_len)
+            chunk_prefixes = [prefixes[i] for i in chunk] if prefixes is not None else None
+            if chunk_prefixes is not None:
+                max_lens = torch.maximum(max_lens, torch.tensor([len(p) + 1 for p in chunk_prefixes]))
             found = search(model, state, batch_size=len(chunk), bos=vocab.bos_index, eos=vocab.eos_index,
                            beam_size=beam, max_lens=max_lens.to(device), length_penalty=length_penalty,
                            nbest=nbest, min_len=min_len, no_repeat_ngram_size=no_repeat_ngram_size,
                            never=(vocab.pad_index, vocab.bos_index, *([vocab.unk_index] if no_unk else [])),
-                           sampling=sampling, alignment=alignment,
+                           sampling=sampling, alignment=alignment, prefixes=chunk_prefixes,
                            item_ids=torch.tensor([item_ids[i] if item_ids else i for i in chunk]))
             for i, hypotheses in zip(chunk, found):
                 results[i] = hypotheses
@@ -94,7 +100,7 @@ def score_references(model: Generator, task: Task, sources: Sequence[Any], refer
     :func:`generate`."""
     if len(references) != len(sources):
         raise ValueError(f"{len(sources)} sources but {len(references)} references")
-    targets = [_target_ids(vocab, tokens) for tokens in references]
+    targets = [target_ids(vocab, tokens) for tokens in references]
     device = device or next(model.parameters()).device
     log_probs = [0.0] * len(sources)
     with evaluating(model):
@@ -108,9 +114,9 @@ def score_references(model: Generator, task: Task, sources: Sequence[Any], refer
             for log_prob, target in zip(log_probs, targets, strict=True)]
 
 
-def _target_ids(vocab: Vocabulary, tokens: list[str]) -> list[int]:
-    """Target tokens as the ids a scored output holds: special tokens written in the text (a literal ``</s>``)
-    are unknown words, so that nothing but the scorer ends a target."""
+def target_ids(vocab: Vocabulary, tokens: list[str]) -> list[int]:
+    """Target tokens as the ids an output holds: special tokens written in the text (a literal ``</s>``) are
+    unknown words, so that nothing but the search ends a target (a scored reference, a forced prefix)."""
     specials = {vocab.pad_index, vocab.bos_index, vocab.eos_index}
     return [vocab.unk_index if i in specials else i for i in vocab.encode(tokens)]
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from nlgkit.core.errors import DataError
-from nlgkit.generation.decode import ReferenceScore, generate, score_references
+from nlgkit.generation.decode import ReferenceScore, generate, score_references, target_ids
 from nlgkit.generation.output import SearchOptions, cut_tokens, output_lines, placed
 from nlgkit.generation.unknowns import UnknownReplacement
 from nlgkit.runs.loading import TrainedRun
@@ -44,14 +44,16 @@ class Translator:
         if report_alignment and detokenize:
             raise DataError("--report-align: alignments index output tokens, so only with --no-detokenize")
         self.replace_unknown, self.report_alignment = replace_unknown, report_alignment
+        self._target_tokenize: Callable[[str], list[str]] | None = None  # loaded with the first target prefix
 
     def lines(self, lines: list[str], name: str = "<stdin>", first_number: int = 1,
-              images: Sequence[Path] | None = None) -> list[str]:
+              images: Sequence[Path] | None = None, prefixes: Sequence[str] | None = None) -> list[str]:
         """The output lines for ``lines`` (numbered from ``first_number`` in warnings): one per input line,
         ``nbest`` per line with n-best output. ``images``: the image of each line (multimodal models); a line
-        whose image is missing or unreadable gets an empty output line and a warning naming both."""
+        whose image is missing or unreadable gets an empty output line and a warning naming both. ``prefixes``:
+        the text each line's outputs must start with (tokenised as the training targets; empty: none)."""
         read = self._read(lines, name, first_number, images)
-        results = self._search(read, first_number)
+        results = self._search(read, first_number, self._prefix_ids(prefixes, len(lines)))
 
         def pairs(i: int, hypothesis: Hypothesis) -> str:
             """``SRC-TGT`` pairs, 0-based (fast_align's format); tokens aligned to the source's end are left out."""
@@ -70,14 +72,27 @@ class Translator:
         return [[(self._text(line, hypothesis), hypothesis) for hypothesis in hypotheses]
                 for line, hypotheses in zip(read, self._search(read, first_number), strict=True)]
 
-    def _search(self, read: list[Read], first_number: int) -> list[list[Hypothesis]]:
+    def _search(self, read: list[Read], first_number: int,
+                prefixes: list[list[int]] | None = None) -> list[list[Hypothesis]]:
         todo = [i for i, line in enumerate(read) if line is not None]
         run = self.run
         found = generate(run.model, run.task, [read[i][1] for i in todo],  # type: ignore[index]
                          run.tgt_vocab, device=run.device, item_ids=[first_number - 1 + i for i in todo],
                          alignment=self.replace_unknown is not None or self.report_alignment,
+                         prefixes=[prefixes[i] for i in todo] if prefixes is not None else None,
                          **self.options.search_kwargs())
         return placed(read, found)
+
+    def _prefix_ids(self, prefixes: Sequence[str] | None, count: int) -> list[list[int]] | None:
+        """Each prefix's target word ids, tokenised as the training targets were (split on spaces when
+        pretokenised); unknown words are ``<unk>``."""
+        if prefixes is None:
+            return None
+        if len(prefixes) != count:
+            raise ValueError(f"{len(prefixes)} prefixes for {count} lines")
+        if self._target_tokenize is None:
+            self._target_tokenize = str.split if self.pretokenized else self.run.task.target_tokenizer(self.run.assets)
+        return [target_ids(self.run.tgt_vocab, self._target_tokenize(prefix)) for prefix in prefixes]
 
     def reference_scores(self, lines: list[str], references: list[str], name: str = "<stdin>",
                          first_number: int = 1, images: Sequence[Path] | None = None,

@@ -27,6 +27,7 @@ token of it, and EOS never repeats anything, so a hypothesis can always end once
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import torch
@@ -37,10 +38,11 @@ from nlgkit.search.steps import (
     Hypothesis,
     aligned_positions,
     ask_alignment,
-    ban_repeated_ngrams,
     check_options,
+    forced_words,
     normalise,
     one_word_at_a_time,
+    prefix_table,
     search_device,
     start_outputs,
     step_scores,
@@ -67,17 +69,21 @@ def search(
     sampling: Sampling | None = None,
     item_ids: Tensor | None = None,
     alignment: bool = False,
+    prefixes: Sequence[Sequence[int]] | None = None,
 ) -> list[list[Hypothesis]]:
     """Beam search, or greedy search when ``beam_size`` is 1 (same result, less work); with ``sampling``,
     ``nbest`` drawn outputs per sentence instead (:mod:`nlgkit.search.sampling`, whose draws ``item_ids`` key;
-    ``beam_size`` unused). ``alignment``: each hypothesis with its tokens' source positions.
+    ``beam_size`` unused). ``alignment``: each hypothesis with its tokens' source positions. ``prefixes``: word ids
+    each sentence's outputs must start with (a target prefix, fairseq's ``--prefix-size``, CTranslate2's
+    ``target_prefix``), forced whatever the constraints, their log-probabilities counted in the scores.
 
     ``never``: token ids that are not words (padding, BOS) and are never output. A softmax head learns to give
     them no mass, but a score head ranks every row of its table: continuous output against targets extracted
     from a softmax model (whose padding and BOS rows were never trained) would otherwise emit them."""
     shared = {"batch_size": batch_size, "bos": bos, "eos": eos, "max_lens": max_lens,
               "length_penalty": length_penalty, "min_len": min_len,
-              "no_repeat_ngram_size": no_repeat_ngram_size, "never": never, "alignment": alignment}
+              "no_repeat_ngram_size": no_repeat_ngram_size, "never": never, "alignment": alignment,
+              "prefix": prefix_table(prefixes, batch_size, search_device(state, max_lens))}
     if sampling is not None:
         return sample_search(model, state, sampling=sampling, samples=nbest, item_ids=item_ids,
                              **shared)  # type: ignore[arg-type]
@@ -101,13 +107,15 @@ def greedy_search(
     no_repeat_ngram_size: int = 0,
     never: tuple[int, ...] = (),
     alignment: bool = False,
+    prefix: Tensor | None = None,
 ) -> list[list[Hypothesis]]:
     """Argmax decoding, batched; each sentence stops at its EOS or its max_len and leaves the batch."""
     check_options(batch_size, 1, 1, max_lens, min_len, no_repeat_ngram_size)
     return one_word_at_a_time(model, state, lambda scores, _outputs, _step: scores.argmax(dim=1, keepdim=True), copies=1,
                               batch_size=batch_size, bos=bos, eos=eos, max_lens=max_lens,
                               length_penalty=length_penalty, min_len=min_len,
-                              no_repeat_ngram_size=no_repeat_ngram_size, never=never, aligned=alignment)
+                              no_repeat_ngram_size=no_repeat_ngram_size, never=never, aligned=alignment,
+                              prefix=prefix)
 
 
 @torch.inference_mode()
@@ -126,8 +134,11 @@ def beam_search(
     no_repeat_ngram_size: int = 0,
     never: tuple[int, ...] = (),
     alignment: bool = False,
+    prefix: Tensor | None = None,
 ) -> list[list[Hypothesis]]:
-    """Batched beam search; returns per sentence its ``nbest`` best hypotheses, best first."""
+    """Batched beam search; returns per sentence its ``nbest`` best hypotheses, best first. ``prefix`` (B, P):
+    forced first words (:func:`nlgkit.search.steps.prefix_table`); while a sentence is inside its prefix one beam
+    holds it and the others stay at −inf."""
     check_options(batch_size, beam_size, nbest, max_lens, min_len, no_repeat_ngram_size)
     k = beam_size
     device = search_device(state, max_lens)
@@ -154,8 +165,9 @@ def beam_search(
     while n:
         features, state = model.step(prev, state)  # (n·beams, d)
         looked = aligned_positions(model, state) if alignment else None  # (n·beams,)
-        word_scores, offset = step_scores(model, features, eos, step < min_len, never)  # (n·beams, V), (n·beams,)
-        ban_repeated_ngrams(word_scores, tokens, no_repeat_ngram_size)
+        forced = forced_words(prefix, active.repeat_interleave(beams) if beams > 1 else active, step)
+        word_scores, offset = step_scores(model, features, eos, step < min_len, never, tokens,  # (n·beams, V)
+                                          no_repeat_ngram_size, forced)
         # A sentence's best 2k extensions are among each of its rows' best 2k words: rank those only.
         row_width = min(2 * k, word_scores.size(1))
         row_scores, row_words = word_scores.topk(row_width, dim=1)  # (n·beams, w)

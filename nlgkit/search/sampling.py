@@ -93,6 +93,7 @@ def sample_search(
     no_repeat_ngram_size: int = 0,
     never: tuple[int, ...] = (),
     alignment: bool = False,
+    prefix: Tensor | None = None,
 ) -> list[list[Hypothesis]]:
     """``samples`` drawn outputs per sentence, best (length-normalised log-probability) first.
 
@@ -118,5 +119,6 @@ def sample_search(
 
     results = one_word_at_a_time(model, state, draw, copies=samples, batch_size=batch_size, bos=bos, eos=eos,
                                  max_lens=max_lens, length_penalty=length_penalty, min_len=min_len,
-                                 no_repeat_ngram_size=no_repeat_ngram_size, never=never, aligned=alignment)
+                                 no_repeat_ngram_size=no_repeat_ngram_size, never=never, aligned=alignment,
+                                 prefix=prefix)
     return [sorted(hyps, key=lambda h: h.score, reverse=True) for hyps in results]

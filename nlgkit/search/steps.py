@@ -5,7 +5,7 @@ and the checks of the options (greedy and beam in :mod:`nlgkit.search.beam`, sam
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -51,16 +51,44 @@ def normalise(log_prob: float, length: int, length_penalty: float) -> float:
     return log_prob / length**length_penalty
 
 
-def step_scores(model: Generator, features: Tensor, eos: int, forbid_eos: bool,
-                 never: tuple[int, ...]) -> tuple[Tensor, Tensor]:
+def step_scores(model: Generator, features: Tensor, eos: int, forbid_eos: bool, never: tuple[int, ...],
+                tokens: Tensor, no_repeat_ngram_size: int, forced: Tensor | None = None) -> tuple[Tensor, Tensor]:
     """Float32 word scores (B, V) and offsets (B,) whose difference is the head's log-scores
-    (``OutputHead.search_scores``); the ``never`` ids, and EOS before ``min_len`` tokens, are masked out in
-    place (the scores are the search's own tensor, see ``search_scores``): no copy of a (B, V) matrix per step."""
+    (``OutputHead.search_scores``); the ``never`` ids, EOS before ``min_len`` tokens and the words that would repeat
+    an n-gram of the row's ``tokens`` (B, t) are masked out in place (the scores are the search's own tensor, see
+    ``search_scores``): no copy of a (B, V) matrix per step. ``forced`` (B,): a row whose entry is a word id
+    (not −1) may take that word alone, at its own score, whatever the masks (a target prefix)."""
     word_scores, offset = model.head.search_scores(features)
+    rows = forced.ge(0).nonzero().flatten() if forced is not None else None
+    kept = word_scores[rows, forced[rows]] if rows is not None and forced is not None else None
     masked = (*never, eos) if forbid_eos else never
     if masked:
         word_scores.index_fill_(1, torch.tensor(masked, device=word_scores.device), -math.inf)
+    ban_repeated_ngrams(word_scores, tokens, no_repeat_ngram_size)
+    if rows is not None and kept is not None and forced is not None:
+        word_scores[rows] = -math.inf
+        word_scores[rows, forced[rows]] = kept
     return word_scores, offset
+
+
+def prefix_table(prefixes: Sequence[Sequence[int]] | None, batch_size: int, device: torch.device) -> Tensor | None:
+    """Target prefixes as a (B, P) table of word ids, −1 past each sentence's prefix (None: no prefix at all)."""
+    if prefixes is None or not any(prefixes):
+        return None
+    if len(prefixes) != batch_size:
+        raise ValueError(f"{len(prefixes)} prefixes for a batch of {batch_size}")
+    table = torch.full((batch_size, max(len(prefix) for prefix in prefixes)), -1, dtype=torch.long)
+    for i, prefix in enumerate(prefixes):
+        table[i, : len(prefix)] = torch.tensor(list(prefix), dtype=torch.long)
+    return table.to(device)
+
+
+def forced_words(prefix: Tensor | None, sentences: Tensor, step: int) -> Tensor | None:
+    """The word each row must take at ``step`` (−1: free), for rows of these sentences (R,); None once past every
+    prefix."""
+    if prefix is None or step >= prefix.size(1):
+        return None
+    return prefix[:, step].index_select(0, sentences)
 
 
 def ban_repeated_ngrams(word_scores: Tensor, tokens: Tensor, size: int) -> None:
@@ -92,12 +120,14 @@ def one_word_at_a_time(
     no_repeat_ngram_size: int,
     never: tuple[int, ...],
     aligned: bool = False,
+    prefix: Tensor | None = None,
 ) -> list[list[Hypothesis]]:
     """``copies`` outputs per sentence, each extended by the one word ``choose`` picks from its row of masked
     scores: ``choose(scores (R, V), outputs (R,), step) → (R, 1)``, ``outputs`` numbering each row's output
     (sentence · copies + copy, sentences of the batch in order): argmax for greedy search, a draw for sampling.
     Outputs stop at their EOS or max_len and leave the batch; each sentence's outputs in the order they ended;
-    ``aligned``: with each token's source position (:class:`Hypothesis`)."""
+    ``aligned``: with each token's source position (:class:`Hypothesis`); ``prefix`` (B, P): the words each
+    sentence's outputs start with (:func:`prefix_table`)."""
     device = search_device(state, max_lens)
     max_lens = max_lens.to(device=device, dtype=torch.long)
     if aligned:
@@ -118,8 +148,8 @@ def one_word_at_a_time(
         features, state = model.step(prev, state)  # (r, d)
         if aligned:
             positions = torch.cat([positions, aligned_positions(model, state).unsqueeze(1)], dim=1)
-        word_scores, offset = step_scores(model, features, eos, step < min_len, never)  # (r, V), (r,)
-        ban_repeated_ngrams(word_scores, tokens, no_repeat_ngram_size)
+        word_scores, offset = step_scores(model, features, eos, step < min_len, never, tokens,  # (r, V), (r,)
+                                          no_repeat_ngram_size, forced_words(prefix, rows, step))
         chosen = choose(word_scores, outputs, step)  # (r, 1)
         log_prob = log_prob + (word_scores.gather(1, chosen).squeeze(1) - offset)
         prev = chosen.squeeze(1)
