@@ -44,8 +44,8 @@ def serve(
     import uvicorn
 
     # lazy: the library, as above
-    from nlgkit.core.errors import ConfigError, DataError
-    from nlgkit.generation.unknowns import read_phrase_table
+    from nlgkit.core.errors import DataError
+    from nlgkit.generation.unknowns import phrase_table_option
     from nlgkit.serve.app import create_app
     from nlgkit.serve.limits import parse_limits
     from nlgkit.serve.served import load_models, set_threads
@@ -54,9 +54,7 @@ def serve(
     limits = parse_limits(limit or [])
     if not 0 <= port <= 65535:
         raise DataError(f"--port {port}: expected 0 to 65535")
-    if phrase_table is not None and not replace_unk:
-        raise ConfigError("--phrase-table: only with --replace-unk")
-    table = (read_phrase_table(phrase_table) if phrase_table else {}) if replace_unk else None
+    table = phrase_table_option(replace_unk, phrase_table)
     models = load_models(model, checkpoint, device, limits, ensemble_mode, table)
     try:
         family = socket.AF_INET6 if ":" in host else socket.AF_INET

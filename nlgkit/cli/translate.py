@@ -105,7 +105,7 @@ def translate(
         write_lines,
     )
     from nlgkit.generation.translate import Translator, read_image_list
-    from nlgkit.generation.unknowns import UnknownReplacement, read_phrase_table
+    from nlgkit.generation.unknowns import phrase_table_option
 
     if buffer_size < 0:
         raise ConfigError(f"--buffer-size {buffer_size}: must be 0 or positive")
@@ -117,8 +117,7 @@ def translate(
     if score_reference is not None and (sampling or (nbest or 1) > 1 or engine != "torch" or buffer_size):
         raise ConfigError("--score-reference: scores one given output per line of the whole input with --engine "
                           "torch; not with --sampling, --nbest, --buffer-size or --engine ct2")
-    if phrase_table is not None and not replace_unk:
-        raise ConfigError("--phrase-table: only with --replace-unk")
+    unknown_words = phrase_table_option(replace_unk, phrase_table)
     for flag, on in (("--replace-unk", replace_unk), ("--report-align", report_align),
                      ("--target-prefix", target_prefix is not None)):
         if on and (engine != "torch" or score_reference is not None):
@@ -141,10 +140,8 @@ def translate(
                                    max_input_tokens=max_input_tokens, warn=warn)
     else:
         run = load_ensemble(model, checkpoint, device, ensemble_mode)  # one --model: that run as it is
-        replacement = UnknownReplacement(run.tgt_vocab.tokens[run.tgt_vocab.unk_index],
-                                         read_phrase_table(phrase_table) if phrase_table else {}) if replace_unk else None
         translator = Translator(run, resolve(run.config.search), pretokenized=pretokenized, detokenize=detokenize,
-                                max_input_tokens=max_input_tokens, warn=warn, replace_unknown=replacement,
+                                max_input_tokens=max_input_tokens, warn=warn, phrase_table=unknown_words,
                                 report_alignment=report_align)
     image_files = read_image_list(images) if images is not None else None
     prefixes = read_text_input(target_prefix, warn)[0] if target_prefix is not None else None

@@ -6,7 +6,7 @@ a line longer than ``max_input_tokens`` tokens is cut to that length with a warn
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -23,14 +23,15 @@ Read = tuple[list[str], Any] | None
 
 class Translator:
     """A translation run ready for text: its tokenizer and detokenizer are loaded once, so that a stream of
-    small groups (``translate --buffer-size``) costs no more than one large batch per line. With
-    ``replace_unknown``, each ``<unk>`` of an output is replaced from the source token its step attended to; with
+    small groups (``translate --buffer-size``) costs no more than one large batch per line. With a
+    ``phrase_table`` (empty: copy), each ``<unk>`` of an output is replaced from the source token its step attended
+    to (:class:`UnknownReplacement`); with
     ``report_alignment``, each output line ends in `` ||| SRC-TGT …`` pairs: the source token each output token's
     step attended to most (OpenNMT's ``-report_align``, over the tokens of ``--no-detokenize`` output)."""
 
     def __init__(self, run: TrainedRun, options: SearchOptions, *, pretokenized: bool = False,
                  detokenize: bool = True, max_input_tokens: int = 400,
-                 warn: Callable[[str], None] = print, replace_unknown: UnknownReplacement | None = None,
+                 warn: Callable[[str], None] = print, phrase_table: Mapping[str, str] | None = None,
                  report_alignment: bool = False) -> None:
         if max_input_tokens <= 0:
             raise DataError(f"--max-input-tokens = {max_input_tokens}: must be positive")
@@ -43,8 +44,11 @@ class Translator:
         self.detokenizer = run.detokenizer()
         if report_alignment and detokenize:
             raise DataError("--report-align: alignments index output tokens, so only with --no-detokenize")
-        self.replace_unknown, self.report_alignment = replace_unknown, report_alignment
-        self._target_tokenize: Callable[[str], list[str]] | None = None  # loaded with the first target prefix
+        vocab = run.tgt_vocab
+        self.replace_unknown = None if phrase_table is None else \
+            UnknownReplacement(vocab.tokens[vocab.unk_index], phrase_table)
+        self.report_alignment = report_alignment
+        self._target_tokenizer: Callable[[str], list[str]] | None = None  # loaded when first needed
 
     def lines(self, lines: list[str], name: str = "<stdin>", first_number: int = 1,
               images: Sequence[Path] | None = None, prefixes: Sequence[str] | None = None) -> list[str]:
@@ -90,23 +94,27 @@ class Translator:
             return None
         if len(prefixes) != count:
             raise ValueError(f"{len(prefixes)} prefixes for {count} lines")
-        if self._target_tokenize is None:
-            self._target_tokenize = str.split if self.pretokenized else self.run.task.target_tokenizer(self.run.assets)
         return [target_ids(self.run.tgt_vocab, self._target_tokenize(prefix)) for prefix in prefixes]
+
+    def _target_tokenize(self, text: str) -> list[str]:
+        """``text`` in target tokens, as the training targets were tokenised (split on spaces when pretokenised)."""
+        if self._target_tokenizer is None:
+            self._target_tokenizer = str.split if self.pretokenized else \
+                self.run.task.target_tokenizer(self.run.assets)
+        return self._target_tokenizer(text)
 
     def reference_scores(self, lines: list[str], references: list[str], name: str = "<stdin>",
                          first_number: int = 1, images: Sequence[Path] | None = None,
                          references_name: str = "references") -> list[ReferenceScore | None]:
         """The model's log-score of each line's reference (``translate --score-reference``), tokenised as the
         training targets were (or split on spaces when pretokenised); None where the line gets no source
-        (empty, or its image missing), as :meth:`hypotheses` leaves such a line empty."""
+        (empty, or its image missing), as :meth:`lines` leaves such a line empty."""
         if len(references) != len(lines):
             raise DataError(f"{references_name}: {len(references)} lines for the {len(lines)} lines of {name}")
         run = self.run
-        tokenize = str.split if self.pretokenized else run.task.target_tokenizer(run.assets)
         sources = self.sources(lines, name, first_number, images)
         todo = [i for i, source in enumerate(sources) if source is not None]
-        targets = {i: cut_tokens(tokenize(references[i]), self.max_input_tokens, self.warn,
+        targets = {i: cut_tokens(self._target_tokenize(references[i]), self.max_input_tokens, self.warn,
                                  f"{name}: reference of line {first_number + i}") for i in todo}
         found = score_references(run.model, run.task, [sources[i] for i in todo], [targets[i] for i in todo],
                                  run.tgt_vocab, batch_size=self.options.batch_size, device=run.device)

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from nlgkit.core.errors import DataError
+from nlgkit.core.errors import ConfigError, DataError
 
 
 @dataclass(frozen=True)
@@ -34,6 +34,16 @@ class UnknownReplacement:
                 looked_at = source[position]
                 replaced[i] = self.phrase_table.get(looked_at, looked_at)
         return replaced
+
+
+def phrase_table_option(replace_unk: bool, phrase_table: Path | None) -> dict[str, str] | None:
+    """What ``--replace-unk [--phrase-table FILE]`` ask for: None (``<unk>`` stays), an empty table (copy the
+    source token) or the file's entries; ``--phrase-table`` alone is a ConfigError."""
+    if phrase_table is not None and not replace_unk:
+        raise ConfigError("--phrase-table: only with --replace-unk")
+    if not replace_unk:
+        return None
+    return read_phrase_table(phrase_table) if phrase_table is not None else {}
 
 
 def read_phrase_table(path: Path) -> dict[str, str]:

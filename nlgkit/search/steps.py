@@ -59,13 +59,14 @@ def step_scores(model: Generator, features: Tensor, eos: int, forbid_eos: bool, 
     ``search_scores``): no copy of a (B, V) matrix per step. ``forced`` (B,): a row whose entry is a word id
     (not −1) may take that word alone, at its own score, whatever the masks (a target prefix)."""
     word_scores, offset = model.head.search_scores(features)
-    rows = forced.ge(0).nonzero().flatten() if forced is not None else None
-    kept = word_scores[rows, forced[rows]] if rows is not None and forced is not None else None
+    if forced is not None:  # the forced words' own scores, before any mask
+        rows = forced.ge(0).nonzero().flatten()
+        kept = word_scores[rows, forced[rows]]
     masked = (*never, eos) if forbid_eos else never
     if masked:
         word_scores.index_fill_(1, torch.tensor(masked, device=word_scores.device), -math.inf)
     ban_repeated_ngrams(word_scores, tokens, no_repeat_ngram_size)
-    if rows is not None and kept is not None and forced is not None:
+    if forced is not None:
         word_scores[rows] = -math.inf
         word_scores[rows, forced[rows]] = kept
     return word_scores, offset

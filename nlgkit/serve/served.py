@@ -26,7 +26,6 @@ from nlgkit.generation.caption import caption_images, check_captioning_run
 from nlgkit.generation.ensemble import load_ensemble
 from nlgkit.generation.output import SearchOptions
 from nlgkit.generation.translate import Translator
-from nlgkit.generation.unknowns import UnknownReplacement
 from nlgkit.runs.loading import TrainedRun
 from nlgkit.search import Hypothesis
 from nlgkit.serve.batching import DynamicBatcher
@@ -172,11 +171,9 @@ def load_model(spec: str, checkpoint: str, device: str, limits: ServeLimits,
     An NlgkitError names what failed."""
     name, run_dirs = parse_spec(spec)
     run = load_ensemble(run_dirs, checkpoint, device, ensemble_mode)
-    replacement = None if phrase_table is None else \
-        UnknownReplacement(run.tgt_vocab.tokens[run.tgt_vocab.unk_index], phrase_table)
     try:
         translator = Translator(run, SearchOptions.resolve(run.config.search, batch_size=limits.max_batch),
-                                max_input_tokens=400, warn=LOG.warning, replace_unknown=replacement)
+                                max_input_tokens=400, warn=LOG.warning, phrase_table=phrase_table)
     except DataError:
         translator = None
     if translator is not None:
