@@ -257,6 +257,88 @@ def test_no_unk_keeps_unk_out_of_both_engines(exported: tuple[Path, Path], data_
         assert result.exit_code == 0 and result.stdout.splitlines() == texts, (path, result.output)
 
 
+@pytest.mark.parametrize("beam", [1, 5])
+def test_the_export_aligns_as_nlgkit_does(exported: tuple[Path, Path], data_dir: Path, beam: int) -> None:
+    """--replace-unk / --report-align read CTranslate2's attention: the last layer's, averaged over its heads as
+    nlgkit's Transformer averages them, so each output token aligns to the same source position (measured: 2,406
+    and 2,394 of 2,408 tokens, greedy and beam 5; the rest are near ties of two positions). An export of the first
+    head alone (CTranslate2's default) agreed on 568 of the 2,408 greedy tokens."""
+    run_dir, export_dir = exported
+    run = load_trained(run_dir, "best", "cpu")
+    sources = run.task.split_sources(data_dir, "test", run.vocabs)
+    options = SearchOptions(beam=beam, nbest=1, length_penalty=1.0, max_len_a=1.5, max_len_b=10, batch_size=16)
+    expected = [h[0] for h in generate(run.model, run.task, sources, run.tgt_vocab, alignment=True,
+                                       **options.search_kwargs())]
+    found = [h[0] for h in CT2Translator(load_export(export_dir), options, threads=1).search(sources, alignment=True)]
+    pairs = [(f, e) for f, e in zip(found, expected, strict=True) if f.tokens == e.tokens]
+    assert len(pairs) >= len(sources) - 2
+    assert all(f.alignment is not None and len(f.alignment) == len(f.tokens) for f, _ in pairs)
+    agree = sum(a == b for f, e in pairs for a, b in zip(f.alignment, e.alignment, strict=True))  # type: ignore[arg-type]
+    tokens = sum(len(e.tokens) for _, e in pairs)
+    assert tokens > 500 and agree >= 0.98 * tokens, (agree, tokens)
+    assert len({a for f, _ in pairs for a in f.alignment}) > 10  # type: ignore[union-attr]  # not all one position
+
+
+def test_target_prefixes_start_the_exports_outputs(exported: tuple[Path, Path], data_dir: Path) -> None:
+    """CTranslate2's target_prefix: greedy outputs are nlgkit's; beams start with the prefix too (CTranslate2 ranks
+    them by the words after it, so they may part); a prefix longer than the length limit still gets one more token
+    of room, as in nlgkit."""
+    run_dir, export_dir = exported
+    run = load_trained(run_dir, "best", "cpu")
+    sources = run.task.split_sources(data_dir, "test", run.vocabs)
+    prefixes = [[5 + i % 20] * (1 + i % 4) for i in range(len(sources))]
+    prefixes[0] = [7] * 80  # past the limit 1.5 · (source + 1) + 10
+    assert len(prefixes[0]) > CT2Translator(load_export(export_dir), SearchOptions(1, 1, 1.0, 1.5, 10)).length_limits(
+        sources)[0]
+    for beam in (1, 5):
+        options = SearchOptions(beam=beam, nbest=1, length_penalty=1.0, max_len_a=1.5, max_len_b=10, batch_size=16)
+        translator = CT2Translator(load_export(export_dir), options, threads=1)
+        found = [h[0].tokens for h in translator.search(sources, prefixes=prefixes)]
+        assert all(tokens[: len(prefix)] == prefix for tokens, prefix in zip(found, prefixes, strict=True))
+        assert len(found[0]) in (80, 81)
+        if beam == 1:
+            expected = generate(run.model, run.task, sources, run.tgt_vocab, prefixes=prefixes,
+                                **options.search_kwargs())
+            assert found == [h[0].tokens for h in expected]
+
+
+def test_replace_unk_align_and_prefix_give_the_same_lines_on_both_engines(exported: tuple[Path, Path],
+                                                                          data_dir: Path, tmp_path: Path) -> None:
+    """The three flags through `translate --engine ct2` write what `--engine torch` writes (greedy): <unk> outputs
+    replaced from the same source tokens, the same alignment pairs, outputs that start with their prefixes. An
+    export written before alignments were recorded is refused for them in one line."""
+    pushed_onto(0, exported[0], tmp_path)  # <unk> nearly everywhere: every output word is a replaced one
+    text = "\n".join(read_lines(data_dir.parent / "test.de")[:12]) + "\n\n"
+    prefix = tmp_path / "prefix.en"
+    prefix.write_text("a man\n" * 6 + "\n" * 6 + "two\n", encoding="utf-8")
+    flags = [("--replace-unk",), ("--replace-unk", "--no-detokenize", "--report-align"), ("--target-prefix", str(prefix))]
+    for extra in flags:
+        outputs = {}
+        for path, engine in (("run", []), ("ct2", ["--engine", "ct2"])):
+            result = cli("translate", "-m", str(tmp_path / path), *engine, *extra, "--beam", "1", "--device", "cpu",
+                         input=text)
+            assert result.exit_code == 0, (extra, path, result.output)
+            outputs[path] = result.stdout.splitlines()
+        assert len(outputs["ct2"]) == 13 and outputs["ct2"][12] == ""
+        same = sum(a == b for a, b in zip(outputs["ct2"], outputs["run"], strict=True))
+        assert same >= 12, (extra, outputs)  # a near tie of two source positions may move one replaced word
+        if extra[0] == "--replace-unk":
+            assert not any("<unk>" in line for line in outputs["ct2"]) and all(outputs["ct2"][:12])
+        if "--report-align" in extra:
+            assert all(" ||| " in line and "-" in line.split(" ||| ")[1] for line in outputs["ct2"][:12])
+        if extra[0] == "--target-prefix":
+            assert all(line.startswith("a man") for line in outputs["ct2"][:6])
+    meta = tmp_path / "ct2" / "nlgkit.json"
+    written = json.loads(meta.read_text(encoding="utf-8"))
+    del written["alignment"]  # as exports written before this field was
+    meta.write_text(json.dumps(written), encoding="utf-8")
+    result = cli("translate", "-m", str(tmp_path / "ct2"), "--engine", "ct2", "--replace-unk", input=text)
+    assert result.exit_code != 0 and result.stdout == "" and result.stderr.count("\n") == 1
+    assert "export the run again" in result.stderr
+    result = cli("translate", "-m", str(tmp_path / "ct2"), "--engine", "ct2", "--beam", "1", input=text)
+    assert result.exit_code == 0  # without the flags such an export still translates
+
+
 def test_int8_weights_translate(exported: tuple[Path, Path], data_dir: Path) -> None:
     run_dir, export_dir = exported
     int8_dir = export_dir.parent / "ct2-int8"

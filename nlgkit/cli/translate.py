@@ -120,8 +120,8 @@ def translate(
     unknown_words = phrase_table_option(replace_unk, phrase_table)
     for flag, on in (("--replace-unk", replace_unk), ("--report-align", report_align),
                      ("--target-prefix", target_prefix is not None)):
-        if on and (engine != "torch" or score_reference is not None):
-            raise ConfigError(f"{flag}: only when nlgkit's search translates (--engine torch, no --score-reference)")
+        if on and score_reference is not None:
+            raise ConfigError(f"{flag}: only when searching (not with --score-reference)")
     if engine == "torch" and compute_type != "default":
         raise ConfigError(f"--compute-type {compute_type}: only for --engine ct2 (the torch engine runs the model as trained)")
     resolve = functools.partial(SearchOptions.resolve, beam=beam, nbest=nbest, length_penalty=length_penalty,
@@ -137,7 +137,8 @@ def translate(
         export = single_export(model, checkpoint)
         translator = CT2Translator(export, resolve(export.config.search), compute_type=compute_type, device=device,
                                    pretokenized=pretokenized, detokenize=detokenize,
-                                   max_input_tokens=max_input_tokens, warn=warn)
+                                   max_input_tokens=max_input_tokens, warn=warn, phrase_table=unknown_words,
+                                   report_alignment=report_align)
     else:
         run = load_ensemble(model, checkpoint, device, ensemble_mode)  # one --model: that run as it is
         translator = Translator(run, resolve(run.config.search), pretokenized=pretokenized, detokenize=detokenize,

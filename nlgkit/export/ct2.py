@@ -34,6 +34,8 @@ from nlgkit.tasks import Task, build_task
 META_FILE = "nlgkit.json"
 ASSETS_DIR = "data"
 FORMAT = 1
+# what an export's alignments are (nlgkit.json "alignment"); earlier exports have none: CTranslate2's first head
+ALIGNMENT = "last layer, mean of heads"
 # what `optimize` may store the weights as (CTranslate2 can also convert them when it loads the model)
 QUANTIZATIONS = ("float32", "int8", "int8_float32", "int16", "float16", "bfloat16", "int8_float16", "int8_bfloat16")
 LINEAR_HEADS = ("learned", "tied", "fixed")
@@ -117,7 +119,8 @@ def export_ct2(run_dir: Path, output: Path, checkpoint: str = "best", quantizati
         write_json(tmp / META_FILE, {
             "format": FORMAT, "engine": "ctranslate2", "ctranslate2": ct2.__version__, "nlgkit": __version__,
             "quantization": quantization, "run": str(run_dir), "checkpoint": str(path),
-            "config": meta["config"], "vocab_checksums": meta.get("vocab_checksums", {})})
+            "config": meta["config"], "vocab_checksums": meta.get("vocab_checksums", {}),
+            "alignment": ALIGNMENT})
     size = sum(p.stat().st_size for p in output.rglob("*") if p.is_file())
     return ExportSummary(output, quantization, size, ct2.__version__)
 

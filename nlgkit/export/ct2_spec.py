@@ -90,9 +90,12 @@ def transformer_spec(specs: Any, model: TransformerModel, src_tokens: list[str],
     config = model.config
     pre_norm = config.norm == "pre"
     project_out = isinstance(model.output, nn.Linear)  # output_dim: a Linear after the decoder's last norm
+    # alignments (translate --replace-unk / --report-align) from the last layer's cross-attention averaged over
+    # all its heads, as nlgkit's Transformer reports them (CTranslate2's default: the first head alone)
     decoder_spec = specs.TransformerDecoderSpec(config.size("decoder_layers"), config.size("heads"),
                                                 pre_norm=pre_norm, activation=specs.Activation.RELU,
-                                                project_in_out=project_out)
+                                                project_in_out=project_out, alignment_layer=-1,
+                                                alignment_heads=config.size("heads"))
     if project_out:
         del decoder_spec.project_in  # nlgkit has nothing between the embeddings and the positions
     spec = specs.TransformerSpec(specs.TransformerEncoderSpec(config.size("encoder_layers"), config.size("heads"),

@@ -24,11 +24,19 @@ with them suppressed. What remains different is arithmetic (CTranslate2's kernel
 ``min_len`` and ``no_repeat_ngram_size`` are CTranslate2's own options, masked the same way before its softmax: the
 outputs keep them and greedy ones are nlgkit's, but scores are renormalised over the words allowed, so beams of a
 constrained search can part from nlgkit's (whose scores stay the model's log-probabilities, as fairseq's).
+
+``--target-prefix`` is CTranslate2's ``target_prefix``: outputs start with it, and the length limit leaves room for
+one more token, as in nlgkit. CTranslate2 scores (and ranks) only the words after the prefix, nlgkit the whole
+output, so greedy outputs are nlgkit's and beams may part. ``--replace-unk`` and ``--report-align`` read the
+alignment CTranslate2 returns (``return_attention``): the last layer's cross-attention averaged over its heads, as
+nlgkit's Transformer gives it (an export written before nlgkit recorded that aligns by the first head only, and is
+refused for them: export it again).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import functools
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -36,8 +44,10 @@ import torch
 
 from nlgkit.core.errors import ConfigError, DataError
 from nlgkit.data.vocab import BOS, EOS, PAD
-from nlgkit.export.ct2 import ExportedModel, ctranslate2_module, load_export
-from nlgkit.generation.output import SearchOptions, cut_tokens, output_lines, placed
+from nlgkit.export.ct2 import ALIGNMENT, ExportedModel, ctranslate2_module, load_export
+from nlgkit.generation.decode import target_ids
+from nlgkit.generation.output import SearchOptions, cut_tokens, placed
+from nlgkit.generation.text import TargetText
 from nlgkit.models.transformer import TransformerConfig
 from nlgkit.search import Hypothesis
 
@@ -47,7 +57,8 @@ class CT2Translator:
 
     def __init__(self, export: ExportedModel, options: SearchOptions, *, compute_type: str = "default",
                  device: str = "cpu", threads: int = 0, pretokenized: bool = False, detokenize: bool = True,
-                 max_input_tokens: int = 400, warn: Callable[[str], None] = print) -> None:
+                 max_input_tokens: int = 400, warn: Callable[[str], None] = print,
+                 phrase_table: Mapping[str, str] | None = None, report_alignment: bool = False) -> None:
         if max_input_tokens <= 0:
             raise DataError(f"--max-input-tokens = {max_input_tokens}: must be positive")
         ct2 = ctranslate2_module()
@@ -61,50 +72,59 @@ class CT2Translator:
             reason = " ".join(str(exc).split())
             raise ConfigError(f"{export.directory}: CTranslate2 cannot load it ({reason})") from None
         self.export, self.options, self.warn = export, options, warn
-        self.pretokenized, self.detokenize, self.max_input_tokens = pretokenized, detokenize, max_input_tokens
+        self.pretokenized, self.max_input_tokens = pretokenized, max_input_tokens
         self.text_input = export.task.text_input(export.assets, export.vocabs)
-        self.detokenizer = export.task.detokenizer(export.assets)
+        self.output = TargetText.build(export.tgt_vocab, export.task.detokenizer(export.assets),
+                                       detokenize=detokenize, phrase_table=phrase_table,
+                                       report_alignment=report_alignment)
+        if self.output.needs_alignment and export.meta.get("alignment") != ALIGNMENT:
+            raise DataError(f"{export.directory}: exported before nlgkit aligned by all heads (CTranslate2 would "
+                            "align by the first): export the run again for --replace-unk / --report-align")
         model = export.config.model
         self.max_positions = model.max_positions if isinstance(model, TransformerConfig) else 1024
 
     def lines(self, lines: list[str], name: str = "<stdin>", first_number: int = 1,
               images: Sequence[Path] | None = None, prefixes: Sequence[str] | None = None) -> list[str]:
-        """The output lines for ``lines``: one per input line (``nbest`` per line with n-best output)."""
-        if prefixes is not None:
-            raise DataError(f"{self.export.directory}: the ct2 engine takes no target prefixes (--engine torch)")
-        results = self.hypotheses(lines, name, first_number, images)
-        return output_lines(results, self.options.nbest, lambda _, hypothesis: self.render(hypothesis.tokens),
-                            first_number - 1)
-
-    def hypotheses(self, lines: list[str], name: str = "<stdin>", first_number: int = 1,
-                   images: Sequence[Path] | None = None) -> list[list[Hypothesis]]:
-        """The n-best hypotheses of each line, best first (none for an empty line)."""
+        """The output lines for ``lines``: one per input line (``nbest`` per line with n-best output);
+        ``prefixes``: the text each line's outputs start with (split on spaces when pretokenised)."""
         if images is not None:
             raise DataError(f"{self.export.directory}: the ct2 engine translates text only (no --images)")
-        sources: list[list[int] | None] = []
+        tokens = []
         for number, line in enumerate(lines, start=first_number):
-            tokens = cut_tokens(line.split() if self.pretokenized else self.text_input.tokenize(line),
-                                self.max_input_tokens, self.warn, f"{name}: line {number}")
-            sources.append(self.text_input.encode(tokens) if tokens else None)
-        return placed(sources, self.search([s for s in sources if s is not None]))
+            tokens.append(cut_tokens(line.split() if self.pretokenized else self.text_input.tokenize(line),
+                                     self.max_input_tokens, self.warn, f"{name}: line {number}") or None)
+        sources = [self.text_input.encode(t) if t else None for t in tokens]
+        todo = [i for i, source in enumerate(sources) if source is not None]
+        prefix_ids = None if prefixes is None else [self._prefix_ids(prefixes[i]) for i in todo]
+        found = self.search([sources[i] for i in todo], prefixes=prefix_ids,  # type: ignore[misc]
+                            alignment=self.output.needs_alignment)
+        return self.output.lines(placed(sources, found), tokens, self.options.nbest, first_number - 1)
 
-    def render(self, tokens: list[int]) -> str:
-        """A hypothesis's tokens as output text (subwords undone; detokenised unless told not to)."""
-        words = self.export.tgt_vocab.decode(tokens)
-        return self.detokenizer(words) if self.detokenize else " ".join(words)
+    def _prefix_ids(self, prefix: str) -> list[int]:
+        """A prefix's target word ids, tokenised as the training targets were (split on spaces when pretokenised)."""
+        return target_ids(self.export.tgt_vocab, self._target_tokenize(prefix))
 
-    def search(self, sources: Sequence[list[int]]) -> list[list[Hypothesis]]:
+    @functools.cached_property
+    def _target_tokenize(self) -> Callable[[str], list[str]]:
+        return str.split if self.pretokenized else self.export.task.target_tokenizer(self.export.assets)
+
+    def search(self, sources: Sequence[list[int]], prefixes: Sequence[list[int]] | None = None,
+               alignment: bool = False) -> list[list[Hypothesis]]:
         """``nbest`` hypotheses per source (token ids without </s>), in input order, as
-        :func:`nlgkit.generation.decode.generate` returns them."""
+        :func:`nlgkit.generation.decode.generate` returns them (with ``prefixes``, each output starts with its
+        prefix; with ``alignment``, each hypothesis carries its tokens' source positions)."""
         options = self.options
         limits = self.length_limits(sources)
+        if prefixes is not None:  # room for the prefix and one more token, as generate leaves
+            limits = [max(limit, len(prefix) + 1) for limit, prefix in zip(limits, prefixes, strict=True)]
         order = sorted(range(len(sources)), key=lambda i: len(sources[i]))
         never = {self.export.tgt_vocab.pad_index, self.export.tgt_vocab.bos_index}
         found: dict[int, list[Hypothesis]] = {}
         again: dict[tuple[int, bool], list[int]] = {}  # (own limit, suppress) → sentences to search again so
 
         def settle(indices: list[int], limit: int, suppress: bool) -> None:
-            translated = self._translate([sources[i] for i in indices], limit, suppress)
+            translated = self._translate([sources[i] for i in indices], limit, suppress,
+                                         None if prefixes is None else [prefixes[i] for i in indices], alignment)
             for i, (hyps, stopped) in zip(indices, translated, strict=True):
                 if not suppress and any(never.intersection(h.tokens) for h in hyps):
                     again.setdefault((limits[i], True), []).append(i)
@@ -134,15 +154,17 @@ class CT2Translator:
             limits = limits.clamp(max=options.max_len)
         return limits.clamp(max=self.max_positions).tolist()
 
-    def _translate(self, sources: list[list[int]], limit: int,
-                   suppress: bool) -> list[tuple[list[Hypothesis], int]]:
+    def _translate(self, sources: list[list[int]], limit: int, suppress: bool, prefixes: list[list[int]] | None,
+                   alignment: bool) -> list[tuple[list[Hypothesis], int]]:
         """Every finished hypothesis (beam of them) of each source under one length limit, best first, and the
         step its search stopped at: the longest of them, EOS included (at least one finished at that step, as
         fewer than beam had finished before it)."""
         options = self.options
         src_vocab, tgt_vocab = self.export.src_vocab, self.export.tgt_vocab
         results: list[Any] = self.engine.translate_batch(
-            [src_vocab.decode(s) for s in sources], beam_size=options.beam, num_hypotheses=options.beam,
+            [src_vocab.decode(s) for s in sources],
+            target_prefix=None if prefixes is None else [tgt_vocab.decode(p) or None for p in prefixes],
+            beam_size=options.beam, num_hypotheses=options.beam, return_attention=alignment,
             length_penalty=options.length_penalty, max_decoding_length=limit, min_decoding_length=options.min_len,
             no_repeat_ngram_size=options.no_repeat_ngram_size, disable_unk=options.no_unk,
             max_input_length=0, return_scores=True, return_end_token=True,
@@ -150,11 +172,13 @@ class CT2Translator:
         out = []
         for result in results:
             hyps = []
-            for tokens, score in zip(result.hypotheses, result.scores, strict=True):
+            for k, (tokens, score) in enumerate(zip(result.hypotheses, result.scores, strict=True)):
                 length = len(tokens)  # EOS included when it ended the hypothesis, as nlgkit counts
                 words = tokens[:-1] if tokens and tokens[-1] == EOS else tokens
                 penalty = length**options.length_penalty if options.length_penalty and length else 1.0
-                hyps.append(Hypothesis(tgt_vocab.encode(words), score, score * penalty))
+                aligned = [max(range(len(weights)), key=weights.__getitem__)
+                           for weights in result.attention[k][: len(words)]] if alignment else None
+                hyps.append(Hypothesis(tgt_vocab.encode(words), score, score * penalty, aligned))
             out.append((hyps, max((len(tokens) for tokens in result.hypotheses), default=0)))
         return out
 

@@ -12,8 +12,8 @@ from typing import Any
 
 from nlgkit.core.errors import DataError
 from nlgkit.generation.decode import ReferenceScore, generate, score_references, target_ids
-from nlgkit.generation.output import SearchOptions, cut_tokens, output_lines, placed
-from nlgkit.generation.unknowns import UnknownReplacement
+from nlgkit.generation.output import SearchOptions, cut_tokens, placed
+from nlgkit.generation.text import TargetText
 from nlgkit.runs.loading import TrainedRun
 from nlgkit.search import Hypothesis
 
@@ -25,9 +25,7 @@ class Translator:
     """A translation run ready for text: its tokenizer and detokenizer are loaded once, so that a stream of
     small groups (``translate --buffer-size``) costs no more than one large batch per line. With a
     ``phrase_table`` (empty: copy), each ``<unk>`` of an output is replaced from the source token its step attended
-    to (:class:`UnknownReplacement`); with
-    ``report_alignment``, each output line ends in `` ||| SRC-TGT …`` pairs: the source token each output token's
-    step attended to most (OpenNMT's ``-report_align``, over the tokens of ``--no-detokenize`` output)."""
+    to; with ``report_alignment``, each output line ends in `` ||| SRC-TGT …`` pairs (:class:`TargetText`)."""
 
     def __init__(self, run: TrainedRun, options: SearchOptions, *, pretokenized: bool = False,
                  detokenize: bool = True, max_input_tokens: int = 400,
@@ -40,14 +38,9 @@ class Translator:
         except DataError as exc:
             raise DataError(f"{run.checkpoint}: `nlgkit translate` needs a model that reads text ({exc})") from None
         self.run, self.options, self.warn = run, options, warn
-        self.pretokenized, self.detokenize, self.max_input_tokens = pretokenized, detokenize, max_input_tokens
-        self.detokenizer = run.detokenizer()
-        if report_alignment and detokenize:
-            raise DataError("--report-align: alignments index output tokens, so only with --no-detokenize")
-        vocab = run.tgt_vocab
-        self.replace_unknown = None if phrase_table is None else \
-            UnknownReplacement(vocab.tokens[vocab.unk_index], phrase_table)
-        self.report_alignment = report_alignment
+        self.pretokenized, self.max_input_tokens = pretokenized, max_input_tokens
+        self.output = TargetText.build(run.tgt_vocab, run.detokenizer(), detokenize=detokenize,
+                                       phrase_table=phrase_table, report_alignment=report_alignment)
         self._target_tokenizer: Callable[[str], list[str]] | None = None  # loaded when first needed
 
     def lines(self, lines: list[str], name: str = "<stdin>", first_number: int = 1,
@@ -58,15 +51,8 @@ class Translator:
         the text each line's outputs must start with (tokenised as the training targets; empty: none)."""
         read = self._read(lines, name, first_number, images)
         results = self._search(read, first_number, self._prefix_ids(prefixes, len(lines)))
-
-        def pairs(i: int, hypothesis: Hypothesis) -> str:
-            """``SRC-TGT`` pairs, 0-based (fast_align's format); tokens aligned to the source's end are left out."""
-            length = len(read[i][0]) if read[i] is not None else 0  # type: ignore[index]
-            return " ".join(f"{source}-{target}" for target, source in enumerate(hypothesis.alignment or [])
-                            if source < length)
-
-        return output_lines(results, self.options.nbest, lambda i, hypothesis: self._text(read[i], hypothesis),
-                            first_number - 1, pairs if self.report_alignment else None)
+        return self.output.lines(results, [line[0] if line is not None else None for line in read],
+                                 self.options.nbest, first_number - 1)
 
     def texts(self, lines: list[str], name: str = "<stdin>", first_number: int = 1,
               images: Sequence[Path] | None = None) -> list[list[tuple[str, Hypothesis]]]:
@@ -82,7 +68,7 @@ class Translator:
         run = self.run
         found = generate(run.model, run.task, [read[i][1] for i in todo],  # type: ignore[index]
                          run.tgt_vocab, device=run.device, item_ids=[first_number - 1 + i for i in todo],
-                         alignment=self.replace_unknown is not None or self.report_alignment,
+                         alignment=self.output.needs_alignment,
                          prefixes=[prefixes[i] for i in todo] if prefixes is not None else None,
                          **self.options.search_kwargs())
         return placed(read, found)
@@ -156,15 +142,7 @@ class Translator:
         return read
 
     def _text(self, line: Read, hypothesis: Hypothesis) -> str:
-        return self.render(hypothesis.tokens, hypothesis.alignment, line[0] if line is not None else [])
-
-    def render(self, tokens: list[int], alignment: list[int] | None = None, source: Sequence[str] = ()) -> str:
-        """A hypothesis's tokens as output text (unknown words replaced when asked, from ``source`` through
-        ``alignment``; subwords undone; detokenised unless told not to)."""
-        words = self.run.tgt_vocab.decode(tokens)
-        if self.replace_unknown is not None:
-            words = self.replace_unknown.words(words, alignment, list(source))
-        return self.detokenizer(words) if self.detokenize else " ".join(words)
+        return self.output.text(hypothesis.tokens, hypothesis.alignment, line[0] if line is not None else [])
 
 
 def translate_lines(run: TrainedRun, lines: list[str], options: SearchOptions, *, name: str = "<stdin>",

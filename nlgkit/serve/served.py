@@ -94,7 +94,7 @@ class ServedModel:
                 "device": str(self.run.device), "beam": search.beam, "nbest": search.nbest,
                 "min_len": search.min_len, "no_repeat_ngram_size": search.no_repeat_ngram_size,
                 "attention": self.attention,
-                "replace_unk": self.translator is not None and self.translator.replace_unknown is not None}
+                "replace_unk": self.translator is not None and self.translator.output.replace_unknown is not None}
 
     # -- the batches, in the batcher's worker thread ------------------------------------------------------------
     def _translate(self, key: Hashable, lines: list[Any]) -> list[Any]:

@@ -1,0 +1,67 @@
+"""A translation hypothesis as its output text, the same for both engines (``translate --engine torch|ct2``).
+
+Tokens become words through the target vocabulary; with ``--replace-unk`` each ``<unk>`` is replaced through the
+hypothesis's alignment (:class:`nlgkit.generation.unknowns.UnknownReplacement`); subwords are undone and the words
+detokenised unless told not to; with ``--report-align`` each line ends in `` ||| SRC-TGT`` pairs (OpenNMT's
+``-report_align``, fast_align's format), which index the tokens of ``--no-detokenize`` output.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+from nlgkit.core.errors import DataError
+from nlgkit.data.vocab import Vocabulary
+from nlgkit.generation.output import output_lines
+from nlgkit.generation.unknowns import UnknownReplacement
+from nlgkit.search import Hypothesis
+
+
+@dataclass(frozen=True)
+class TargetText:
+    """Writes hypotheses of a model whose target vocabulary is ``vocab`` as output lines."""
+
+    vocab: Vocabulary
+    detokenizer: Callable[[list[str]], str]
+    detokenize: bool = True
+    replace_unknown: UnknownReplacement | None = None
+    report_alignment: bool = False
+
+    @classmethod
+    def build(cls, vocab: Vocabulary, detokenizer: Callable[[list[str]], str], *, detokenize: bool = True,
+              phrase_table: Mapping[str, str] | None = None, report_alignment: bool = False) -> TargetText:
+        """With a ``phrase_table`` (empty: copy the source token), ``<unk>`` outputs are replaced; alignments are
+        reported only over undetokenised output (a DataError otherwise)."""
+        if report_alignment and detokenize:
+            raise DataError("--report-align: alignments index output tokens, so only with --no-detokenize")
+        replace = None if phrase_table is None else UnknownReplacement(vocab.tokens[vocab.unk_index], phrase_table)
+        return cls(vocab, detokenizer, detokenize, replace, report_alignment)
+
+    @property
+    def needs_alignment(self) -> bool:
+        """Whether the search must track each token's source position."""
+        return self.replace_unknown is not None or self.report_alignment
+
+    def text(self, tokens: list[int], alignment: list[int] | None = None, source: Sequence[str] = ()) -> str:
+        """A hypothesis's tokens as output text (unknown words replaced when asked, from ``source`` through
+        ``alignment``; subwords undone; detokenised unless told not to)."""
+        words = self.vocab.decode(tokens)
+        if self.replace_unknown is not None:
+            words = self.replace_unknown.words(words, alignment, list(source))
+        return self.detokenizer(words) if self.detokenize else " ".join(words)
+
+    def lines(self, results: Sequence[list[Hypothesis]], sources: Sequence[Sequence[str] | None], nbest: int,
+              first_index: int = 0) -> list[str]:
+        """The output lines of ``results`` (:func:`nlgkit.generation.output.output_lines`), each hypothesis of
+        ``results[i]`` written from the source tokens ``sources[i]`` the model read (None: no source)."""
+        def text(i: int, hypothesis: Hypothesis) -> str:
+            return self.text(hypothesis.tokens, hypothesis.alignment, sources[i] or ())
+
+        def pairs(i: int, hypothesis: Hypothesis) -> str:
+            """``SRC-TGT`` pairs, 0-based; tokens aligned to the source's end marker are left out."""
+            length = len(sources[i] or ())
+            return " ".join(f"{source}-{target}" for target, source in enumerate(hypothesis.alignment or [])
+                            if source < length)
+
+        return output_lines(results, nbest, text, first_index, pairs if self.report_alignment else None)
