@@ -229,6 +229,40 @@ def test_serve_replace_unk_answers_as_translate_replace_unk(runs: dict[str, Path
     assert [m["replace_unk"] for m in described["models"]] == [True]
 
 
+def test_a_ctranslate2_export_is_served_as_translate_engine_ct2_translates(tmp_path: Path) -> None:
+    """``--model DIR`` of an ``nlgkit export ct2`` directory: CTranslate2 searches, the answers are the lines
+    ``translate --engine ct2`` prints (n-best, --replace-unk too), /models says which engine; an ensemble of
+    exports is refused in one line."""
+    pytest.importorskip("ctranslate2")
+    config = {"data": {"src_lang": "de", "tgt_lang": "en"},
+              "model": {"type": "transformer", "encoder_layers": 1, "decoder_layers": 1, "dim": 16, "ffn_dim": 32,
+                        "heads": 2},
+              "head": {"type": "learned"}, "search": {"beam": 4, "max_len_b": 6}}
+    manifest = {"src_lang": "de", "tgt_lang": "en", "tokenizer": "moses", "lowercase": True, "subword": "none"}
+    run = save_run(tmp_path / "run", config, {"de": vocabulary(DE), "en": vocabulary(EN)}, manifest)
+    exported = cli("export", "ct2", str(run), "-o", str(tmp_path / "ct2"))
+    assert exported.exit_code == 0, exported.output
+    table = tmp_path / "table.txt"
+    table.write_text("hund|||dog\n", encoding="utf-8")
+    text = "\n".join(LINES) + "\n"
+    for phrase_table, flags in ((None, []), ({"hund": "dog"}, ["--replace-unk", "--phrase-table", str(table)])):
+        models = load_models([f"fast={tmp_path / 'ct2'}"], device="cpu", limits=LIMITS, phrase_table=phrase_table)
+        with TestClient(create_app(models, LIMITS)) as client:
+            best = client.post("/translate", json={"lines": LINES, "model": "fast"}).json()
+            nbest = client.post("/translate", json={"lines": LINES, "model": "fast", "nbest": 3, "scores": True})
+            described = client.get("/models").json()["models"][0]
+        offline = cli("translate", "--engine", "ct2", "-m", str(tmp_path / "ct2"), *flags, input=text)
+        assert offline.exit_code == 0, offline.output
+        assert [t["text"] for t in best["translations"]] == offline.stdout.splitlines()
+        assert all(t["text"] for i, t in enumerate(best["translations"]) if LINES[i])
+        assert nbest.status_code == 200 and len(nbest.json()["translations"][0]["nbest"]) == 3
+        assert described["engine"] == "ct2" and described["model"] == "transformer"
+        assert described["replace_unk"] is (phrase_table is not None)
+    result = cli("serve", "--model", f"{tmp_path / 'ct2'}+{tmp_path / 'ct2'}")
+    assert result.exit_code == 2 and "an ensemble of CTranslate2 exports" in result.stderr
+    assert result.stderr.count("\n") == 1
+
+
 def test_models_and_health_describe_what_is_served(client: TestClient) -> None:
     models = {m["name"]: m for m in client.get("/models").json()["models"]}
     assert models["de-en"]["endpoint"] == "/translate" and models["de-en"]["beam"] == 4

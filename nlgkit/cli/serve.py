@@ -21,7 +21,8 @@ from nlgkit.cli.common import handle_errors
 def serve(
     model: Annotated[list[str], typer.Option(
         "--model", "-m", help="Run directory to serve, as RUN_DIR or NAME=RUN_DIR (repeat for more models; "
-                              "each is selected by its name); RUN_A+RUN_B serves an ensemble of those runs")],
+                              "each is selected by its name); RUN_A+RUN_B serves an ensemble of those runs; "
+                              "a CTranslate2 export (nlgkit export ct2) is searched by CTranslate2")],
     host: Annotated[str, typer.Option(help="Address to listen on")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port to listen on (0: any free port, printed at start)")] = 8080,
     checkpoint: Annotated[str, typer.Option(help="best, last, or a checkpoint directory")] = "best",
@@ -55,6 +56,7 @@ def serve(
     if not 0 <= port <= 65535:
         raise DataError(f"--port {port}: expected 0 to 65535")
     table = phrase_table_option(replace_unk, phrase_table)
+    threads = set_threads(threads)  # before loading: a CTranslate2 export takes its thread count when loaded
     models = load_models(model, checkpoint, device, limits, ensemble_mode, table)
     try:
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
@@ -65,8 +67,8 @@ def serve(
     # client's delayed ACK (about 40 ms on Linux); accepted connections inherit the option
     listener.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     bound = listener.getsockname()[1]
-    threads = set_threads(threads)
-    names = ", ".join(f"{m.name} ({m.run.config.task.type} → /{m.does})" for m in models.values())
+    names = ", ".join(f"{m.name} ({m.config.task.type}{', CTranslate2' * (m.engine == 'ct2')} → /{m.does})"
+                      for m in models.values())
     typer.echo(f"serving {names} with {threads} search thread{'s' * (threads > 1)} on http://{host}:{bound}/",
                err=True)
     config = uvicorn.Config(create_app(models, limits), log_level="warning", access_log=access_log,

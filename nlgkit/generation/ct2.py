@@ -87,18 +87,32 @@ class CT2Translator:
               images: Sequence[Path] | None = None, prefixes: Sequence[str] | None = None) -> list[str]:
         """The output lines for ``lines``: one per input line (``nbest`` per line with n-best output);
         ``prefixes``: the text each line's outputs start with (split on spaces when pretokenised)."""
+        read = self._read(lines, name, first_number, images)
+        return self.output.lines(self._search_read(read, prefixes), read, self.options.nbest, first_number - 1)
+
+    def texts(self, lines: list[str], name: str = "<stdin>", first_number: int = 1,
+              images: Sequence[Path] | None = None) -> list[list[tuple[str, Hypothesis]]]:
+        """Each line's hypotheses, best first, with the text :meth:`lines` writes for each (``nlgkit serve``)."""
+        read = self._read(lines, name, first_number, images)
+        return self.output.texts(self._search_read(read), read)
+
+    def _read(self, lines: list[str], name: str, first_number: int,
+              images: Sequence[Path] | None) -> list[list[str] | None]:
+        """Each line's source tokens (None for an empty line)."""
         if images is not None:
             raise DataError(f"{self.export.directory}: the ct2 engine translates text only (no --images)")
-        tokens = []
-        for number, line in enumerate(lines, start=first_number):
-            tokens.append(cut_tokens(line.split() if self.pretokenized else self.text_input.tokenize(line),
-                                     self.max_input_tokens, self.warn, f"{name}: line {number}") or None)
-        sources = [self.text_input.encode(t) if t else None for t in tokens]
+        return [cut_tokens(line.split() if self.pretokenized else self.text_input.tokenize(line),
+                           self.max_input_tokens, self.warn, f"{name}: line {number}") or None
+                for number, line in enumerate(lines, start=first_number)]
+
+    def _search_read(self, read: list[list[str] | None],
+                     prefixes: Sequence[str] | None = None) -> list[list[Hypothesis]]:
+        sources = [self.text_input.encode(tokens) if tokens else None for tokens in read]
         todo = [i for i, source in enumerate(sources) if source is not None]
         prefix_ids = None if prefixes is None else [self._prefix_ids(prefixes[i]) for i in todo]
         found = self.search([sources[i] for i in todo], prefixes=prefix_ids,  # type: ignore[misc]
                             alignment=self.output.needs_alignment)
-        return self.output.lines(placed(sources, found), tokens, self.options.nbest, first_number - 1)
+        return placed(sources, found)
 
     def _prefix_ids(self, prefix: str) -> list[int]:
         """A prefix's target word ids, tokenised as the training targets were (split on spaces when pretokenised)."""

@@ -65,3 +65,9 @@ class TargetText:
                             if source < length)
 
         return output_lines(results, nbest, text, first_index, pairs if self.report_alignment else None)
+
+    def texts(self, results: Sequence[list[Hypothesis]],
+              sources: Sequence[Sequence[str] | None]) -> list[list[tuple[str, Hypothesis]]]:
+        """Each result's hypotheses with their text (for callers that want scores and text apart)."""
+        return [[(self.text(h.tokens, h.alignment, source or ()), h) for h in hypotheses]
+                for hypotheses, source in zip(results, sources, strict=True)]

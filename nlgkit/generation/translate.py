@@ -51,16 +51,18 @@ class Translator:
         the text each line's outputs must start with (tokenised as the training targets; empty: none)."""
         read = self._read(lines, name, first_number, images)
         results = self._search(read, first_number, self._prefix_ids(prefixes, len(lines)))
-        return self.output.lines(results, [line[0] if line is not None else None for line in read],
-                                 self.options.nbest, first_number - 1)
+        return self.output.lines(results, self._tokens(read), self.options.nbest, first_number - 1)
+
+    @staticmethod
+    def _tokens(read: list[Read]) -> list[list[str] | None]:
+        return [line[0] if line is not None else None for line in read]
 
     def texts(self, lines: list[str], name: str = "<stdin>", first_number: int = 1,
               images: Sequence[Path] | None = None) -> list[list[tuple[str, Hypothesis]]]:
         """Each line's hypotheses, best first, with the text :meth:`lines` writes for each (none for an empty line
         or a line whose image is missing): for callers that want scores and text apart (``nlgkit serve``)."""
         read = self._read(lines, name, first_number, images)
-        return [[(self._text(line, hypothesis), hypothesis) for hypothesis in hypotheses]
-                for line, hypotheses in zip(read, self._search(read, first_number), strict=True)]
+        return self.output.texts(self._search(read, first_number), self._tokens(read))
 
     def _search(self, read: list[Read], first_number: int,
                 prefixes: list[list[int]] | None = None) -> list[list[Hypothesis]]:
@@ -141,8 +143,6 @@ class Translator:
                     read.append(None)
         return read
 
-    def _text(self, line: Read, hypothesis: Hypothesis) -> str:
-        return self.output.text(hypothesis.tokens, hypothesis.alignment, line[0] if line is not None else [])
 
 
 def translate_lines(run: TrainedRun, lines: list[str], options: SearchOptions, *, name: str = "<stdin>",

@@ -97,7 +97,7 @@ def create_app(models: Mapping[str, ServedModel], limits: ServeLimits | None = N
         model = pick(models, body.model, CAPTION)
         options = model.options(body.beam, body.nbest, body.min_len, body.no_repeat_ngram_size)
         if body.attention and not model.attention:
-            raise RequestError(422, f"attention: model {model.name!r} ({model.run.config.model.type}) has no "
+            raise RequestError(422, f"attention: model {model.name!r} ({model.config.model.type}) has no "
                                     "attention to draw (show_attend_tell has)")
         model.batcher.check_room()  # a full queue refuses before the uploads are decoded
         pictures = []
@@ -118,14 +118,14 @@ def pick(models: Mapping[str, ServedModel], name: str | None, does: str) -> Serv
         for model in models.values():
             if model.does == does:
                 return model
-        served = ", ".join(f"{m.name} ({m.run.config.task.type})" for m in models.values())
+        served = ", ".join(f"{m.name} ({m.config.task.type})" for m in models.values())
         raise RequestError(422, f"no served model does /{does} (served: {served})")
     if name not in models:
         raise RequestError(404, f"model {name[:80]!r} is not served (served: {', '.join(models)})")
     model = models[name]
     if model.does != does:
         needs = "reads text" if does == TRANSLATE else "reads images"
-        raise RequestError(422, f"model {name!r} is a {model.run.config.task.type!r} model, served at "
+        raise RequestError(422, f"model {name!r} is a {model.config.task.type!r} model, served at "
                                 f"/{model.does}: /{does} needs a model that {needs}")
     return model
 

@@ -3,7 +3,8 @@
 Every ``--model`` is one served model, named by its run directory (or ``NAME=RUN_DIR``). A model serves
 the task its run reads: text (``/translate``: translation, and multimodal translation without images) or
 images (``/caption``: captioning). The searching is ``nlgkit.generation``'s, the same code as ``nlgkit
-translate`` and ``nlgkit caption``: a line gets the words the offline command prints for it.
+translate`` and ``nlgkit caption``: a line gets the words the offline command prints for it. A CTranslate2
+export (``nlgkit export ct2``) is served as ``translate --engine ct2`` translates with it.
 """
 
 from __future__ import annotations
@@ -16,15 +17,18 @@ import tempfile
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 from PIL import Image
 
-from nlgkit.core.errors import DataError, NlgkitError
+from nlgkit.core.config import RunConfig
+from nlgkit.core.errors import ConfigError, DataError, NlgkitError
+from nlgkit.export.ct2 import META_FILE
 from nlgkit.generation.caption import caption_images, check_captioning_run
 from nlgkit.generation.ensemble import load_ensemble
 from nlgkit.generation.output import SearchOptions
+from nlgkit.generation.text import TargetText
 from nlgkit.generation.translate import Translator
 from nlgkit.runs.loading import TrainedRun
 from nlgkit.search import Hypothesis
@@ -46,18 +50,31 @@ class Picture:
     image: Image.Image
 
 
+class TextTranslator(Protocol):
+    """What serving text needs of a translator: :class:`Translator` (nlgkit's search) or ``CT2Translator``."""
+
+    options: SearchOptions
+    output: TargetText
+
+    def texts(self, lines: list[str], name: str = ...) -> list[list[tuple[str, Hypothesis]]]: ...
+
+
 @dataclass
 class ServedModel:
-    """One trained run being served: what it does, its search defaults, and its batcher."""
+    """One trained run (or CTranslate2 export) being served: what it does, its search defaults, its batcher."""
 
     name: str
-    run: TrainedRun
+    config: RunConfig
     does: str  # TRANSLATE or CAPTION
     limits: ServeLimits
-    translator: Translator | None = None
+    origin: str  # the checkpoint or export directory it answers from
+    device: str
+    engine: str = "torch"  # or "ct2"
+    run: TrainedRun | None = None  # what captioning searches with (translation: the translator)
+    translator: TextTranslator | None = None
     encoder: ImageEncoder | None = None
     batcher: DynamicBatcher = field(init=False)
-    _by_options: dict[SearchOptions, Translator] = field(default_factory=dict, init=False)
+    _by_options: dict[SearchOptions, TextTranslator] = field(default_factory=dict, init=False)
 
     def __post_init__(self) -> None:
         process = self._translate if self.does == TRANSLATE else self._caption
@@ -67,7 +84,7 @@ class ServedModel:
     @property
     def attention(self) -> bool:
         """Whether the model can show where it looked for each word (show-attend-tell)."""
-        return self.does == CAPTION and hasattr(self.run.model, "attention")
+        return self.does == CAPTION and self.run is not None and hasattr(self.run.model, "attention")
 
     def options(self, beam: int | None, nbest: int | None, min_len: int | None = None,
                 no_repeat_ngram_size: int | None = None) -> SearchOptions:
@@ -78,20 +95,20 @@ class ServedModel:
             if value is not None and value < 0:
                 raise DataError(f"{name} {value}: must be 0 or positive (0 = off)")
         try:
-            return SearchOptions.resolve(self.run.config.search, beam=beam, nbest=nbest,
+            return SearchOptions.resolve(self.config.search, beam=beam, nbest=nbest,
                                          batch_size=self.limits.max_batch, min_len=min_len,
                                          no_repeat_ngram_size=no_repeat_ngram_size)
         except DataError:
-            default = self.run.config.search
+            default = self.config.search
             raise DataError(f"beam {default.beam if beam is None else beam} / nbest "
                             f"{default.nbest if nbest is None else nbest}: need 1 <= nbest <= beam") from None
 
     def describe(self) -> dict[str, Any]:
-        config = self.run.config
+        config = self.config
         search = config.search
         return {"name": self.name, "endpoint": f"/{self.does}", "task": config.task.type,
-                "model": config.model.type, "head": config.head.type, "checkpoint": str(self.run.checkpoint),
-                "device": str(self.run.device), "beam": search.beam, "nbest": search.nbest,
+                "model": config.model.type, "head": config.head.type, "checkpoint": self.origin,
+                "engine": self.engine, "device": self.device, "beam": search.beam, "nbest": search.nbest,
                 "min_len": search.min_len, "no_repeat_ngram_size": search.no_repeat_ngram_size,
                 "attention": self.attention,
                 "replace_unk": self.translator is not None and self.translator.output.replace_unknown is not None}
@@ -107,17 +124,18 @@ class ServedModel:
                 for found in translator.texts(lines, name=f"request to {self.name}")]
 
     def _caption(self, key: Hashable, pictures: list[Any]) -> list[Any]:
-        assert isinstance(key, tuple)
+        assert isinstance(key, tuple) and self.run is not None
         options: SearchOptions = key[0]
         attention: bool = key[1]
         by_label = {f"upload{i:05d}.png": picture for i, picture in enumerate(pictures)}
-        detokenize = self.run.detokenizer()
+        run = self.run
+        detokenize = run.detokenizer()
 
         def render(tokens: list[int]) -> str:
-            return detokenize(self.run.tgt_vocab.decode(tokens))
+            return detokenize(run.tgt_vocab.decode(tokens))
 
         with tempfile.TemporaryDirectory(prefix="nlgkit-serve-") as tmp:
-            results = caption_images(self.run, list(by_label), options, encoder=self.encoder,
+            results = caption_images(run, list(by_label), options, encoder=self.encoder,
                                      attention_dir=Path(tmp) if attention else None,
                                      load=lambda label: by_label[label].image, warn=LOG.warning)
             answers = []
@@ -170,6 +188,8 @@ def load_model(spec: str, checkpoint: str, device: str, limits: ServeLimits,
     unknown words when ``phrase_table`` is given (empty: copied from the source, as ``translate --replace-unk``).
     An NlgkitError names what failed."""
     name, run_dirs = parse_spec(spec)
+    if any((run_dir / META_FILE).is_file() for run_dir in run_dirs):
+        return load_export_model(name, run_dirs, checkpoint, device, limits, phrase_table)
     run = load_ensemble(run_dirs, checkpoint, device, ensemble_mode)
     try:
         translator = Translator(run, SearchOptions.resolve(run.config.search, batch_size=limits.max_batch),
@@ -183,14 +203,33 @@ def load_model(spec: str, checkpoint: str, device: str, limits: ServeLimits,
             raise DataError(f"{run.checkpoint}: model.type = {run.config.model.type!r} reads an image with each "
                             "sentence, and `nlgkit serve` takes none with text (serve a text-only or IMAGINATION "
                             "model)") from None
-        return ServedModel(name, run, TRANSLATE, limits, translator=translator)
+        return ServedModel(name, run.config, TRANSLATE, limits, str(run.checkpoint), str(run.device), run=run,
+                           translator=translator)
     try:
         check_captioning_run(run)
     except DataError:
         raise DataError(f"{run.checkpoint}: a {run.config.task.type!r} model reads neither text nor images: "
                         "nothing to serve") from None
     encoder = build_encoder(run.config.task.encoder).to(run.device).eval()
-    return ServedModel(name, run, CAPTION, limits, encoder=encoder)
+    return ServedModel(name, run.config, CAPTION, limits, str(run.checkpoint), str(run.device), run=run,
+                       encoder=encoder)
+
+
+def load_export_model(name: str, directories: list[Path], checkpoint: str, device: str, limits: ServeLimits,
+                      phrase_table: Mapping[str, str] | None = None) -> ServedModel:
+    """A CTranslate2 export served through CTranslate2's search (``translate --engine ct2``), with as many
+    threads as the searches are given (:func:`set_threads`)."""
+    # lazy: CTranslate2 is an optional extra, loaded only when an export is served
+    from nlgkit.generation.ct2 import CT2Translator, single_export
+
+    if len(directories) > 1:
+        raise ConfigError(f"{'+'.join(map(str, directories))}: an ensemble of CTranslate2 exports is not served "
+                          "(serve the runs themselves: RUN_A+RUN_B)")
+    export = single_export(directories, checkpoint)
+    translator = CT2Translator(export, SearchOptions.resolve(export.config.search, batch_size=limits.max_batch),
+                               device=device, warn=LOG.warning, phrase_table=phrase_table)
+    return ServedModel(name, export.config, TRANSLATE, limits, str(export.directory), translator.engine.device,
+                       engine="ct2", translator=translator)
 
 
 def set_threads(threads: int = 0) -> int:
