@@ -229,6 +229,34 @@ def test_serve_replace_unk_answers_as_translate_replace_unk(runs: dict[str, Path
     assert [m["replace_unk"] for m in described["models"]] == [True]
 
 
+def aligned_offline(argv: list[str]) -> list[tuple[list[str], list[list[int]]]]:
+    """``translate ARGV --no-detokenize --report-align`` of LINES: each line's output tokens and [src, out] pairs."""
+    offline = cli("translate", *argv, "--no-detokenize", "--report-align", input="\n".join(LINES) + "\n")
+    assert offline.exit_code == 0, offline.output
+    rows = [line.partition(" ||| ") for line in offline.stdout.splitlines()]  # an empty line has no pairs
+    return [(text.split(), [[int(n) for n in pair.split("-")] for pair in pairs.split()]) for text, _, pairs in rows]
+
+
+def test_translate_with_align_answers_tokens_and_alignment_as_report_align(client: TestClient,
+                                                                           runs: dict[str, Path]) -> None:
+    """``"align": true``: the line's source tokens, and for each hypothesis its output tokens and [source, output]
+    pairs, the ones ``translate --report-align`` prints (OpenNMT's server answers "align" the same way); without
+    it the answer is as before."""
+    answer = client.post("/translate", json={"lines": LINES, "model": "de-en", "align": True, "nbest": 2})
+    assert answer.status_code == 200, answer.text
+    translations = answer.json()["translations"]
+    expected = aligned_offline(["-m", str(runs["translation"]), "--device", "cpu"])
+    for line, t, (tokens, pairs) in zip(LINES, translations, expected, strict=True):
+        assert t["tokens"] == tokens and t["alignment"] == pairs
+        assert (t["source_tokens"] != []) == bool(line) and t["source_tokens"] == line.lower().split()
+        assert all(0 <= s < len(t["source_tokens"]) and 0 <= o < len(t["tokens"]) for s, o in t["alignment"])
+        assert all(set(h) == {"text", "tokens", "alignment"} for h in t["nbest"])
+        assert [h["tokens"] for h in t["nbest"][:1]] == ([tokens] if line else [])
+    assert sum(len(t["alignment"]) for t in translations) >= 10
+    plain = client.post("/translate", json={"lines": LINES[:1], "model": "de-en"}).json()["translations"][0]
+    assert set(plain) == {"text"}
+
+
 def test_a_ctranslate2_export_is_served_as_translate_engine_ct2_translates(tmp_path: Path) -> None:
     """``--model DIR`` of an ``nlgkit export ct2`` directory: CTranslate2 searches, the answers are the lines
     ``translate --engine ct2`` prints (n-best, --replace-unk too), /models says which engine; an ensemble of
@@ -258,6 +286,18 @@ def test_a_ctranslate2_export_is_served_as_translate_engine_ct2_translates(tmp_p
         assert nbest.status_code == 200 and len(nbest.json()["translations"][0]["nbest"]) == 3
         assert described["engine"] == "ct2" and described["model"] == "transformer"
         assert described["replace_unk"] is (phrase_table is not None)
+    models = load_models([f"fast={tmp_path / 'ct2'}"], device="cpu", limits=LIMITS)
+    with TestClient(create_app(models, LIMITS)) as client:
+        aligned = client.post("/translate", json={"lines": LINES, "align": True}).json()["translations"]
+        expected = aligned_offline(["--engine", "ct2", "-m", str(tmp_path / "ct2")])
+        assert [(t["tokens"], t["alignment"]) for t in aligned] == expected
+        meta = tmp_path / "ct2" / "nlgkit.json"
+        written = json.loads(meta.read_text(encoding="utf-8"))
+        meta.write_text(json.dumps({k: v for k, v in written.items() if k != "alignment"}), encoding="utf-8")
+        models["fast"].translator.export.meta.pop("alignment")  # type: ignore[union-attr]  # as an older export
+        refused = client.post("/translate", json={"lines": LINES, "align": True})
+        assert refused.status_code == 400 and "export the run again" in refused.json()["error"]
+        assert client.post("/translate", json={"lines": LINES}).status_code == 200
     result = cli("serve", "--model", f"{tmp_path / 'ct2'}+{tmp_path / 'ct2'}")
     assert result.exit_code == 2 and "an ensemble of CTranslate2 exports" in result.stderr
     assert result.stderr.count("\n") == 1
@@ -407,10 +447,10 @@ def test_the_server_answers_503_while_the_queue_is_full(runs: dict[str, Path]) -
     search = model.batcher.process
     model.batcher.process = lambda key, items: (gate.wait(10), search(key, items))[1]
     with TestClient(create_app(models, limits)) as client:
-        options = model.options(None, None)
-        running = model.batcher.submit(options, ["ein mann"])  # the worker holds it at the gate
+        key = (model.options(None, None), False)  # the search options, no alignments
+        running = model.batcher.submit(key, ["ein mann"])  # the worker holds it at the gate
         time.sleep(0.1)
-        waiting = model.batcher.submit(options, ["eine frau"])  # fills the queue
+        waiting = model.batcher.submit(key, ["eine frau"])  # fills the queue
         answer = client.post("/translate", json={"lines": ["der hund"]})
         assert answer.status_code == 503 and answer.headers["retry-after"] == "1"
         assert "1 requests waiting" in answer.json()["error"]

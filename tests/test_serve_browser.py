@@ -91,6 +91,7 @@ def chrome() -> Iterator[Any]:
 
 
 def test_the_page_translates_a_typed_sentence_and_captions_a_dropped_image(chrome: Any, server: str) -> None:
+    from selenium.webdriver.common.action_chains import ActionChains
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support import expected_conditions as ready
     from selenium.webdriver.support.ui import WebDriverWait
@@ -109,6 +110,21 @@ def test_the_page_translates_a_typed_sentence_and_captions_a_dropped_image(chrom
                      timeout=60).json()["translations"][0]
     assert shown == [h["text"] for h in api["nbest"]] and len(shown) == 3
     assert chrome.find_element(By.CSS_SELECTOR, "#translations .source").text == sentence
+    assert not chrome.find_elements(By.CSS_SELECTOR, "#translations .alignment")  # only when asked
+
+    # with "alignment" ticked, the best output's tokens under the source's; pointing at one lights up its pair
+    chrome.find_element(By.ID, "align").click()
+    chrome.find_element(By.ID, "translate-button").click()
+    wait.until(ready.presence_of_element_located((By.CSS_SELECTOR, "#translations .alignment .output-tokens")))
+    api = httpx.post(f"{server}translate", json={"lines": [sentence], "model": "de-en", "align": True},
+                     timeout=60).json()["translations"][0]
+    source_spans = chrome.find_elements(By.CSS_SELECTOR, "#translations .source-tokens .token")
+    output_spans = chrome.find_elements(By.CSS_SELECTOR, "#translations .output-tokens .token")
+    assert [e.text for e in source_spans] == api["source_tokens"] and [e.text for e in output_spans] == api["tokens"]
+    source, output = api["alignment"][0]
+    ActionChains(chrome).move_to_element(output_spans[output]).perform()
+    lit = [i for i, e in enumerate(source_spans) if "linked" in e.get_attribute("class").split()]
+    assert lit == [source] and "linked" in output_spans[output].get_attribute("class").split()
 
     image = picture(7)
     chrome.execute_async_script(DROP, base64.b64encode(image).decode(), "street.jpg")

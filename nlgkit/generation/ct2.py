@@ -47,7 +47,7 @@ from nlgkit.data.vocab import BOS, EOS, PAD
 from nlgkit.export.ct2 import ALIGNMENT, ExportedModel, ctranslate2_module, load_export
 from nlgkit.generation.decode import target_ids
 from nlgkit.generation.output import SearchOptions, cut_tokens, placed
-from nlgkit.generation.text import TargetText
+from nlgkit.generation.text import Rendered, TargetText
 from nlgkit.models.transformer import TransformerConfig
 from nlgkit.search import Hypothesis
 
@@ -77,9 +77,7 @@ class CT2Translator:
         self.output = TargetText.build(export.tgt_vocab, export.task.detokenizer(export.assets),
                                        detokenize=detokenize, phrase_table=phrase_table,
                                        report_alignment=report_alignment)
-        if self.output.needs_alignment and export.meta.get("alignment") != ALIGNMENT:
-            raise DataError(f"{export.directory}: exported before nlgkit aligned by all heads (CTranslate2 would "
-                            "align by the first): export the run again for --replace-unk / --report-align")
+        self._check_alignment()
         model = export.config.model
         self.max_positions = model.max_positions if isinstance(model, TransformerConfig) else 1024
 
@@ -91,7 +89,7 @@ class CT2Translator:
         return self.output.lines(self._search_read(read, prefixes), read, self.options.nbest, first_number - 1)
 
     def texts(self, lines: list[str], name: str = "<stdin>", first_number: int = 1,
-              images: Sequence[Path] | None = None) -> list[list[tuple[str, Hypothesis]]]:
+              images: Sequence[Path] | None = None) -> list[list[Rendered]]:
         """Each line's hypotheses, best first, with the text :meth:`lines` writes for each (``nlgkit serve``)."""
         read = self._read(lines, name, first_number, images)
         return self.output.texts(self._search_read(read), read)
@@ -105,8 +103,15 @@ class CT2Translator:
                            self.max_input_tokens, self.warn, f"{name}: line {number}") or None
                 for number, line in enumerate(lines, start=first_number)]
 
+    def _check_alignment(self) -> None:
+        """Alignments only from an export that records nlgkit's (all heads averaged), else a DataError."""
+        if self.output.needs_alignment and self.export.meta.get("alignment") != ALIGNMENT:
+            raise DataError(f"{self.export.directory}: exported before nlgkit aligned by all heads (CTranslate2 "
+                            "would align by the first): export the run again for alignments or --replace-unk")
+
     def _search_read(self, read: list[list[str] | None],
                      prefixes: Sequence[str] | None = None) -> list[list[Hypothesis]]:
+        self._check_alignment()  # again: `nlgkit serve` asks for alignments per request
         sources = [self.text_input.encode(tokens) if tokens else None for tokens in read]
         todo = [i for i, source in enumerate(sources) if source is not None]
         prefix_ids = None if prefixes is None else [self._prefix_ids(prefixes[i]) for i in todo]

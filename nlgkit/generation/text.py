@@ -26,7 +26,8 @@ class TargetText:
     detokenizer: Callable[[list[str]], str]
     detokenize: bool = True
     replace_unknown: UnknownReplacement | None = None
-    report_alignment: bool = False
+    report_alignment: bool = False  # each output line ends in its SRC-TGT pairs
+    keep_alignment: bool = False  # each hypothesis keeps its alignment for the caller (serve's "align")
 
     @classmethod
     def build(cls, vocab: Vocabulary, detokenizer: Callable[[list[str]], str], *, detokenize: bool = True,
@@ -41,14 +42,20 @@ class TargetText:
     @property
     def needs_alignment(self) -> bool:
         """Whether the search must track each token's source position."""
-        return self.replace_unknown is not None or self.report_alignment
+        return self.replace_unknown is not None or self.report_alignment or self.keep_alignment
 
-    def text(self, tokens: list[int], alignment: list[int] | None = None, source: Sequence[str] = ()) -> str:
-        """A hypothesis's tokens as output text (unknown words replaced when asked, from ``source`` through
-        ``alignment``; subwords undone; detokenised unless told not to)."""
+    def words(self, tokens: list[int], alignment: list[int] | None = None, source: Sequence[str] = ()) -> list[str]:
+        """A hypothesis's output tokens as words, before detokenisation (unknown words replaced when asked, from
+        ``source`` through ``alignment``): what alignments index."""
         words = self.vocab.decode(tokens)
         if self.replace_unknown is not None:
             words = self.replace_unknown.words(words, alignment, list(source))
+        return words
+
+    def text(self, tokens: list[int], alignment: list[int] | None = None, source: Sequence[str] = ()) -> str:
+        """A hypothesis's tokens as output text (:meth:`words`, subwords undone and detokenised unless told not
+        to)."""
+        words = self.words(tokens, alignment, source)
         return self.detokenizer(words) if self.detokenize else " ".join(words)
 
     def lines(self, results: Sequence[list[Hypothesis]], sources: Sequence[Sequence[str] | None], nbest: int,
@@ -60,14 +67,31 @@ class TargetText:
 
         def pairs(i: int, hypothesis: Hypothesis) -> str:
             """``SRC-TGT`` pairs, 0-based; tokens aligned to the source's end marker are left out."""
-            length = len(sources[i] or ())
-            return " ".join(f"{source}-{target}" for target, source in enumerate(hypothesis.alignment or [])
-                            if source < length)
+            aligned = Rendered("", hypothesis, list(sources[i] or ()), []).pairs()
+            return " ".join(f"{source}-{target}" for source, target in aligned)
 
         return output_lines(results, nbest, text, first_index, pairs if self.report_alignment else None)
 
     def texts(self, results: Sequence[list[Hypothesis]],
-              sources: Sequence[Sequence[str] | None]) -> list[list[tuple[str, Hypothesis]]]:
+              sources: Sequence[Sequence[str] | None]) -> list[list[Rendered]]:
         """Each result's hypotheses with their text (for callers that want scores and text apart)."""
-        return [[(self.text(h.tokens, h.alignment, source or ()), h) for h in hypotheses]
+        return [[Rendered(self.text(h.tokens, h.alignment, source or ()), h, list(source or ()),
+                          self.words(h.tokens, h.alignment, source or ()) if self.keep_alignment else [])
+                 for h in hypotheses]
                 for hypotheses, source in zip(results, sources, strict=True)]
+
+
+@dataclass(frozen=True)
+class Rendered:
+    """A hypothesis with the text written for it, the source tokens the model read and, when alignments are
+    kept, its output tokens as words: ``hypothesis.alignment[j]`` is the source position of ``words[j]``."""
+
+    text: str
+    hypothesis: Hypothesis
+    source: list[str]
+    words: list[str]
+
+    def pairs(self) -> list[tuple[int, int]]:
+        """(source, output) token positions, 0-based; tokens aligned to the source's end marker left out."""
+        return [(source, target) for target, source in enumerate(self.hypothesis.alignment or [])
+                if source < len(self.source)]

@@ -13,7 +13,7 @@ from typing import Any
 from nlgkit.core.errors import DataError
 from nlgkit.generation.decode import ReferenceScore, generate, score_references, target_ids
 from nlgkit.generation.output import SearchOptions, cut_tokens, placed
-from nlgkit.generation.text import TargetText
+from nlgkit.generation.text import Rendered, TargetText
 from nlgkit.runs.loading import TrainedRun
 from nlgkit.search import Hypothesis
 
@@ -58,7 +58,7 @@ class Translator:
         return [line[0] if line is not None else None for line in read]
 
     def texts(self, lines: list[str], name: str = "<stdin>", first_number: int = 1,
-              images: Sequence[Path] | None = None) -> list[list[tuple[str, Hypothesis]]]:
+              images: Sequence[Path] | None = None) -> list[list[Rendered]]:
         """Each line's hypotheses, best first, with the text :meth:`lines` writes for each (none for an empty line
         or a line whose image is missing): for callers that want scores and text apart (``nlgkit serve``)."""
         read = self._read(lines, name, first_number, images)

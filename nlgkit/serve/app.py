@@ -80,14 +80,20 @@ def create_app(models: Mapping[str, ServedModel], limits: ServeLimits | None = N
         body = parse_translate(await read_body(request, limits.max_body_bytes), limits)
         model = pick(models, body.model, TRANSLATE)
         options = model.options(body.beam, body.nbest, body.min_len, body.no_repeat_ngram_size)
-        found = await asyncio.wrap_future(model.batcher.submit(options, body.lines))
+        found = await asyncio.wrap_future(model.batcher.submit((options, body.align), body.lines))
+        aligned = ("tokens", "alignment") if body.align else ()
         translations = []
-        for hyps in found:
+        for line in found:
+            hyps = [{name: value for name, value in h.items() if name != "score" or body.scores} for h in
+                    line["hypotheses"]]
             best: dict[str, Any] = {"text": hyps[0]["text"] if hyps else ""}
             if body.scores:
                 best["score"] = hyps[0]["score"] if hyps else None
+            if body.align:
+                best.update({"source_tokens": line["source_tokens"] or []},
+                            **{name: hyps[0][name] if hyps else [] for name in aligned})
             if options.nbest > 1:
-                best["nbest"] = [h if body.scores else {"text": h["text"]} for h in hyps]
+                best["nbest"] = hyps
             translations.append(best)
         return {"model": model.name, "translations": translations}
 

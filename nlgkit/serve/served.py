@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import copy
+import dataclasses
 import logging
 import os
 import tempfile
@@ -28,7 +29,7 @@ from nlgkit.export.ct2 import META_FILE
 from nlgkit.generation.caption import caption_images, check_captioning_run
 from nlgkit.generation.ensemble import load_ensemble
 from nlgkit.generation.output import SearchOptions
-from nlgkit.generation.text import TargetText
+from nlgkit.generation.text import Rendered, TargetText
 from nlgkit.generation.translate import Translator
 from nlgkit.runs.loading import TrainedRun
 from nlgkit.search import Hypothesis
@@ -56,7 +57,7 @@ class TextTranslator(Protocol):
     options: SearchOptions
     output: TargetText
 
-    def texts(self, lines: list[str], name: str = ...) -> list[list[tuple[str, Hypothesis]]]: ...
+    def texts(self, lines: list[str], name: str = ...) -> list[list[Rendered]]: ...
 
 
 @dataclass
@@ -74,7 +75,7 @@ class ServedModel:
     translator: TextTranslator | None = None
     encoder: ImageEncoder | None = None
     batcher: DynamicBatcher = field(init=False)
-    _by_options: dict[SearchOptions, TextTranslator] = field(default_factory=dict, init=False)
+    _by_options: dict[tuple[SearchOptions, bool], TextTranslator] = field(default_factory=dict, init=False)
 
     def __post_init__(self) -> None:
         process = self._translate if self.does == TRANSLATE else self._caption
@@ -115,13 +116,24 @@ class ServedModel:
 
     # -- the batches, in the batcher's worker thread ------------------------------------------------------------
     def _translate(self, key: Hashable, lines: list[Any]) -> list[Any]:
-        assert isinstance(key, SearchOptions) and self.translator is not None
+        """Each line's hypotheses as ``{"text", "score"}`` and, when the key asks for alignments, the line's
+        ``source_tokens`` with each hypothesis's ``tokens`` and ``alignment`` ([source, output] positions)."""
+        assert isinstance(key, tuple) and self.translator is not None
+        options, align = key
         translator = self._by_options.get(key)
         if translator is None:  # the same tokenizer and detokenizer, another search
             translator = self._by_options[key] = copy.copy(self.translator)
-            translator.options = key
-        return [[{"text": text, "score": round(float(h.score), 4)} for text, h in found]
-                for found in translator.texts(lines, name=f"request to {self.name}")]
+            translator.options = options
+            translator.output = dataclasses.replace(translator.output, keep_alignment=align)
+        answers = []
+        for found in translator.texts(lines, name=f"request to {self.name}"):
+            hyps: list[dict[str, Any]] = [{"text": r.text, "score": round(float(r.hypothesis.score), 4)}
+                                          for r in found]
+            if align:
+                for hyp, rendered in zip(hyps, found, strict=True):
+                    hyp.update(tokens=rendered.words, alignment=[list(pair) for pair in rendered.pairs()])
+            answers.append({"hypotheses": hyps, "source_tokens": found[0].source if found and align else None})
+        return answers
 
     def _caption(self, key: Hashable, pictures: list[Any]) -> list[Any]:
         assert isinstance(key, tuple) and self.run is not None

@@ -41,6 +41,31 @@ function nbestList(hypotheses) {
   return list;
 }
 
+// The best translation's tokens under the source's: pointing at a token lights up the token(s) it is aligned to
+// (the source token each output token's step attended to most).
+function alignmentView(t) {
+  const view = element("div", "alignment");
+  const row = (tokens, className) => {
+    const line = element("div", className);
+    const spans = tokens.map((token) => element("span", "token", token));
+    spans.forEach((span, k) => line.append(...(k ? [" ", span] : [span])));
+    return [line, spans];
+  };
+  const [sourceLine, sourceSpans] = row(t.source_tokens, "source-tokens");
+  const [outputLine, outputSpans] = row(t.tokens, "output-tokens");
+  for (const [s, o] of t.alignment) {
+    const pair = [sourceSpans[s], outputSpans[o]];
+    if (!pair[0] || !pair[1]) continue;
+    pair[1].dataset.source = String(s);
+    for (const span of pair) {
+      span.addEventListener("mouseenter", () => pair.forEach((p) => p.classList.add("linked")));
+      span.addEventListener("mouseleave", () => pair.forEach((p) => p.classList.remove("linked")));
+    }
+  }
+  view.append(sourceLine, outputLine);
+  return view;
+}
+
 function numberField(id) {
   const value = $(id).value.trim();
   return value === "" ? undefined : Number(value);
@@ -77,7 +102,8 @@ async function translate() {
   let nbest = numberField("translate-nbest") || 1;
   const beam = numberField("translate-beam");
   if (beam !== undefined && nbest > beam) nbest = beam;
-  const request = { lines, model: $("translate-model").value, nbest, scores: true };
+  const align = $("align").checked;
+  const request = { lines, model: $("translate-model").value, nbest, scores: true, align };
   if (beam !== undefined) request.beam = beam;
   $("translations").classList.add("busy");
   try {
@@ -90,6 +116,7 @@ async function translate() {
       const item = element("li", "translation");
       item.append(element("div", "source", lines[i]));
       item.append(nbestList(t.nbest || [{ text: t.text, score: t.score }]));
+      if (align && t.tokens && t.tokens.length) item.append(alignmentView(t));
       out.append(item);
     });
   } catch (error) {
