@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -51,7 +52,7 @@ def check_one_search(model: Generator, inputs: dict[str, Any], batch_size: int, 
     import torch
 
     from nlgkit.search import beam_search, greedy_search
-    from nlgkit.search.forced import forced_scores
+    from nlgkit.search.forced import forced_hypotheses
 
     max_lens = torch.full((batch_size,), max_len)
     if batch_size > 1:  # sentences of different lengths leave the batch at different steps
@@ -78,9 +79,17 @@ def check_one_search(model: Generator, inputs: dict[str, Any], batch_size: int, 
             continue
         with torch.no_grad():
             state = model.reorder(model.encode(inputs), torch.tensor([i for i, _ in found]))
-        forced = forced_scores(model, state, [h.tokens for _, h in found], bos=bos, eos=eos, ended=ended)
-        torch.testing.assert_close(torch.tensor(forced), torch.tensor([h.log_prob for _, h in found]), rtol=1e-5,
-                                   atol=1e-4)
+        forced = forced_hypotheses(model, state, [h.tokens for _, h in found], bos=bos, eos=eos, ended=ended)
+        torch.testing.assert_close(torch.tensor([f.log_prob for f in forced]),
+                                   torch.tensor([h.log_prob for _, h in found]), rtol=1e-5, atol=1e-4)
+        for f, (_, h) in zip(forced, found, strict=True):  # each step's score, tracked through the reorders
+            assert h.token_scores is not None and len(h.token_scores) == len(h.tokens) + int(ended)
+            torch.testing.assert_close(torch.tensor(h.token_scores), torch.tensor(f.token_scores), rtol=1e-5,
+                                       atol=1e-4)
+            assert math.isclose(sum(h.token_scores), h.log_prob, rel_tol=1e-5, abs_tol=1e-4)
+    for hyps in greedy:
+        assert hyps[0].token_scores is not None
+        assert math.isclose(sum(hyps[0].token_scores), hyps[0].log_prob, rel_tol=1e-5, abs_tol=1e-4)
 
 
 def check_alignment(model: Generator, inputs: dict[str, Any], batch_size: int, bos: int = 2, eos: int = 3,

@@ -532,6 +532,42 @@ def test_replace_unk_fills_each_unknown_word_from_the_source_word_its_step_atten
     one_line_error(cli(*common, "--replace-unk", "--score-reference", str(source)), "--replace-unk")
 
 
+def test_token_scores_end_each_line_in_its_tokens_log_probabilities(
+        trained: tuple[Path, Path], paper, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """``--token-scores`` (fairseq's positional scores): one log-probability per output token and one for the EOS,
+    summing to the output's score, after the alignment when both are asked, on every n-best line; with
+    ``--score-reference`` a third column that sums to LOG_PROB; the text is unchanged."""
+    _, run_dir = trained
+    lines = read_lines(paper[0] / "test.de")[:40]
+    source = tmp_path / "test.de"
+    source.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    common = ("translate", "-m", str(run_dir), "--pretokenized", "--no-detokenize", "--input", str(source),
+              "--length-penalty", "0")  # scores: the raw log-probabilities
+    plain = cli(*common, "--nbest", "2", "--beam", "4")
+    scored = cli(*common, "--nbest", "2", "--beam", "4", "--report-align", "--token-scores")
+    assert plain.exit_code == 0 and scored.exit_code == 0, scored.output
+    assert len(scored.stdout.splitlines()) == 2 * len(lines)
+    for before, row in zip(plain.stdout.splitlines(), scored.stdout.splitlines(), strict=True):
+        index, text, score, pairs, per_token = row.split(" ||| ")
+        assert f"{index} ||| {text} ||| {score}" == before and ("-" in pairs or not text)
+        values = [float(v) for v in per_token.split()]
+        assert len(values) in (len(text.split()), len(text.split()) + 1)  # + the EOS, unless cut at max_len
+        assert all(v <= 0 for v in values) and abs(sum(values) - float(score)) < 2e-3 + 1e-4 * len(values)
+    assert sum(len(row.split(" ||| ")[4].split()) == len(row.split(" ||| ")[1].split()) + 1
+               for row in scored.stdout.splitlines()) >= len(lines)  # most ended with their EOS
+
+    refs = tmp_path / "test.en"
+    refs.write_text("".join(line + "\n" for line in read_lines(paper[0] / "test.en")[:40]), encoding="utf-8")
+    references = cli("translate", "-m", str(run_dir), "--pretokenized", "--input", str(source), "--score-reference",
+                     str(refs), "--token-scores")
+    assert references.exit_code == 0, references.output
+    for row in references.stdout.splitlines():
+        log_prob, count, per_token = row.split("\t")
+        values = [float(v) for v in per_token.split()]
+        assert len(values) == int(count) and abs(sum(values) - float(log_prob)) < 2e-3 + 1e-4 * len(values)
+    one_line_error(cli("translate", "-m", str(run_dir), "--token-scores", input="ein hund\n"), "--no-detokenize")
+
+
 def test_target_prefix_starts_each_output_with_its_line(trained: tuple[Path, Path], paper,  # type: ignore[no-untyped-def]
                                                         tmp_path: Path) -> None:
     """``--target-prefix FILE``: each output begins with its line of FILE (tokenised as the targets; an empty line

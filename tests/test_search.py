@@ -136,7 +136,7 @@ def test_max_len_truncates_without_eos() -> None:
     assert outputs(hyps) == [([B, B], log(0.4275)), ([A], log(0.33))]
     assert [h.score for h in hyps] == pytest.approx([log(0.4275) / 2, log(0.33) / 2])
     assert outputs(run([LENGTH], 1, [1])[0]) == [([A], log(0.55))]
-    assert run([LENGTH], 2, [0])[0] == [Hypothesis([], 0.0, 0.0)]
+    assert run([LENGTH], 2, [0])[0] == [Hypothesis([], 0.0, 0.0, token_scores=[])]
 
 
 def test_min_len_forbids_early_eos() -> None:

@@ -13,7 +13,9 @@ a summary (perplexity for probability heads); an input line without a source giv
 With ``--nbest N`` (N > 1) each input gives N lines ``INDEX ||| hypothesis ||| score`` (Moses n-best format,
 INDEX counted from 0), best first. With ``--replace-unk`` each ``<unk>`` of an output becomes the source token its
 step attended to most (or its entry in ``--phrase-table``); ``--report-align`` ends each line in ``||| SRC-TGT``
-pairs (source and output token indices, from 0); ``--target-prefix FILE`` starts each output with its line of FILE. The work is done in ``nlgkit.generation``; this module parses and prints.
+pairs (source and output token indices, from 0); ``--target-prefix FILE`` starts each output with its line of FILE;
+``--token-scores`` ends each line in its tokens' log-probabilities. The work is done in ``nlgkit.generation``; this
+module parses and prints.
 """
 
 from __future__ import annotations
@@ -91,6 +93,10 @@ def translate(
                             ] = False,
     target_prefix: Annotated[Path | None, typer.Option(help="Start each output with the text of this file's line "
                                                             "(one per input line; an empty line: no prefix)")] = None,
+    token_scores: Annotated[bool, typer.Option(help="End each output line in ' ||| ' and each output token's "
+                                                    "log-score (log-probability for softmax heads), the EOS's last "
+                                                    "(with --no-detokenize); with --score-reference, a third "
+                                                    "column of them")] = False,
 ) -> None:
     """Translate text with a trained run (stdin → stdout by default)."""
     # lazy: CLI start-up (the library and torch load only when the command runs)
@@ -122,6 +128,8 @@ def translate(
                      ("--target-prefix", target_prefix is not None)):
         if on and score_reference is not None:
             raise ConfigError(f"{flag}: only when searching (not with --score-reference)")
+    if token_scores and engine != "torch":
+        raise ConfigError("--token-scores: CTranslate2's search returns one score per output (--engine torch)")
     if engine == "torch" and compute_type != "default":
         raise ConfigError(f"--compute-type {compute_type}: only for --engine ct2 (the torch engine runs the model as trained)")
     resolve = functools.partial(SearchOptions.resolve, beam=beam, nbest=nbest, length_penalty=length_penalty,
@@ -143,7 +151,8 @@ def translate(
         run = load_ensemble(model, checkpoint, device, ensemble_mode)  # one --model: that run as it is
         translator = Translator(run, resolve(run.config.search), pretokenized=pretokenized, detokenize=detokenize,
                                 max_input_tokens=max_input_tokens, warn=warn, phrase_table=unknown_words,
-                                report_alignment=report_align)
+                                report_alignment=report_align,
+                                report_token_scores=token_scores and score_reference is None)
     image_files = read_image_list(images) if images is not None else None
     prefixes = read_text_input(target_prefix, warn)[0] if target_prefix is not None else None
     if score_reference is not None:
@@ -152,7 +161,7 @@ def translate(
         lines, name = read_text_input(input, warn)
         scores = translator.reference_scores(lines, references, name, images=image_files,
                                              references_name=f"--score-reference {score_reference}")
-        write_lines(score_lines(scores), output)
+        write_lines(score_lines(scores, token_scores), output)
         typer.echo(score_summary(scores, run.model.head.normalized), err=True)
         return
     if buffer_size == 0:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -19,7 +19,7 @@ from torch import Tensor
 from nlgkit.data.vocab import Vocabulary
 from nlgkit.models.base import Generator, Inputs
 from nlgkit.search import Hypothesis, Sampling, search
-from nlgkit.search.forced import forced_scores
+from nlgkit.search.forced import forced_hypotheses
 from nlgkit.tasks.base import Task
 
 
@@ -85,11 +85,13 @@ def generate(
 @dataclass(frozen=True)
 class ReferenceScore:
     """A reference's log-score under the model: ``log_prob`` over its ``tokens`` target tokens (its EOS
-    counted), ``unknown`` of which are outside the target vocabulary (scored as ``<unk>``)."""
+    counted), ``unknown`` of which are outside the target vocabulary (scored as ``<unk>``); ``token_scores``:
+    each token's log-score, the EOS's last."""
 
     log_prob: float
     tokens: int
     unknown: int
+    token_scores: list[float] = field(default_factory=list)
 
 
 def score_references(model: Generator, task: Task, sources: Sequence[Any], references: Sequence[list[str]],
@@ -102,16 +104,20 @@ def score_references(model: Generator, task: Task, sources: Sequence[Any], refer
         raise ValueError(f"{len(sources)} sources but {len(references)} references")
     targets = [target_ids(vocab, tokens) for tokens in references]
     device = device or next(model.parameters()).device
-    log_probs = [0.0] * len(sources)
+    scored: list[Hypothesis | None] = [None] * len(sources)
     with evaluating(model):
         for chunk, inputs, _ in sorted_batches(task, sources, vocab, batch_size):
             state = model.encode({name: value.to(device) for name, value in inputs.items()})
-            found = forced_scores(model, state, [targets[i] for i in chunk], bos=vocab.bos_index,
-                                  eos=vocab.eos_index)
-            for i, log_prob in zip(chunk, found, strict=True):
-                log_probs[i] = log_prob
-    return [ReferenceScore(log_prob, len(target) + 1, target.count(vocab.unk_index))
-            for log_prob, target in zip(log_probs, targets, strict=True)]
+            found = forced_hypotheses(model, state, [targets[i] for i in chunk], bos=vocab.bos_index,
+                                      eos=vocab.eos_index)
+            for i, hypothesis in zip(chunk, found, strict=True):
+                scored[i] = hypothesis
+    results = []
+    for h, target in zip(scored, targets, strict=True):
+        assert h is not None  # every source was in one batch
+        results.append(ReferenceScore(h.log_prob, len(target) + 1, target.count(vocab.unk_index),
+                                      h.token_scores or []))
+    return results
 
 
 def target_ids(vocab: Vocabulary, tokens: list[str]) -> list[int]:

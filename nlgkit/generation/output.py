@@ -130,13 +130,14 @@ def placed(sources: Sequence[object | None], found: Sequence[list[Hypothesis]]) 
 
 
 def output_lines(results: Sequence[list[Hypothesis]], nbest: int, render: Callable[[int, Hypothesis], str],
-                 first_index: int = 0, extra: Callable[[int, Hypothesis], str] | None = None) -> list[str]:
+                 first_index: int = 0, extras: Sequence[Callable[[int, Hypothesis], str]] = ()) -> list[str]:
     """One line per input (empty when it has no hypothesis); with nbest > 1, Moses n-best lines
     ``INDEX ||| text ||| score`` (INDEX from ``first_index``, 0 for a whole input; best first, padded to nbest
-    lines per input). ``render(i, hypothesis)`` writes a hypothesis of ``results[i]``; ``extra`` (its word
-    alignment) is added to each line as a last field `` ||| extra``, as Moses adds its alignment."""
+    lines per input). ``render(i, hypothesis)`` writes a hypothesis of ``results[i]``; each of ``extras`` (its
+    word alignment, its token scores) is added to each line as one more field `` ||| extra``, as Moses adds its
+    alignment."""
     def last(i: int, hyp: Hypothesis | None) -> str:
-        return "" if extra is None else f" ||| {extra(i, hyp) if hyp is not None else ''}"
+        return "".join(f" ||| {extra(i, hyp) if hyp is not None else ''}" for extra in extras)
 
     lines = []
     for i, hyps in enumerate(results):
@@ -149,9 +150,18 @@ def output_lines(results: Sequence[list[Hypothesis]], nbest: int, render: Callab
     return lines
 
 
-def score_lines(scores: Sequence[ReferenceScore | None]) -> list[str]:
-    """``LOG_PROB<TAB>TOKENS`` per input (natural log; an empty line where the input had no source)."""
-    return [f"{s.log_prob:.4f}\t{s.tokens}" if s is not None else "" for s in scores]
+def score_lines(scores: Sequence[ReferenceScore | None], token_scores: bool = False) -> list[str]:
+    """``LOG_PROB<TAB>TOKENS`` per input (natural log; an empty line where the input had no source); with
+    ``token_scores``, a third column: each token's log-score, the EOS's last."""
+    def line(s: ReferenceScore) -> str:
+        return f"{s.log_prob:.4f}\t{s.tokens}" + (f"\t{format_scores(s.token_scores)}" if token_scores else "")
+
+    return [line(s) if s is not None else "" for s in scores]
+
+
+def format_scores(scores: Sequence[float]) -> str:
+    """Per-token log-scores as output lines show them: 4 decimals, space-separated."""
+    return " ".join(f"{score:.4f}" for score in scores)
 
 
 def score_summary(scores: Sequence[ReferenceScore | None], normalized: bool) -> str:

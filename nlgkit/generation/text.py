@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from nlgkit.core.errors import DataError
 from nlgkit.data.vocab import Vocabulary
-from nlgkit.generation.output import output_lines
+from nlgkit.generation.output import format_scores, output_lines
 from nlgkit.generation.unknowns import UnknownReplacement
 from nlgkit.search import Hypothesis
 
@@ -27,17 +27,21 @@ class TargetText:
     detokenize: bool = True
     replace_unknown: UnknownReplacement | None = None
     report_alignment: bool = False  # each output line ends in its SRC-TGT pairs
+    report_token_scores: bool = False  # each output line ends in its tokens' log-scores (the EOS's last)
     keep_alignment: bool = False  # each hypothesis keeps its alignment for the caller (serve's "align")
 
     @classmethod
     def build(cls, vocab: Vocabulary, detokenizer: Callable[[list[str]], str], *, detokenize: bool = True,
-              phrase_table: Mapping[str, str] | None = None, report_alignment: bool = False) -> TargetText:
-        """With a ``phrase_table`` (empty: copy the source token), ``<unk>`` outputs are replaced; alignments are
-        reported only over undetokenised output (a DataError otherwise)."""
-        if report_alignment and detokenize:
-            raise DataError("--report-align: alignments index output tokens, so only with --no-detokenize")
+              phrase_table: Mapping[str, str] | None = None, report_alignment: bool = False,
+              report_token_scores: bool = False) -> TargetText:
+        """With a ``phrase_table`` (empty: copy the source token), ``<unk>`` outputs are replaced; alignments and
+        token scores are reported only over undetokenised output (a DataError otherwise)."""
+        for flag, on in (("--report-align: alignments index", report_alignment),
+                         ("--token-scores: scores are those of", report_token_scores)):
+            if on and detokenize:
+                raise DataError(f"{flag} output tokens, so only with --no-detokenize")
         replace = None if phrase_table is None else UnknownReplacement(vocab.tokens[vocab.unk_index], phrase_table)
-        return cls(vocab, detokenizer, detokenize, replace, report_alignment)
+        return cls(vocab, detokenizer, detokenize, replace, report_alignment, report_token_scores)
 
     @property
     def needs_alignment(self) -> bool:
@@ -70,7 +74,11 @@ class TargetText:
             aligned = Rendered("", hypothesis, list(sources[i] or ()), []).pairs()
             return " ".join(f"{source}-{target}" for source, target in aligned)
 
-        return output_lines(results, nbest, text, first_index, pairs if self.report_alignment else None)
+        def scores(_: int, hypothesis: Hypothesis) -> str:
+            return format_scores(hypothesis.token_scores or [])
+
+        extras = [pairs] * self.report_alignment + [scores] * self.report_token_scores
+        return output_lines(results, nbest, text, first_index, extras)
 
     def texts(self, results: Sequence[list[Hypothesis]],
               sources: Sequence[Sequence[str] | None]) -> list[list[Rendered]]:

@@ -25,12 +25,13 @@ class Translator:
     """A translation run ready for text: its tokenizer and detokenizer are loaded once, so that a stream of
     small groups (``translate --buffer-size``) costs no more than one large batch per line. With a
     ``phrase_table`` (empty: copy), each ``<unk>`` of an output is replaced from the source token its step attended
-    to; with ``report_alignment``, each output line ends in `` ||| SRC-TGT …`` pairs (:class:`TargetText`)."""
+    to; with ``report_alignment``, each output line ends in `` ||| SRC-TGT …`` pairs, with ``report_token_scores``
+    in its tokens' log-scores (:class:`TargetText`)."""
 
     def __init__(self, run: TrainedRun, options: SearchOptions, *, pretokenized: bool = False,
                  detokenize: bool = True, max_input_tokens: int = 400,
                  warn: Callable[[str], None] = print, phrase_table: Mapping[str, str] | None = None,
-                 report_alignment: bool = False) -> None:
+                 report_alignment: bool = False, report_token_scores: bool = False) -> None:
         if max_input_tokens <= 0:
             raise DataError(f"--max-input-tokens = {max_input_tokens}: must be positive")
         try:
@@ -40,7 +41,8 @@ class Translator:
         self.run, self.options, self.warn = run, options, warn
         self.pretokenized, self.max_input_tokens = pretokenized, max_input_tokens
         self.output = TargetText.build(run.tgt_vocab, run.detokenizer(), detokenize=detokenize,
-                                       phrase_table=phrase_table, report_alignment=report_alignment)
+                                       phrase_table=phrase_table, report_alignment=report_alignment,
+                                       report_token_scores=report_token_scores)
         self._target_tokenizer: Callable[[str], list[str]] | None = None  # loaded when first needed
 
     def lines(self, lines: list[str], name: str = "<stdin>", first_number: int = 1,

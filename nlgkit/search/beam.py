@@ -160,6 +160,7 @@ def beam_search(
     scores[:, 0] = 0.0
     tokens = torch.empty(n * beams, 0, dtype=torch.long, device=device)  # (n·beams, t)
     positions = torch.empty(n * beams, 0, dtype=torch.long, device=device)  # (n·beams, t) with ``alignment``
+    token_scores = torch.empty(n * beams, 0, device=device)  # (n·beams, t) float32: each step's log-score
     prev = torch.full((n * beams,), bos, dtype=torch.long, device=device)  # (n·beams,)
     step = 0
     while n:
@@ -171,8 +172,10 @@ def beam_search(
         # A sentence's best 2k extensions are among each of its rows' best 2k words: rank those only.
         row_width = min(2 * k, word_scores.size(1))
         row_scores, row_words = word_scores.topk(row_width, dim=1)  # (n·beams, w)
-        candidates = (scores.view(-1, 1) + (row_scores - offset.unsqueeze(1))).view(n, beams * row_width)
+        row_scores = row_scores - offset.unsqueeze(1)  # the head's log-scores of those words
+        candidates = (scores.view(-1, 1) + row_scores).view(n, beams * row_width)
         top_scores, top_index = candidates.topk(min(2 * k, beams * row_width), dim=1)  # (n, 2k)
+        top_token_scores = row_scores.view(n, beams * row_width).gather(1, top_index)  # (n, 2k)
         top_beams = torch.div(top_index, row_width, rounding_mode="floor")  # (n, 2k)
         top_words = row_words.view(n, beams * row_width).gather(1, top_index)  # (n, 2k)
         top_rows = top_beams + torch.arange(n, device=device).unsqueeze(1) * beams  # (n, 2k) rows of n·beams
@@ -185,11 +188,13 @@ def beam_search(
             sent, rank = ending.nonzero(as_tuple=True)
             rows = top_rows[sent, rank]
             ended_positions = positions[rows].tolist() if alignment else None
-            for j, (pos, row, lp) in enumerate(zip(sent.tolist(), tokens[rows].tolist(),
-                                                   top_scores[sent, rank].tolist())):
+            ended_scores = torch.cat([token_scores[rows], top_token_scores[sent, rank].unsqueeze(1)], dim=1)
+            for j, (pos, row, lp, per_token) in enumerate(zip(sent.tolist(), tokens[rows].tolist(),
+                                                              top_scores[sent, rank].tolist(), ended_scores.tolist())):
                 if len(finished[ids[pos]]) < k:
                     found = ended_positions[j] if ended_positions is not None else None
-                    finished[ids[pos]].append(Hypothesis(row, normalise(lp, step, length_penalty), lp, found))
+                    finished[ids[pos]].append(Hypothesis(row, normalise(lp, step, length_penalty), lp, found,
+                                                         per_token))
 
         # The first k non-EOS candidates stay active: EOS ones are pushed behind all others.
         width = top_scores.size(1)
@@ -199,6 +204,7 @@ def beam_search(
         keep_rows = top_rows.gather(1, keep).view(-1)  # (n·k,) the row of n·beams each new hypothesis extends
         prev = top_words.gather(1, keep).view(-1)  # (n·k,)
         tokens = torch.cat([tokens[keep_rows], prev.unsqueeze(1)], dim=1)  # (n·k, t+1)
+        token_scores = torch.cat([token_scores[keep_rows], top_token_scores.gather(1, keep).view(-1, 1)], dim=1)
         if looked is not None:
             positions = torch.cat([positions[keep_rows], looked[keep_rows].unsqueeze(1)], dim=1)  # (n·k, t+1)
 
@@ -209,12 +215,13 @@ def beam_search(
         beams = k
         if bool(done.any()):
             same_sentences = False
-            _finalise_at_limit(finished, ids, at_limit & ~full, tokens, scores, step, length_penalty,
+            _finalise_at_limit(finished, ids, at_limit & ~full, tokens, scores, token_scores, step, length_penalty,
                                positions if alignment else None)
             live = (~done).nonzero().flatten()  # (n',)
             live_rows = (live.unsqueeze(1) * k + beam_range).view(-1)  # (n'·k,)
             active, scores = active[live], scores[live]
             keep_rows, tokens, prev = keep_rows[live_rows], tokens[live_rows], prev[live_rows]
+            token_scores = token_scores[live_rows]
             positions = positions[live_rows] if alignment else positions
             ids = active.tolist()
             n = len(ids)
@@ -240,16 +247,19 @@ def _finalise_at_limit(
     mask: Tensor,
     tokens: Tensor,
     scores: Tensor,
+    token_scores: Tensor,
     step: int,
     length_penalty: float,
     positions: Tensor | None = None,
 ) -> None:
-    """Sentences that reached max_len keep their live active hypotheses as they are, without EOS (with their
-    tokens' source positions when ``positions`` (n·k, t) is given)."""
+    """Sentences that reached max_len keep their live active hypotheses as they are, without EOS, with their
+    tokens' log-scores ``token_scores`` (n·k, t) (and source positions when ``positions`` (n·k, t) is given)."""
     k = scores.size(1)
     for pos in mask.nonzero().flatten().tolist():
         rows = tokens[pos * k : (pos + 1) * k].tolist()
+        per_token = token_scores[pos * k : (pos + 1) * k].tolist()
         aligned = positions[pos * k : (pos + 1) * k].tolist() if positions is not None else [None] * k
-        for row, lp, found in zip(rows, scores[pos].tolist(), aligned):
+        for row, lp, found, row_scores in zip(rows, scores[pos].tolist(), aligned, per_token):
             if math.isfinite(lp):
-                finished[ids[pos]].append(Hypothesis(row, normalise(lp, step, length_penalty), lp, found))
+                finished[ids[pos]].append(Hypothesis(row, normalise(lp, step, length_penalty), lp, found,
+                                                     row_scores))

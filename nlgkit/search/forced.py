@@ -20,11 +20,12 @@ if TYPE_CHECKING:
 
 
 @torch.inference_mode()
-def forced_scores(model: Generator, state: State, targets: list[list[int]], *, bos: int, eos: int,
-                  ended: bool = True) -> list[float]:
-    """The log-score of each target (token ids without BOS/EOS) and its EOS, one per sentence of ``state``:
-    the sum of the head's per-step log-scores (log-probabilities for softmax heads). ``ended=False`` scores the
-    targets as prefixes, without the EOS (as the search scores an output cut at its max_len)."""
+def forced_hypotheses(model: Generator, state: State, targets: list[list[int]], *, bos: int, eos: int,
+                      ended: bool = True) -> list[Hypothesis]:
+    """Each target (token ids without BOS/EOS) as the search would have output it, one per sentence of ``state``:
+    its log-score (``log_prob``, the sum of the head's per-step log-scores: log-probabilities for softmax heads)
+    and each step's (``token_scores``, the EOS's last). ``ended=False`` scores the targets as prefixes, without
+    the EOS (as the search scores an output cut at its max_len)."""
     device = search_device(state, torch.empty(0))
     lengths = torch.tensor([len(target) + int(ended) for target in targets], dtype=torch.long)  # steps
     padded = torch.full((len(targets), int(lengths.max()) if targets else 1), eos, dtype=torch.long)  # (B, T)
@@ -38,4 +39,10 @@ def forced_scores(model: Generator, state: State, targets: list[list[int]], *, b
     found: list[list[Hypothesis]] = one_word_at_a_time(
         model, state, feed, copies=1, batch_size=len(targets), bos=bos, eos=eos, max_lens=lengths,
         length_penalty=0.0, min_len=0, no_repeat_ngram_size=0, never=())
-    return [hyps[0].log_prob for hyps in found]
+    return [hyps[0] for hyps in found]
+
+
+def forced_scores(model: Generator, state: State, targets: list[list[int]], *, bos: int, eos: int,
+                  ended: bool = True) -> list[float]:
+    """The log-score of each target and its EOS (:func:`forced_hypotheses`' ``log_prob``)."""
+    return [h.log_prob for h in forced_hypotheses(model, state, targets, bos=bos, eos=eos, ended=ended)]

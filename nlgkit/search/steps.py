@@ -22,12 +22,15 @@ if TYPE_CHECKING:
 @dataclass
 class Hypothesis:
     """One output: tokens without BOS/EOS, the score used for ranking and the raw log-probability; searched
-    with ``alignment``, the source position each token's step attended to most."""
+    with ``alignment``, the source position each token's step attended to most; ``token_scores``: each token's
+    log-score, then the EOS's when the output ended with one (they sum to ``log_prob``; fairseq's positional
+    scores)."""
 
     tokens: list[int]
     score: float  # log_prob / length ** length_penalty, length counting the EOS when there is one
     log_prob: float
     alignment: list[int] | None = None
+    token_scores: list[float] | None = None
 
 
 def ask_alignment(state: State, rows: int, device: torch.device) -> State:
@@ -142,6 +145,7 @@ def one_word_at_a_time(
     outputs = rows * copies + torch.arange(len(ids), device=device) % copies  # (r,)
     tokens = torch.empty(len(ids), 0, dtype=torch.long, device=device)  # (r, t)
     positions = torch.empty(len(ids), 0, dtype=torch.long, device=device)  # (r, t) with ``aligned``
+    token_scores = torch.empty(len(ids), 0, device=device)  # (r, t) float32: each step's log-score
     log_prob = torch.zeros(len(ids), device=device)  # (r,) float32
     prev = torch.full((len(ids),), bos, dtype=torch.long, device=device)  # (r,)
     step = 0
@@ -152,7 +156,9 @@ def one_word_at_a_time(
         word_scores, offset = step_scores(model, features, eos, step < min_len, never, tokens,  # (r, V), (r,)
                                           no_repeat_ngram_size, forced_words(prefix, rows, step))
         chosen = choose(word_scores, outputs, step)  # (r, 1)
-        log_prob = log_prob + (word_scores.gather(1, chosen).squeeze(1) - offset)
+        chosen_score = word_scores.gather(1, chosen).squeeze(1) - offset  # (r,)
+        log_prob = log_prob + chosen_score
+        token_scores = torch.cat([token_scores, chosen_score.unsqueeze(1)], dim=1)
         prev = chosen.squeeze(1)
         tokens = torch.cat([tokens, chosen], dim=1)
         step += 1
@@ -160,15 +166,15 @@ def one_word_at_a_time(
         if not bool(ended.any()):
             continue
         ended_positions = positions[ended].tolist() if aligned else None
-        for k, (pos, row, lp) in enumerate(zip(ended.nonzero().flatten().tolist(), tokens[ended].tolist(),
-                                               log_prob[ended].tolist())):
+        for k, (pos, row, lp, scores) in enumerate(zip(ended.nonzero().flatten().tolist(), tokens[ended].tolist(),
+                                                       log_prob[ended].tolist(), token_scores[ended].tolist())):
             if row and row[-1] == eos:
                 row = row[:-1]
             found = ended_positions[k][: len(row)] if ended_positions is not None else None
-            results[ids[pos]].append(Hypothesis(row, normalise(lp, step, length_penalty), lp, found))
+            results[ids[pos]].append(Hypothesis(row, normalise(lp, step, length_penalty), lp, found, scores))
         live = (~ended).nonzero().flatten()  # (r',)
         rows, outputs, tokens, log_prob, prev = rows[live], outputs[live], tokens[live], log_prob[live], prev[live]
-        positions = positions[live]
+        positions, token_scores = positions[live], token_scores[live]
         ids = rows.tolist()
         if ids:
             state = model.reorder(state, live)
@@ -178,7 +184,7 @@ def one_word_at_a_time(
 def start_outputs(results: list[list[Hypothesis]], max_lens: Tensor) -> Tensor:
     """Give sentences with max_len 0 their empty output; return the ids of the others (n,)."""
     for i in max_lens.le(0).nonzero().flatten().tolist():
-        results[i].append(Hypothesis([], 0.0, 0.0))
+        results[i].append(Hypothesis([], 0.0, 0.0, token_scores=[]))
     return max_lens.gt(0).nonzero().flatten()
 
 
