@@ -256,6 +256,16 @@ def test_translate_with_align_answers_tokens_and_alignment_as_report_align(clien
     plain = client.post("/translate", json={"lines": LINES[:1], "model": "de-en"}).json()["translations"][0]
     assert set(plain) == {"text"}
 
+    # "token_scores": each hypothesis's tokens and their log-probabilities, as translate --token-scores prints them
+    scored = client.post("/translate", json={"lines": LINES, "model": "de-en", "token_scores": True, "scores": True})
+    offline = cli("translate", "-m", str(runs["translation"]), "--device", "cpu", "--no-detokenize",
+                  "--token-scores", input="\n".join(LINES) + "\n")
+    assert scored.status_code == 200 and offline.exit_code == 0, (scored.text, offline.output)
+    for t, row in zip(scored.json()["translations"], offline.stdout.splitlines(), strict=True):
+        text, _, per_token = row.partition(" ||| ")
+        assert set(t) == {"text", "score", "tokens", "token_scores"} and t["tokens"] == text.split()
+        assert [f"{v:.4f}" for v in t["token_scores"]] == per_token.split()
+
 
 def test_a_ctranslate2_export_is_served_as_translate_engine_ct2_translates(tmp_path: Path) -> None:
     """``--model DIR`` of an ``nlgkit export ct2`` directory: CTranslate2 searches, the answers are the lines
@@ -295,6 +305,8 @@ def test_a_ctranslate2_export_is_served_as_translate_engine_ct2_translates(tmp_p
         written = json.loads(meta.read_text(encoding="utf-8"))
         meta.write_text(json.dumps({k: v for k, v in written.items() if k != "alignment"}), encoding="utf-8")
         models["fast"].translator.export.meta.pop("alignment")  # type: ignore[union-attr]  # as an older export
+        no_scores = client.post("/translate", json={"lines": LINES, "token_scores": True})
+        assert no_scores.status_code == 422 and "one score per output" in no_scores.json()["error"]
         refused = client.post("/translate", json={"lines": LINES, "align": True})
         assert refused.status_code == 400 and "export the run again" in refused.json()["error"]
         assert client.post("/translate", json={"lines": LINES}).status_code == 200

@@ -84,15 +84,15 @@ class TargetText:
               sources: Sequence[Sequence[str] | None]) -> list[list[Rendered]]:
         """Each result's hypotheses with their text (for callers that want scores and text apart)."""
         return [[Rendered(self.text(h.tokens, h.alignment, source or ()), h, list(source or ()),
-                          self.words(h.tokens, h.alignment, source or ()) if self.keep_alignment else [])
+                          self.words(h.tokens, h.alignment, source or ()))
                  for h in hypotheses]
                 for hypotheses, source in zip(results, sources, strict=True)]
 
 
 @dataclass(frozen=True)
 class Rendered:
-    """A hypothesis with the text written for it, the source tokens the model read and, when alignments are
-    kept, its output tokens as words: ``hypothesis.alignment[j]`` is the source position of ``words[j]``."""
+    """A hypothesis with the text written for it, the source tokens the model read and its output tokens as words
+    (``hypothesis.alignment[j]``, when kept, is the source position of ``words[j]``)."""
 
     text: str
     hypothesis: Hypothesis

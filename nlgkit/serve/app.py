@@ -80,18 +80,22 @@ def create_app(models: Mapping[str, ServedModel], limits: ServeLimits | None = N
         body = parse_translate(await read_body(request, limits.max_body_bytes), limits)
         model = pick(models, body.model, TRANSLATE)
         options = model.options(body.beam, body.nbest, body.min_len, body.no_repeat_ngram_size)
+        if body.token_scores and model.engine == "ct2":
+            raise RequestError(422, f"token_scores: model {model.name!r} is a CTranslate2 export, whose search "
+                                    "returns one score per output")
         found = await asyncio.wrap_future(model.batcher.submit((options, body.align), body.lines))
-        aligned = ("tokens", "alignment") if body.align else ()
+        asked = {"score": body.scores, "tokens": body.align or body.token_scores, "alignment": body.align,
+                 "token_scores": body.token_scores}
+        per_token = [name for name in ("tokens", "alignment", "token_scores") if asked[name]]
         translations = []
         for line in found:
-            hyps = [{name: value for name, value in h.items() if name != "score" or body.scores} for h in
-                    line["hypotheses"]]
+            hyps = [{name: value for name, value in h.items() if asked.get(name, True)} for h in line["hypotheses"]]
             best: dict[str, Any] = {"text": hyps[0]["text"] if hyps else ""}
             if body.scores:
                 best["score"] = hyps[0]["score"] if hyps else None
             if body.align:
-                best.update({"source_tokens": line["source_tokens"] or []},
-                            **{name: hyps[0][name] if hyps else [] for name in aligned})
+                best["source_tokens"] = line["source_tokens"] or []
+            best.update({name: hyps[0][name] if hyps else [] for name in per_token})
             if options.nbest > 1:
                 best["nbest"] = hyps
             translations.append(best)

@@ -27,7 +27,7 @@ class RequestError(Exception):
 
 class TranslateRequest(BaseModel):
     """``POST /translate``: ``{"lines": [...], "model": NAME, "beam": N, "nbest": N, "scores": bool, "align":
-    bool}``, and the search constraints ``min_len`` and ``no_repeat_ngram_size``."""
+    bool, "token_scores": bool}``, and the search constraints ``min_len`` and ``no_repeat_ngram_size``."""
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
@@ -37,6 +37,7 @@ class TranslateRequest(BaseModel):
     nbest: int | None = None  # hypotheses per line (default: the run's [search] nbest)
     scores: bool = False  # add each hypothesis's score
     align: bool = False  # add the line's source tokens, each hypothesis's tokens and their alignment
+    token_scores: bool = False  # add each hypothesis's tokens and their log-scores (the EOS's last)
     min_len: int | None = None  # default: the run's [search]
     no_repeat_ngram_size: int | None = None  # default: the run's [search]
 

@@ -116,8 +116,9 @@ class ServedModel:
 
     # -- the batches, in the batcher's worker thread ------------------------------------------------------------
     def _translate(self, key: Hashable, lines: list[Any]) -> list[Any]:
-        """Each line's hypotheses as ``{"text", "score"}`` and, when the key asks for alignments, the line's
-        ``source_tokens`` with each hypothesis's ``tokens`` and ``alignment`` ([source, output] positions)."""
+        """Each line's hypotheses as ``{"text", "score", "tokens", "token_scores"}`` (no token scores from
+        CTranslate2) and, when the key asks for alignments, the line's ``source_tokens`` and each hypothesis's
+        ``alignment`` ([source, output] positions)."""
         assert isinstance(key, tuple) and self.translator is not None
         options, align = key
         translator = self._by_options.get(key)
@@ -127,11 +128,13 @@ class ServedModel:
             translator.output = dataclasses.replace(translator.output, keep_alignment=align)
         answers = []
         for found in translator.texts(lines, name=f"request to {self.name}"):
-            hyps: list[dict[str, Any]] = [{"text": r.text, "score": round(float(r.hypothesis.score), 4)}
-                                          for r in found]
+            hyps: list[dict[str, Any]] = [
+                {"text": r.text, "score": round(float(r.hypothesis.score), 4), "tokens": r.words,
+                 "token_scores": None if r.hypothesis.token_scores is None else
+                 [round(score, 4) for score in r.hypothesis.token_scores]} for r in found]
             if align:
                 for hyp, rendered in zip(hyps, found, strict=True):
-                    hyp.update(tokens=rendered.words, alignment=[list(pair) for pair in rendered.pairs()])
+                    hyp["alignment"] = [list(pair) for pair in rendered.pairs()]
             answers.append({"hypotheses": hyps, "source_tokens": found[0].source if found and align else None})
         return answers
 
