@@ -192,6 +192,36 @@ def test_score_reference_scores_captions_as_the_search_does(trained: tuple[Path,
     assert bad.exit_code == 1 and bad.stdout.split("\n")[:2] == ["\t".join(rows[0]), ""] and "text.jpg" in bad.stderr
 
 
+def test_token_scores_of_captions_match_the_scored_references(trained: tuple[Path, Path], caption_data: Path,
+                                                              tmp_path: Path) -> None:
+    """``caption --token-scores``: each caption's tokens' log-probabilities (the EOS's last) end its line and fill
+    its JSON record; they sum to the caption's score (length penalty 0) and equal, token by token, what
+    ``--score-reference --token-scores`` gives the same caption."""
+    _, run_dir = trained
+    paths = [str(SMALL / "images" / r["image"]) for r in read_records(caption_data / "test.jsonl")[:6]]
+    base = ("caption", "--model", str(run_dir), *paths, "--device", "cpu", "--length-penalty", "0")
+    lines = cli(*base, "--token-scores")
+    records = cli(*base, "--token-scores", "--json", "--nbest", "2", "--beam", "2")
+    assert lines.exit_code == 0 and records.exit_code == 0, (lines.output, records.output)
+    rows = [row.split(" ||| ") for row in lines.stdout.splitlines()]
+    (tmp_path / "best.txt").write_text("".join(text + "\n" for text, _ in rows), encoding="utf-8")
+    scored = cli("caption", "--model", str(run_dir), *paths, "--device", "cpu", "--score-reference",
+                 str(tmp_path / "best.txt"), "--token-scores")
+    assert scored.exit_code == 0, scored.output
+    ended = 0
+    for (text, per_token), row in zip(rows, scored.stdout.splitlines(), strict=True):
+        values = [float(v) for v in per_token.split()]
+        assert len(values) in (len(text.split()), len(text.split()) + 1) and all(v <= 0 for v in values)
+        if len(values) == len(text.split()) + 1:  # ended with its EOS (not cut at max_len): scored alike
+            ended += 1
+            assert all(abs(a - float(b)) < 2e-3 for a, b in zip(values, row.split("\t")[2].split(), strict=True))
+    assert ended >= 3
+    for record in map(json.loads, records.stdout.splitlines()):
+        for caption in record["captions"]:
+            assert abs(sum(caption["token_scores"]) - caption["score"]) < 2e-3
+            assert len(caption["token_scores"]) in (len(caption["text"].split()), len(caption["text"].split()) + 1)
+
+
 def test_attention_maps_need_one_model_and_a_model_with_attention(trained: tuple[Path, Path],
                                                                   tmp_path: Path) -> None:
     """An ensemble's members attend separately: drawing "its" attention would show the first member's."""

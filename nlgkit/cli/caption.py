@@ -64,6 +64,10 @@ def caption(
     score_reference: Annotated[Path | None, typer.Option(help="Score these captions (one per image) instead of "
                                                               "searching: LOG_PROB<TAB>TOKENS per image, a "
                                                               "summary on stderr")] = None,
+    token_scores: Annotated[bool, typer.Option(help="Each caption's tokens' log-scores (log-probabilities for "
+                                                    "softmax heads), the EOS's last: a last ' ||| ' field, "
+                                                    "'token_scores' with --json, a third column with "
+                                                    "--score-reference")] = False,
 ) -> None:
     """Caption images with a trained run."""
     # lazy: CLI start-up (the library and torch load only when the command runs)
@@ -105,13 +109,13 @@ def caption(
         references, _ = read_text_input(score_reference, error)
         results, scores = caption_reference_scores(run, paths, references, options.batch_size, warn=error,
                                                    references_name=f"--score-reference {score_reference}")
-        write_lines(score_lines(scores), output)
+        write_lines(score_lines(scores, token_scores), output)
         typer.echo(score_summary(scores, run.model.head.normalized), err=True)
     else:
         results = caption_images(run, paths, options, attention_dir=attention, warn=error)
         detokenize = run.detokenizer()
         write_lines(result_lines(results, options.nbest, json_output,
-                                 lambda tokens: detokenize(run.tgt_vocab.decode(tokens))), output)
+                                 lambda tokens: detokenize(run.tgt_vocab.decode(tokens)), token_scores), output)
     failed = sum(1 for r in results if r.error)
     if failed:
         typer.echo(f"error: {failed} of {len(results)} images could not be captioned", err=True)

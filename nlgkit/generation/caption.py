@@ -22,7 +22,7 @@ from nlgkit.core.figures import save_png
 from nlgkit.data.batching import Batch
 from nlgkit.generation.decode import ReferenceScore, generate, score_references
 from nlgkit.generation.ensemble import Ensemble
-from nlgkit.generation.output import SearchOptions, output_lines
+from nlgkit.generation.output import SearchOptions, output_lines, token_scores_field
 from nlgkit.runs.loading import TrainedRun
 from nlgkit.search import Hypothesis
 from nlgkit.vision.encoders import ImageEncoder, build_encoder
@@ -156,8 +156,10 @@ def draw_attention(run: TrainedRun, source: tuple[torch.Tensor, torch.Tensor], t
 
 
 def result_lines(results: Sequence[CaptionResult], nbest: int, as_json: bool,
-                 render: Callable[[list[int]], str]) -> list[str]:
-    """Text lines (one per image; Moses n-best with nbest > 1) or one JSON record per image."""
+                 render: Callable[[list[int]], str], token_scores: bool = False) -> list[str]:
+    """Text lines (one per image; Moses n-best with nbest > 1) or one JSON record per image; with
+    ``token_scores``, each caption's tokens' log-scores, the EOS's last (a last field ``||| …`` of each line, or
+    ``token_scores`` in each JSON caption)."""
     if as_json:
         lines = []
         for r in results:
@@ -165,11 +167,14 @@ def result_lines(results: Sequence[CaptionResult], nbest: int, as_json: bool,
             if r.error:
                 record["error"] = r.error
             else:
-                record["captions"] = [{"text": render(h.tokens), "score": round(h.score, 4)}
+                record["captions"] = [{"text": render(h.tokens), "score": round(h.score, 4),
+                                       **({"token_scores": [round(v, 4) for v in h.token_scores or []]}
+                                          if token_scores else {})}
                                       for h in r.hypotheses[:nbest]]
             if r.attention_png:
                 record["attention"] = r.attention_png
             lines.append(json.dumps(record, ensure_ascii=False))
         return lines
 
-    return output_lines([r.hypotheses for r in results], nbest, lambda _, hypothesis: render(hypothesis.tokens))
+    return output_lines([r.hypotheses for r in results], nbest, lambda _, hypothesis: render(hypothesis.tokens),
+                        extras=[token_scores_field] * token_scores)

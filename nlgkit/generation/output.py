@@ -164,6 +164,11 @@ def format_scores(scores: Sequence[float]) -> str:
     return " ".join(f"{score:.4f}" for score in scores)
 
 
+def token_scores_field(_: int, hypothesis: Hypothesis) -> str:
+    """The ``--token-scores`` field of an output line (an ``output_lines`` extra)."""
+    return format_scores(hypothesis.token_scores or [])
+
+
 def score_summary(scores: Sequence[ReferenceScore | None], normalized: bool) -> str:
     """One line for the whole input: tokens, unknown words, log-score per token and, for a head whose scores
     are probabilities, the perplexity."""

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from nlgkit.core.errors import DataError
 from nlgkit.data.vocab import Vocabulary
-from nlgkit.generation.output import format_scores, output_lines
+from nlgkit.generation.output import output_lines, token_scores_field
 from nlgkit.generation.unknowns import UnknownReplacement
 from nlgkit.search import Hypothesis
 
@@ -74,10 +74,7 @@ class TargetText:
             aligned = Rendered("", hypothesis, list(sources[i] or ()), []).pairs()
             return " ".join(f"{source}-{target}" for source, target in aligned)
 
-        def scores(_: int, hypothesis: Hypothesis) -> str:
-            return format_scores(hypothesis.token_scores or [])
-
-        extras = [pairs] * self.report_alignment + [scores] * self.report_token_scores
+        extras = [pairs] * self.report_alignment + [token_scores_field] * self.report_token_scores
         return output_lines(results, nbest, text, first_index, extras)
 
     def texts(self, results: Sequence[list[Hypothesis]],
