@@ -256,6 +256,15 @@ def test_translate_with_align_answers_tokens_and_alignment_as_report_align(clien
     plain = client.post("/translate", json={"lines": LINES[:1], "model": "de-en"}).json()["translations"][0]
     assert set(plain) == {"text"}
 
+    # translate --json writes the server's answer, line for line
+    everything = {"lines": LINES, "model": "de-en", "align": True, "token_scores": True, "scores": True, "nbest": 3}
+    served_records = client.post("/translate", json=everything).json()["translations"]
+    offline = cli("translate", "-m", str(runs["translation"]), "--device", "cpu", "--json", "--report-align",
+                  "--token-scores", "--nbest", "3", input="\n".join(LINES) + "\n")
+    assert offline.exit_code == 0, offline.output
+    assert [json.loads(line) for line in offline.stdout.splitlines()] == served_records
+    assert set(served_records[0]) == {"text", "score", "source_tokens", "tokens", "alignment", "token_scores", "nbest"}
+
     # "token_scores": each hypothesis's tokens and their log-probabilities, as translate --token-scores prints them
     scored = client.post("/translate", json={"lines": LINES, "model": "de-en", "token_scores": True, "scores": True})
     offline = cli("translate", "-m", str(runs["translation"]), "--device", "cpu", "--no-detokenize",
@@ -301,6 +310,10 @@ def test_a_ctranslate2_export_is_served_as_translate_engine_ct2_translates(tmp_p
         aligned = client.post("/translate", json={"lines": LINES, "align": True}).json()["translations"]
         expected = aligned_offline(["--engine", "ct2", "-m", str(tmp_path / "ct2")])
         assert [(t["tokens"], t["alignment"]) for t in aligned] == expected
+        as_json = cli("translate", "--engine", "ct2", "-m", str(tmp_path / "ct2"), "--json", "--report-align",
+                      input="\n".join(LINES) + "\n")
+        assert as_json.exit_code == 0 and [json.loads(line) for line in as_json.stdout.splitlines()] == client.post(
+            "/translate", json={"lines": LINES, "align": True, "scores": True}).json()["translations"]
         meta = tmp_path / "ct2" / "nlgkit.json"
         written = json.loads(meta.read_text(encoding="utf-8"))
         meta.write_text(json.dumps({k: v for k, v in written.items() if k != "alignment"}), encoding="utf-8")
@@ -459,7 +472,7 @@ def test_the_server_answers_503_while_the_queue_is_full(runs: dict[str, Path]) -
     search = model.batcher.process
     model.batcher.process = lambda key, items: (gate.wait(10), search(key, items))[1]
     with TestClient(create_app(models, limits)) as client:
-        key = (model.options(None, None), False)  # the search options, no alignments
+        key = (model.options(None, None), False, False, False)  # search options; no alignment, token scores, score
         running = model.batcher.submit(key, ["ein mann"])  # the worker holds it at the gate
         time.sleep(0.1)
         waiting = model.batcher.submit(key, ["eine frau"])  # fills the queue

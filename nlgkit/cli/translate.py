@@ -14,8 +14,8 @@ With ``--nbest N`` (N > 1) each input gives N lines ``INDEX ||| hypothesis ||| s
 INDEX counted from 0), best first. With ``--replace-unk`` each ``<unk>`` of an output becomes the source token its
 step attended to most (or its entry in ``--phrase-table``); ``--report-align`` ends each line in ``||| SRC-TGT``
 pairs (source and output token indices, from 0); ``--target-prefix FILE`` starts each output with its line of FILE;
-``--token-scores`` ends each line in its tokens' log-probabilities. The work is done in ``nlgkit.generation``; this
-module parses and prints.
+``--token-scores`` ends each line in its tokens' log-probabilities; ``--json`` writes one JSON record per input line
+instead (``nlgkit serve``'s answer). The work is done in ``nlgkit.generation``; this module parses and prints.
 """
 
 from __future__ import annotations
@@ -97,6 +97,10 @@ def translate(
                                                     "log-score (log-probability for softmax heads), the EOS's last "
                                                     "(with --no-detokenize); with --score-reference, a third "
                                                     "column of them")] = False,
+    json_output: Annotated[bool, typer.Option("--json", help="One JSON record per input line (text, score, n-best, "
+                                                             "and with --report-align / --token-scores the tokens, "
+                                                             "alignment and token scores): nlgkit serve's answer")
+                           ] = False,
 ) -> None:
     """Translate text with a trained run (stdin → stdout by default)."""
     # lazy: CLI start-up (the library and torch load only when the command runs)
@@ -128,6 +132,8 @@ def translate(
                      ("--target-prefix", target_prefix is not None)):
         if on and score_reference is not None:
             raise ConfigError(f"{flag}: only when searching (not with --score-reference)")
+    if json_output and score_reference is not None:
+        raise ConfigError("--json: only when searching (not with --score-reference)")
     if token_scores and engine != "torch":
         raise ConfigError("--token-scores: CTranslate2's search returns one score per output (--engine torch)")
     if engine == "torch" and compute_type != "default":
@@ -146,13 +152,13 @@ def translate(
         translator = CT2Translator(export, resolve(export.config.search), compute_type=compute_type, device=device,
                                    pretokenized=pretokenized, detokenize=detokenize,
                                    max_input_tokens=max_input_tokens, warn=warn, phrase_table=unknown_words,
-                                   report_alignment=report_align)
+                                   report_alignment=report_align, as_json=json_output)
     else:
         run = load_ensemble(model, checkpoint, device, ensemble_mode)  # one --model: that run as it is
         translator = Translator(run, resolve(run.config.search), pretokenized=pretokenized, detokenize=detokenize,
                                 max_input_tokens=max_input_tokens, warn=warn, phrase_table=unknown_words,
                                 report_alignment=report_align,
-                                report_token_scores=token_scores and score_reference is None)
+                                report_token_scores=token_scores and score_reference is None, as_json=json_output)
     image_files = read_image_list(images) if images is not None else None
     prefixes = read_text_input(target_prefix, warn)[0] if target_prefix is not None else None
     if score_reference is not None:

@@ -58,7 +58,8 @@ class CT2Translator:
     def __init__(self, export: ExportedModel, options: SearchOptions, *, compute_type: str = "default",
                  device: str = "cpu", threads: int = 0, pretokenized: bool = False, detokenize: bool = True,
                  max_input_tokens: int = 400, warn: Callable[[str], None] = print,
-                 phrase_table: Mapping[str, str] | None = None, report_alignment: bool = False) -> None:
+                 phrase_table: Mapping[str, str] | None = None, report_alignment: bool = False,
+                 as_json: bool = False) -> None:
         if max_input_tokens <= 0:
             raise DataError(f"--max-input-tokens = {max_input_tokens}: must be positive")
         ct2 = ctranslate2_module()
@@ -76,7 +77,7 @@ class CT2Translator:
         self.text_input = export.task.text_input(export.assets, export.vocabs)
         self.output = TargetText.build(export.tgt_vocab, export.task.detokenizer(export.assets),
                                        detokenize=detokenize, phrase_table=phrase_table,
-                                       report_alignment=report_alignment)
+                                       report_alignment=report_alignment, as_json=as_json)
         self._check_alignment()
         model = export.config.model
         self.max_positions = model.max_positions if isinstance(model, TransformerConfig) else 1024

@@ -31,7 +31,7 @@ class Translator:
     def __init__(self, run: TrainedRun, options: SearchOptions, *, pretokenized: bool = False,
                  detokenize: bool = True, max_input_tokens: int = 400,
                  warn: Callable[[str], None] = print, phrase_table: Mapping[str, str] | None = None,
-                 report_alignment: bool = False, report_token_scores: bool = False) -> None:
+                 report_alignment: bool = False, report_token_scores: bool = False, as_json: bool = False) -> None:
         if max_input_tokens <= 0:
             raise DataError(f"--max-input-tokens = {max_input_tokens}: must be positive")
         try:
@@ -42,7 +42,7 @@ class Translator:
         self.pretokenized, self.max_input_tokens = pretokenized, max_input_tokens
         self.output = TargetText.build(run.tgt_vocab, run.detokenizer(), detokenize=detokenize,
                                        phrase_table=phrase_table, report_alignment=report_alignment,
-                                       report_token_scores=report_token_scores)
+                                       report_token_scores=report_token_scores, as_json=as_json)
         self._target_tokenizer: Callable[[str], list[str]] | None = None  # loaded when first needed
 
     def lines(self, lines: list[str], name: str = "<stdin>", first_number: int = 1,

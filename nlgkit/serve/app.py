@@ -83,23 +83,9 @@ def create_app(models: Mapping[str, ServedModel], limits: ServeLimits | None = N
         if body.token_scores and model.engine == "ct2":
             raise RequestError(422, f"token_scores: model {model.name!r} is a CTranslate2 export, whose search "
                                     "returns one score per output")
-        found = await asyncio.wrap_future(model.batcher.submit((options, body.align), body.lines))
-        asked = {"score": body.scores, "tokens": body.align or body.token_scores, "alignment": body.align,
-                 "token_scores": body.token_scores}
-        per_token = [name for name in ("tokens", "alignment", "token_scores") if asked[name]]
-        translations = []
-        for line in found:
-            hyps = [{name: value for name, value in h.items() if asked.get(name, True)} for h in line["hypotheses"]]
-            best: dict[str, Any] = {"text": hyps[0]["text"] if hyps else ""}
-            if body.scores:
-                best["score"] = hyps[0]["score"] if hyps else None
-            if body.align:
-                best["source_tokens"] = line["source_tokens"] or []
-            best.update({name: hyps[0][name] if hyps else [] for name in per_token})
-            if options.nbest > 1:
-                best["nbest"] = hyps
-            translations.append(best)
-        return {"model": model.name, "translations": translations}
+        key = (options, body.align, body.token_scores, body.scores)
+        found = await asyncio.wrap_future(model.batcher.submit(key, body.lines))
+        return {"model": model.name, "translations": found}
 
     @app.post("/caption")
     async def caption(request: Request) -> dict[str, Any]:

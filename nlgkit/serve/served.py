@@ -75,7 +75,8 @@ class ServedModel:
     translator: TextTranslator | None = None
     encoder: ImageEncoder | None = None
     batcher: DynamicBatcher = field(init=False)
-    _by_options: dict[tuple[SearchOptions, bool], TextTranslator] = field(default_factory=dict, init=False)
+    _by_options: dict[tuple[SearchOptions, bool, bool, bool], TextTranslator] = field(default_factory=dict,
+                                                                                       init=False)
 
     def __post_init__(self) -> None:
         process = self._translate if self.does == TRANSLATE else self._caption
@@ -116,27 +117,17 @@ class ServedModel:
 
     # -- the batches, in the batcher's worker thread ------------------------------------------------------------
     def _translate(self, key: Hashable, lines: list[Any]) -> list[Any]:
-        """Each line's hypotheses as ``{"text", "score", "tokens", "token_scores"}`` (no token scores from
-        CTranslate2) and, when the key asks for alignments, the line's ``source_tokens`` and each hypothesis's
-        ``alignment`` ([source, output] positions)."""
+        """Each line's answer (:meth:`TargetText.record`): key = (search options, align, token_scores, scores)."""
         assert isinstance(key, tuple) and self.translator is not None
-        options, align = key
+        options, align, token_scores, scores = key
         translator = self._by_options.get(key)
-        if translator is None:  # the same tokenizer and detokenizer, another search
+        if translator is None:  # the same tokenizer and detokenizer, another search and answer
             translator = self._by_options[key] = copy.copy(self.translator)
             translator.options = options
-            translator.output = dataclasses.replace(translator.output, keep_alignment=align)
-        answers = []
-        for found in translator.texts(lines, name=f"request to {self.name}"):
-            hyps: list[dict[str, Any]] = [
-                {"text": r.text, "score": round(float(r.hypothesis.score), 4), "tokens": r.words,
-                 "token_scores": None if r.hypothesis.token_scores is None else
-                 [round(score, 4) for score in r.hypothesis.token_scores]} for r in found]
-            if align:
-                for hyp, rendered in zip(hyps, found, strict=True):
-                    hyp["alignment"] = [list(pair) for pair in rendered.pairs()]
-            answers.append({"hypotheses": hyps, "source_tokens": found[0].source if found and align else None})
-        return answers
+            translator.output = dataclasses.replace(translator.output, report_alignment=align,
+                                                    report_token_scores=token_scores, as_json=True)
+        return [translator.output.record(rendered, options.nbest, scores)
+                for rendered in translator.texts(lines, name=f"request to {self.name}")]
 
     def _caption(self, key: Hashable, pictures: list[Any]) -> list[Any]:
         assert isinstance(key, tuple) and self.run is not None
