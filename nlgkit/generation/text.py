@@ -1,9 +1,12 @@
-"""A translation hypothesis as its output text, the same for both engines (``translate --engine torch|ct2``).
+"""A translation hypothesis as its output text, the same for both engines (``translate --engine torch|ct2``) and
+for ``nlgkit serve``.
 
 Tokens become words through the target vocabulary; with ``--replace-unk`` each ``<unk>`` is replaced through the
 hypothesis's alignment (:class:`nlgkit.generation.unknowns.UnknownReplacement`); subwords are undone and the words
 detokenised unless told not to; with ``--report-align`` each line ends in `` ||| SRC-TGT`` pairs (OpenNMT's
-``-report_align``, fast_align's format), which index the tokens of ``--no-detokenize`` output.
+``-report_align``, fast_align's format) and with ``--token-scores`` in its tokens' log-scores, both of which index
+the tokens of ``--no-detokenize`` output; with ``--json`` a line is one JSON record holding them all (the answer of
+``nlgkit serve``).
 """
 
 from __future__ import annotations
@@ -62,7 +65,9 @@ class TargetText:
     def text(self, tokens: list[int], alignment: list[int] | None = None, source: Sequence[str] = ()) -> str:
         """A hypothesis's tokens as output text (:meth:`words`, subwords undone and detokenised unless told not
         to)."""
-        words = self.words(tokens, alignment, source)
+        return self._joined(self.words(tokens, alignment, source))
+
+    def _joined(self, words: list[str]) -> str:
         return self.detokenizer(words) if self.detokenize else " ".join(words)
 
     def lines(self, results: Sequence[list[Hypothesis]], sources: Sequence[Sequence[str] | None], nbest: int,
@@ -78,8 +83,8 @@ class TargetText:
             return self.text(hypothesis.tokens, hypothesis.alignment, sources[i] or ())
 
         def pairs(i: int, hypothesis: Hypothesis) -> str:
-            """``SRC-TGT`` pairs, 0-based; tokens aligned to the source's end marker are left out."""
-            aligned = Rendered("", hypothesis, list(sources[i] or ()), []).pairs()
+            """``SRC-TGT`` pairs, 0-based (fast_align's format)."""
+            aligned = aligned_pairs(hypothesis.alignment, len(sources[i] or ()))
             return " ".join(f"{source}-{target}" for source, target in aligned)
 
         extras = [pairs] * self.report_alignment + [token_scores_field] * self.report_token_scores
@@ -88,10 +93,11 @@ class TargetText:
     def texts(self, results: Sequence[list[Hypothesis]],
               sources: Sequence[Sequence[str] | None]) -> list[list[Rendered]]:
         """Each result's hypotheses with their text (for callers that want scores and text apart)."""
-        return [[Rendered(self.text(h.tokens, h.alignment, source or ()), h, list(source or ()),
-                          self.words(h.tokens, h.alignment, source or ()))
-                 for h in hypotheses]
-                for hypotheses, source in zip(results, sources, strict=True)]
+        rendered = []
+        for hypotheses, source in zip(results, sources, strict=True):
+            words = [self.words(h.tokens, h.alignment, source or ()) for h in hypotheses]
+            rendered.append([Rendered(self._joined(w), h, list(source or ()), w) for h, w in zip(hypotheses, words)])
+        return rendered
 
     def record(self, rendered: Sequence[Rendered], nbest: int, scores: bool = True) -> dict[str, Any]:
         """One line's answer as a JSON object (``translate --json``, ``nlgkit serve``): the best hypothesis's
@@ -129,6 +135,11 @@ class Rendered:
     words: list[str]
 
     def pairs(self) -> list[tuple[int, int]]:
-        """(source, output) token positions, 0-based; tokens aligned to the source's end marker left out."""
-        return [(source, target) for target, source in enumerate(self.hypothesis.alignment or [])
-                if source < len(self.source)]
+        """(source, output) token positions (:func:`aligned_pairs`)."""
+        return aligned_pairs(self.hypothesis.alignment, len(self.source))
+
+
+def aligned_pairs(alignment: list[int] | None, source_length: int) -> list[tuple[int, int]]:
+    """(source, output) token positions, 0-based, of an output whose token j attended to source position
+    ``alignment[j]`` most; tokens aligned to the source's end marker (``source_length``) are left out."""
+    return [(source, target) for target, source in enumerate(alignment or []) if source < source_length]

@@ -75,7 +75,7 @@ class ServedModel:
     translator: TextTranslator | None = None
     encoder: ImageEncoder | None = None
     batcher: DynamicBatcher = field(init=False)
-    _by_options: dict[tuple[SearchOptions, bool, bool, bool], TextTranslator] = field(default_factory=dict,
+    _by_key: dict[tuple[SearchOptions, bool, bool, bool], TextTranslator] = field(default_factory=dict,
                                                                                        init=False)
 
     def __post_init__(self) -> None:
@@ -120,9 +120,9 @@ class ServedModel:
         """Each line's answer (:meth:`TargetText.record`): key = (search options, align, token_scores, scores)."""
         assert isinstance(key, tuple) and self.translator is not None
         options, align, token_scores, scores = key
-        translator = self._by_options.get(key)
+        translator = self._by_key.get(key)
         if translator is None:  # the same tokenizer and detokenizer, another search and answer
-            translator = self._by_options[key] = copy.copy(self.translator)
+            translator = self._by_key[key] = copy.copy(self.translator)
             translator.options = options
             translator.output = dataclasses.replace(translator.output, report_alignment=align,
                                                     report_token_scores=token_scores, as_json=True)
