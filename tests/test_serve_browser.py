@@ -6,6 +6,7 @@ answers. The browser test is skipped, saying why, only where no Chromium and chr
 from __future__ import annotations
 
 import base64
+import math
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -125,6 +126,19 @@ def test_the_page_translates_a_typed_sentence_and_captions_a_dropped_image(chrom
     ActionChains(chrome).move_to_element(output_spans[output]).perform()
     lit = [i for i, e in enumerate(source_spans) if "linked" in e.get_attribute("class").split()]
     assert lit == [source] and "linked" in output_spans[output].get_attribute("class").split()
+    assert all(not e.get_attribute("title") for e in output_spans)  # no scores asked
+
+    # with "word scores" ticked (alignment off), each output token and the end of sentence show their probability
+    chrome.find_element(By.ID, "align").click()
+    chrome.find_element(By.ID, "word-scores").click()
+    chrome.find_element(By.ID, "translate-button").click()
+    wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "#translations .output-tokens .token[title]"))
+    api = httpx.post(f"{server}translate", json={"lines": [sentence], "model": "de-en", "token_scores": True},
+                     timeout=60).json()["translations"][0]
+    output_spans = chrome.find_elements(By.CSS_SELECTOR, "#translations .output-tokens .token")
+    assert not chrome.find_elements(By.CSS_SELECTOR, "#translations .source-tokens .token")
+    assert [e.text for e in output_spans] == api["tokens"] + ["</s>"] * (len(api["token_scores"]) > len(api["tokens"]))
+    assert [e.get_attribute("title") for e in output_spans] == [f"p = {math.exp(v):.3f}" for v in api["token_scores"]]
 
     image = picture(7)
     chrome.execute_async_script(DROP, base64.b64encode(image).decode(), "street.jpg")

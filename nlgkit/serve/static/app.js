@@ -41,9 +41,10 @@ function nbestList(hypotheses) {
   return list;
 }
 
-// The best translation's tokens under the source's: pointing at a token lights up the token(s) it is aligned to
-// (the source token each output token's step attended to most).
-function alignmentView(t) {
+// The best translation's tokens, under the source's when aligned: pointing at a token lights up the token(s) it is
+// aligned to (the source token each output token's step attended to most); with token scores each output token
+// is shaded by how unlikely the model found it (its probability on hover), the end of sentence last.
+function tokenView(t, align, scores) {
   const view = element("div", "alignment");
   const row = (tokens, className) => {
     const line = element("div", className);
@@ -51,18 +52,29 @@ function alignmentView(t) {
     spans.forEach((span, k) => line.append(...(k ? [" ", span] : [span])));
     return [line, spans];
   };
-  const [sourceLine, sourceSpans] = row(t.source_tokens, "source-tokens");
-  const [outputLine, outputSpans] = row(t.tokens, "output-tokens");
-  for (const [s, o] of t.alignment) {
-    const pair = [sourceSpans[s], outputSpans[o]];
-    if (!pair[0] || !pair[1]) continue;
-    pair[1].dataset.source = String(s);
-    for (const span of pair) {
-      span.addEventListener("mouseenter", () => pair.forEach((p) => p.classList.add("linked")));
-      span.addEventListener("mouseleave", () => pair.forEach((p) => p.classList.remove("linked")));
+  const [sourceLine, sourceSpans] = row(align ? t.source_tokens : [], "source-tokens");
+  const ended = scores && t.token_scores.length > t.tokens.length;
+  const [outputLine, outputSpans] = row(ended ? [...t.tokens, "</s>"] : t.tokens, "output-tokens");
+  if (align) {
+    for (const [s, o] of t.alignment) {
+      const pair = [sourceSpans[s], outputSpans[o]];
+      if (!pair[0] || !pair[1]) continue;
+      pair[1].dataset.source = String(s);
+      for (const span of pair) {
+        span.addEventListener("mouseenter", () => pair.forEach((p) => p.classList.add("linked")));
+        span.addEventListener("mouseleave", () => pair.forEach((p) => p.classList.remove("linked")));
+      }
     }
+    view.append(sourceLine);
   }
-  view.append(sourceLine, outputLine);
+  if (scores) {
+    t.token_scores.forEach((score, k) => {
+      const p = Math.exp(score);
+      outputSpans[k].title = `p = ${p.toFixed(3)}`;
+      outputSpans[k].style.boxShadow = `inset 0 -0.35em rgba(220, 40, 40, ${(0.8 * (1 - p)).toFixed(3)})`;
+    });
+  }
+  view.append(outputLine);
   return view;
 }
 
@@ -88,6 +100,13 @@ async function loadModels() {
   }
   $("served").textContent = `Serving ${served.map((m) => `${m.name} (${m.task})`).join(", ")}.`;
   updateAttention();
+  updateWordScores();
+}
+
+// CTranslate2's search gives no per-token scores: the option shows for models searched by nlgkit only.
+function updateWordScores() {
+  const model = models.find((m) => m.name === $("translate-model").value);
+  $("word-scores-label").hidden = !(model && model.engine !== "ct2");
 }
 
 function updateAttention() {
@@ -103,7 +122,8 @@ async function translate() {
   const beam = numberField("translate-beam");
   if (beam !== undefined && nbest > beam) nbest = beam;
   const align = $("align").checked;
-  const request = { lines, model: $("translate-model").value, nbest, scores: true, align };
+  const scores = $("word-scores").checked && !$("word-scores-label").hidden;
+  const request = { lines, model: $("translate-model").value, nbest, scores: true, align, token_scores: scores };
   if (beam !== undefined) request.beam = beam;
   $("translations").classList.add("busy");
   try {
@@ -116,7 +136,7 @@ async function translate() {
       const item = element("li", "translation");
       item.append(element("div", "source", lines[i]));
       item.append(nbestList(t.nbest || [{ text: t.text, score: t.score }]));
-      if (align && t.tokens && t.tokens.length) item.append(alignmentView(t));
+      if ((align || scores) && t.tokens && t.tokens.length) item.append(tokenView(t, align, scores));
       out.append(item);
     });
   } catch (error) {
@@ -173,6 +193,7 @@ async function caption(files) {
 function setUp() {
   $("translate-button").addEventListener("click", translate);
   $("caption-model").addEventListener("change", updateAttention);
+  $("translate-model").addEventListener("change", updateWordScores);
   const zone = $("dropzone");
   zone.addEventListener("click", () => $("files").click());
   zone.addEventListener("keydown", (e) => { if (e.key === "Enter" || e.key === " ") $("files").click(); });
