@@ -19,7 +19,7 @@ from nlgkit.core.errors import DataError
 from nlgkit.core.figures import save_png
 from nlgkit.core.io import write_json
 from nlgkit.data.vocab import SPECIALS, Vocabulary
-from nlgkit.evaluate.analysis import geometry, neighbours, norms, params, similarity, wordsim
+from nlgkit.evaluate.analysis import confidence, geometry, neighbours, norms, params, similarity, wordsim
 from nlgkit.models.rnn import RNNConfig, RNNModel
 from nlgkit.runs.checkpoint import save_checkpoint
 
@@ -35,6 +35,25 @@ def at_angles(degrees: list[float], dim: int = 2) -> torch.Tensor:
     matrix = torch.zeros(len(degrees), dim)
     matrix[:, 0], matrix[:, 1] = radians.cos().float(), radians.sin().float()
     return matrix
+
+
+# -- reference-token confidence -------------------------------------------------------------------------------
+
+def test_confidence_pools_token_scores_by_training_count_unknown_and_end_apart() -> None:
+    counts = {"a": 1, "b": 3, "c": 50}
+    references = [["a", "c", "zzz"], ["b", "c"]]
+    scores = [[-4.0, -1.0, -6.0, -0.5], [-2.0, -3.0, -0.1]]  # each token's, then the EOS's
+    bins = {b.label: b for b in confidence.confidence_by_frequency(references, scores, counts, (1, 2, 10))}
+    assert list(bins) == ["<1", "1", "[2,10)", ">=10", "<unk>", "</s>"]
+    assert bins["<1"].tokens == 0 and bins["<1"].mean_log_prob is None and bins["<1"].perplexity is None
+    assert (bins["1"].tokens, bins["1"].mean_log_prob) == (1, -4.0)  # a
+    assert (bins["[2,10)"].tokens, bins["[2,10)"].mean_log_prob) == (1, -2.0)  # b
+    assert (bins[">=10"].tokens, bins[">=10"].mean_log_prob) == (2, -2.0)  # c twice: (−1 − 3) / 2
+    assert (bins["<unk>"].tokens, bins["<unk>"].mean_log_prob) == (1, -6.0)
+    assert bins["</s>"].tokens == 2 and bins["</s>"].mean_log_prob == pytest.approx(-0.3)
+    assert bins[">=10"].perplexity == pytest.approx(math.exp(2.0))
+    with pytest.raises(DataError, match="reference 2: 2 token scores for 2 tokens"):
+        confidence.confidence_by_frequency(references, [scores[0], [-1.0, -1.0]], counts, (1, 2, 10))
 
 
 # -- norms ------------------------------------------------------------------------------------------------

@@ -568,6 +568,32 @@ def test_token_scores_end_each_line_in_its_tokens_log_probabilities(
     one_line_error(cli("translate", "-m", str(run_dir), "--token-scores", input="ein hund\n"), "--no-detokenize")
 
 
+def test_evaluate_confidence_pools_the_references_token_scores_by_frequency(
+        trained: tuple[Path, Path], paper, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """``evaluate confidence RUN…``: every test reference token and EOS lands in one bin, the bins' log-probabilities
+    add up to the references' forced scores (``--score-reference``), and a trained model is surer of words it saw
+    a thousand times than of words it saw under ten (it was trained on them far more often)."""
+    _, run_dir = trained
+    result = cli("evaluate", "confidence", str(run_dir), "--data-dir", str(paper[0]), "--json", "--device", "cpu")
+    assert result.exit_code == 0, result.output
+    (entry,) = json.loads(result.stdout)["runs"].values()
+    bins = {b["bin"]: b for b in entry["bins"]}
+    references = [line.split() for line in read_lines(paper[0] / "test.en")]
+    assert sum(b["tokens"] for b in bins.values()) == sum(len(r) + 1 for r in references)
+    assert bins["</s>"]["tokens"] == len(references)
+    scored = cli("translate", "-m", str(run_dir), "--pretokenized", "--input", str(paper[0] / "test.de"),
+                 "--score-reference", str(paper[0] / "test.en"), "--device", "cpu")
+    assert scored.exit_code == 0, scored.output
+    total = sum(float(row.split("\t")[0]) for row in scored.stdout.splitlines())
+    pooled = sum(b["tokens"] * b["mean_log_prob"] for b in bins.values() if b["tokens"])
+    assert abs(pooled - total) < 1e-3 * abs(total), (pooled, total)
+    rare = [b for b in bins.values() if b["bin"] in ("1", "2", "3", "4", "[5,10)") and b["tokens"]]
+    assert rare and bins[">=1000"]["mean_log_prob"] > max(b["mean_log_prob"] for b in rare) + 1.0, bins
+    one_line_error(cli("evaluate", "confidence", str(run_dir), "--data-dir", str(paper[0]), "--split", "nope"),
+                   "nope.en")
+    one_line_error(cli("evaluate", "confidence", str(run_dir), str(run_dir)), "named twice")
+
+
 def test_target_prefix_starts_each_output_with_its_line(trained: tuple[Path, Path], paper,  # type: ignore[no-untyped-def]
                                                         tmp_path: Path) -> None:
     """``--target-prefix FILE``: each output begins with its line of FILE (tokenised as the targets; an empty line

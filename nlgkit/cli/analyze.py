@@ -1,4 +1,4 @@
-"""``nlgkit evaluate norms|wordsim|neighbours|geometry|params RUN_DIR``: analyses of a trained model.
+"""``nlgkit evaluate norms|wordsim|neighbours|geometry|params|confidence RUN_DIR``: analyses of a trained model.
 
 Each command loads the run, hands tensors and vocabularies to :mod:`nlgkit.evaluate.analysis`, and prints
 a rich table or, with ``--json``, one JSON object. All work is done before a PNG is written, and PNGs are
@@ -239,6 +239,61 @@ def params_command(run_dir: RunDir, checkpoint: Checkpoint = "best", device: Dev
     _emit({**_header(run), **report}, json_output, [table])
 
 
+@handle_errors
+def confidence_command(run_dirs: Annotated[list[Path], typer.Argument(
+                           help="Run directories written by `nlgkit train` (side by side; one target vocabulary "
+                                "size each)", show_default=False)],
+                       split: Annotated[str, typer.Option(help="The prepared split whose references are scored")]
+                       = "test",
+                       data_dir: Annotated[Path | None, typer.Option(
+                           help="Prepared data directory (default: each run's data.dir)")] = None,
+                       bins: Annotated[str | None, typer.Option(
+                           metavar="EDGES", help="Training-frequency bin edges (default 1,2,3,4,5,10,100,1000)")]
+                       = None,
+                       checkpoint: Checkpoint = "best", device: Device = "auto",
+                       json_output: JsonFlag = False) -> None:
+    """Mean log-probability of the reference tokens by training frequency, run beside run (forced decoding)."""
+    # lazy: CLI start-up (the library and torch load only when the command runs)
+    from nlgkit.core.io import read_lines
+    from nlgkit.evaluate.analysis.confidence import confidence_by_frequency
+    from nlgkit.generation.decode import score_references
+    from nlgkit.metrics.vocabulary import DEFAULT_EDGES, parse_edges, train_counts
+    from nlgkit.runs import loading as runs
+
+    edges = parse_edges(bins) if bins is not None else DEFAULT_EDGES
+    if len({str(run_dir) for run_dir in run_dirs}) != len(run_dirs):
+        raise NlgkitError("a run directory named twice: name each run once")
+    results, headers = {}, []
+    for run_dir in run_dirs:
+        run = runs.load_trained(run_dir, checkpoint, device)
+        directory = data_dir or Path(run.config.data.dir)
+        targets_file = directory / f"{split}.{run.config.data.tgt_lang}"
+        if not targets_file.is_file():
+            raise NlgkitError(f"{targets_file}: no prepared target tokens of split {split!r} for {run_dir} "
+                              "(--data-dir names the prepared directory)")
+        references = [line.split() for line in read_lines(targets_file)]
+        sources = run.task.split_sources(directory, split, run.vocabs)
+        scores = score_references(run.model, run.task, sources, references, run.tgt_vocab, device=run.device)
+        results[str(run_dir)] = confidence_by_frequency(references, [s.token_scores for s in scores],
+                                                        train_counts(run.tgt_vocab), edges)
+        headers.append(_header(run))
+    names = list(results)
+    table = _table(f"reference-token log-probability by training frequency ({split})", "bin", "tokens",
+                   *[f"{name} ({header['head']})" for name, header in zip(names, headers, strict=True)])
+    first = results[names[0]]
+    for row, entry in enumerate(first):
+        cells = [_fmt(results[name][row].mean_log_prob) for name in names]
+        table.add_row(entry.label, f"{entry.tokens:,}" + ("" if all(
+            results[name][row].tokens == entry.tokens for name in names) else " (differs)"), *cells)
+    payload = {"split": split, "edges": list(edges),
+               "runs": {name: {**header, "bins": [b.summary() for b in results[name]]}
+                        for name, header in zip(names, headers, strict=True)}}
+    if json_output:
+        typer.echo(json.dumps(payload, ensure_ascii=False))
+        return
+    Console().print(table)
+
+
 def register(app: typer.Typer) -> None:
     """Add the analysis commands to ``app`` (the ``nlgkit evaluate`` group)."""
     app.command("norms")(norms_command)
@@ -246,3 +301,4 @@ def register(app: typer.Typer) -> None:
     app.command("neighbours")(neighbours_command)
     app.command("geometry")(geometry_command)
     app.command("params")(params_command)
+    app.command("confidence")(confidence_command)
