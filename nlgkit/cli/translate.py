@@ -89,14 +89,14 @@ def translate(
     phrase_table: Annotated[Path | None, typer.Option(help="--replace-unk through this table of 'source|||target' "
                                                            "lines (a source token not in it is copied)")] = None,
     report_align: Annotated[bool, typer.Option(help="End each output line in ' ||| SRC-TGT …': the source token each "
-                                                    "output token's step attended to most (with --no-detokenize)")
+                                                    "output token's step attended to most (with --no-detokenize or --json)")
                             ] = False,
     target_prefix: Annotated[Path | None, typer.Option(help="Start each output with the text of this file's line "
                                                             "(one per input line; an empty line: no prefix)")] = None,
     token_scores: Annotated[bool, typer.Option(help="End each output line in ' ||| ' and each output token's "
                                                     "log-score (log-probability for softmax heads), the EOS's last "
-                                                    "(with --no-detokenize); with --score-reference, a third "
-                                                    "column of them")] = False,
+                                                    "(with --no-detokenize or --json); with --score-reference, a "
+                                                    "third column of them")] = False,
     json_output: Annotated[bool, typer.Option("--json", help="One JSON record per input line (text, score, n-best, "
                                                              "and with --report-align / --token-scores the tokens, "
                                                              "alignment and token scores): nlgkit serve's answer")
