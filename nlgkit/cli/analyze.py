@@ -241,8 +241,8 @@ def params_command(run_dir: RunDir, checkpoint: Checkpoint = "best", device: Dev
 
 @handle_errors
 def confidence_command(run_dirs: Annotated[list[Path], typer.Argument(
-                           help="Run directories written by `nlgkit train` (side by side; one target vocabulary "
-                                "size each)", show_default=False)],
+                           help="Run directories written by `nlgkit train`, side by side (each binned by its own "
+                                "target vocabulary's training counts)", show_default=False)],
                        split: Annotated[str, typer.Option(help="The prepared split whose references are scored")]
                        = "test",
                        data_dir: Annotated[Path | None, typer.Option(
