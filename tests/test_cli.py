@@ -574,8 +574,11 @@ def test_evaluate_confidence_pools_the_references_token_scores_by_frequency(
     add up to the references' forced scores (``--score-reference``), and a trained model is surer of words it saw
     a thousand times than of words it saw under ten (it was trained on them far more often)."""
     _, run_dir = trained
-    result = cli("evaluate", "confidence", str(run_dir), "--data-dir", str(paper[0]), "--json", "--device", "cpu")
+    png = tmp_path / "confidence.png"
+    result = cli("evaluate", "confidence", str(run_dir), "--data-dir", str(paper[0]), "--json", "--device", "cpu",
+                 "--png", str(png))
     assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["png"] == str(png) and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     (entry,) = json.loads(result.stdout)["runs"].values()
     bins = {b["bin"]: b for b in entry["bins"]}
     references = [line.split() for line in read_lines(paper[0] / "test.en")]

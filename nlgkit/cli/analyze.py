@@ -250,16 +250,19 @@ def confidence_command(run_dirs: Annotated[list[Path], typer.Argument(
                        bins: Annotated[str | None, typer.Option(
                            metavar="EDGES", help="Training-frequency bin edges (default 1,2,3,4,5,10,100,1000)")]
                        = None,
-                       checkpoint: Checkpoint = "best", device: Device = "auto",
+                       checkpoint: Checkpoint = "best", device: Device = "auto", png: Png = None,
                        json_output: JsonFlag = False) -> None:
     """Mean log-probability of the reference tokens by training frequency, run beside run (forced decoding)."""
     # lazy: CLI start-up (the library and torch load only when the command runs)
+    from nlgkit.core.figures import check_output_path, save_png
     from nlgkit.core.io import read_lines
-    from nlgkit.evaluate.analysis.confidence import confidence_by_frequency
+    from nlgkit.evaluate.analysis.confidence import confidence_by_frequency, confidence_figure
     from nlgkit.generation.decode import score_references
     from nlgkit.metrics.vocabulary import DEFAULT_EDGES, parse_edges, train_counts
     from nlgkit.runs import loading as runs
 
+    if png is not None:
+        check_output_path(png)
     edges = parse_edges(bins) if bins is not None else DEFAULT_EDGES
     if len({str(run_dir) for run_dir in run_dirs}) != len(run_dirs):
         raise NlgkitError("a run directory named twice: name each run once")
@@ -285,7 +288,10 @@ def confidence_command(run_dirs: Annotated[list[Path], typer.Argument(
         cells = [_fmt(results[name][row].mean_log_prob) for name in names]
         table.add_row(entry.label, f"{entry.tokens:,}" + ("" if all(
             results[name][row].tokens == entry.tokens for name in names) else " (differs)"), *cells)
-    payload = {"split": split, "edges": list(edges),
+    if png is not None:
+        save_png(confidence_figure({f"{name} ({header['head']})": results[name]
+                                    for name, header in zip(names, headers, strict=True)}), png)
+    payload = {"split": split, "edges": list(edges), "png": None if png is None else str(png),
                "runs": {name: {**header, "bins": [b.summary() for b in results[name]]}
                         for name, header in zip(names, headers, strict=True)}}
     if json_output:

@@ -13,9 +13,13 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from nlgkit.core.errors import DataError
 from nlgkit.metrics.vocabulary import bin_labels, frequency_bin
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 UNKNOWN_BIN = "<unk>"  # reference words outside the vocabulary, all scored as <unk>
 END_BIN = "</s>"  # the end of each sentence
@@ -58,3 +62,26 @@ def confidence_by_frequency(references: Sequence[Sequence[str]], token_scores: S
         sizes[-1] += 1
     return [ConfidenceBin(label, size, total / size if size else None)
             for label, total, size in zip(labels, sums, sizes, strict=True)]
+
+
+def confidence_figure(results: Mapping[str, Sequence[ConfidenceBin]]) -> Figure:
+    """Mean reference-token log-probability against training-frequency bin, one line per run (empty bins left
+    out; ``<unk>`` and ``</s>`` as separate points at the right)."""
+    from matplotlib.figure import Figure  # imported here: only plots need matplotlib
+
+    figure = Figure(figsize=(7, 4))
+    axes = figure.add_subplot(1, 1, 1)
+    labels = [entry.label for entry in next(iter(results.values()))]
+    apart = len(labels) - 2  # <unk> and </s>: markers, not joined to the frequency bins' line
+    for name, bins in results.items():
+        points = [(k, entry.mean_log_prob) for k, entry in enumerate(bins) if entry.mean_log_prob is not None]
+        line = [(k, value) for k, value in points if k < apart]
+        drawn = axes.plot([k for k, _ in line], [value for _, value in line], marker="o", label=name)
+        alone = [(k, value) for k, value in points if k >= apart]
+        axes.scatter([k for k, _ in alone], [value for _, value in alone], color=drawn[0].get_color(), zorder=3)
+    axes.set_xticks(range(len(labels)), labels, rotation=30, fontsize="small")
+    axes.set_xlabel("training frequency of the reference token")
+    axes.set_ylabel("mean log-probability")
+    axes.legend(fontsize="small")
+    figure.tight_layout()
+    return figure
