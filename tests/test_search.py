@@ -71,6 +71,10 @@ class ScriptedModel(Generator):
     def encode(self, sentences: Tensor) -> State:
         return {"sentence": sentences, "prefix": torch.empty(len(sentences), 0, dtype=torch.long)}
 
+    def log_prob(self, sentence: int, prefix: list[int], word: int) -> float:
+        """The script's log-probability of ``word`` after ``prefix`` in ``sentence``."""
+        return float(self.head.table[self.rows.get((sentence, tuple(prefix)), 0), word])
+
     def step(self, prev_tokens: Tensor, state: State) -> tuple[Tensor, State]:
         self.batch_sizes.append(len(prev_tokens))
         prefix = torch.cat([state["prefix"], prev_tokens.unsqueeze(1)], dim=1)  # (B, t+1), BOS first
@@ -89,12 +93,23 @@ def decode(
     run: Any = search,
     **options: Any,
 ) -> list[list[Hypothesis]]:
-    """Encode ``inputs`` and decode them as one batch with ``run`` (search, beam_search)."""
+    """Encode ``inputs`` and decode them as one batch with ``run`` (search, beam_search); every hypothesis's
+    token scores are checked: they sum to its log-probability and, for a scripted model, each is the script's
+    log-probability of that token after the hypothesis's own prefix (the EOS's last when it ended with one)."""
     state = model.encode(inputs)
     max_lens = torch.as_tensor(max_lens)
-    return run(
+    found = run(
         model, state, batch_size=len(inputs), bos=BOS, eos=EOS, beam_size=beam, max_lens=max_lens, **options
     )
+    for sentence, hyps in enumerate(found):
+        for h in hyps:
+            assert h.token_scores is not None and len(h.token_scores) in (len(h.tokens), len(h.tokens) + 1)
+            assert sum(h.token_scores) == pytest.approx(h.log_prob, abs=1e-4)
+            if isinstance(model, ScriptedModel) and math.isfinite(h.log_prob):  # (−inf: a masked word was forced)
+                words = h.tokens + [EOS] * (len(h.token_scores) - len(h.tokens))
+                expected = [model.log_prob(int(inputs[sentence]), words[:t], word) for t, word in enumerate(words)]
+                assert h.token_scores == pytest.approx(expected, abs=1e-5), (h, expected)
+    return found
 
 
 def run(scripts: list[Script], beam: int, max_lens: list[int], **options: Any) -> list[list[Hypothesis]]:
