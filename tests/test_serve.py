@@ -193,6 +193,19 @@ def test_caption_answers_as_the_offline_command_does(client: TestClient, runs: d
     assert captions == [json.loads(line)["captions"] for line in offline.stdout.splitlines()]
     assert captions != [r["captions"][:1] for r in results]
 
+    # "token_scores": each caption's tokens and their log-probabilities, as caption --json --token-scores gives them
+    scored = client.post("/caption", data={"nbest": "2", "token_scores": "true"},
+                         files=[("image", (name, data, "image/jpeg")) for name, data in files.items()])
+    offline = cli("caption", "--model", str(runs["captioning"]), *(str(tmp_path / n) for n in files), "--json",
+                  "--nbest", "2", "--token-scores", "--device", "cpu")
+    assert scored.status_code == 200 and offline.exit_code == 0, (scored.text, offline.output)
+    for result, line in zip(scored.json()["results"], offline.stdout.splitlines(), strict=True):
+        for served_caption, offline_caption in zip(result["captions"], json.loads(line)["captions"], strict=True):
+            assert served_caption["token_scores"] == offline_caption["token_scores"]
+            assert served_caption["tokens"] == served_caption["text"].split()
+            assert len(served_caption["token_scores"]) in (len(served_caption["tokens"]),
+                                                           len(served_caption["tokens"]) + 1)
+
     drawn = cli("caption", "--model", str(runs["captioning"]), *(str(tmp_path / n) for n in files), "--json",
                 "--sampling", "--nbest", "4", "--seed", "2", "--device", "cpu")
     samples = [json.loads(line)["captions"] for line in drawn.stdout.splitlines()]

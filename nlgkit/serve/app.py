@@ -100,7 +100,8 @@ def create_app(models: Mapping[str, ServedModel], limits: ServeLimits | None = N
         for name, data in body.images:
             async with decoding:
                 pictures.append(await run_in_threadpool(model.read_picture, name, data))
-        answers = await asyncio.wrap_future(model.batcher.submit((options, body.attention), pictures))
+        answers = await asyncio.wrap_future(model.batcher.submit((options, body.attention, body.token_scores),
+                                                                 pictures))
         return {"model": model.name,
                 "results": [{"image": p.name, **answer} for p, answer in zip(pictures, answers)]}
 

@@ -54,6 +54,7 @@ class CaptionRequest:
     attention: bool = False
     min_len: int | None = None
     no_repeat_ngram_size: int | None = None
+    token_scores: bool = False  # each caption's tokens and their log-scores (the EOS's last)
 
 
 async def read_body(request: Request, limit: int) -> bytes:
@@ -121,7 +122,7 @@ async def parse_caption(request: Request, limits: ServeLimits) -> CaptionRequest
         await form.close()
 
 
-CAPTION_FIELDS = ("model", "beam", "nbest", "attention", "min_len", "no_repeat_ngram_size")
+CAPTION_FIELDS = ("model", "beam", "nbest", "attention", "min_len", "no_repeat_ngram_size", "token_scores")
 
 
 async def _caption_request(form: FormData, limits: ServeLimits) -> CaptionRequest:
@@ -146,7 +147,7 @@ async def _caption_request(form: FormData, limits: ServeLimits) -> CaptionReques
         raise RequestError(422, "no image uploaded: send one or more files (multipart field 'image')")
     return CaptionRequest(images, fields.get("model") or None, _integer(fields, "beam"), _integer(fields, "nbest"),
                           _flag(fields, "attention"), _integer(fields, "min_len"),
-                          _integer(fields, "no_repeat_ngram_size"))
+                          _integer(fields, "no_repeat_ngram_size"), _flag(fields, "token_scores"))
 
 
 def _integer(fields: dict[str, str], key: str) -> int | None:

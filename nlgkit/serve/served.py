@@ -15,7 +15,7 @@ import dataclasses
 import logging
 import os
 import tempfile
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -133,6 +133,7 @@ class ServedModel:
         assert isinstance(key, tuple) and self.run is not None
         options: SearchOptions = key[0]
         attention: bool = key[1]
+        token_scores: bool = key[2]
         by_label = {f"upload{i:05d}.png": picture for i, picture in enumerate(pictures)}
         run = self.run
         detokenize = run.detokenizer()
@@ -148,7 +149,8 @@ class ServedModel:
             for result in results:
                 if result.error:  # pictures were read before they were queued: this is the model failing
                     raise DataError(result.error)
-                answer: dict[str, Any] = {"captions": hypotheses(result.hypotheses, render)}
+                answer: dict[str, Any] = {"captions": hypotheses(result.hypotheses, render, run.tgt_vocab.decode
+                                                                  if token_scores else None)}
                 if result.attention_png:
                     answer["attention_png"] = base64.b64encode(Path(result.attention_png).read_bytes()).decode()
                 answers.append(answer)
@@ -172,9 +174,17 @@ class ServedModel:
         return Picture(name, picture.convert("RGB").resize((size, size), resample))
 
 
-def hypotheses(found: Sequence[Hypothesis], render: Any) -> list[dict[str, Any]]:
-    """Hypotheses, best first, as ``{"text", "score"}`` records."""
-    return [{"text": render(h.tokens), "score": round(float(h.score), 4)} for h in found]
+def hypotheses(found: Sequence[Hypothesis], render: Callable[[list[int]], str],
+               words: Callable[[list[int]], list[str]] | None = None) -> list[dict[str, Any]]:
+    """Hypotheses, best first, as ``{"text", "score"}`` records; with ``words`` (token ids → tokens) also each
+    one's ``tokens`` and ``token_scores`` (the EOS's last)."""
+    records = []
+    for h in found:
+        record: dict[str, Any] = {"text": render(h.tokens), "score": round(float(h.score), 4)}
+        if words is not None:
+            record.update(tokens=words(h.tokens), token_scores=[round(v, 4) for v in h.token_scores or []])
+        records.append(record)
+    return records
 
 
 def parse_spec(spec: str) -> tuple[str, list[Path]]:
