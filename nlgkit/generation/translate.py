@@ -6,6 +6,7 @@ a line longer than ``max_input_tokens`` tokens is cut to that length with a warn
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -43,7 +44,6 @@ class Translator:
         self.output = TargetText.build(run.tgt_vocab, run.detokenizer(), detokenize=detokenize,
                                        phrase_table=phrase_table, report_alignment=report_alignment,
                                        report_token_scores=report_token_scores, as_json=as_json)
-        self._target_tokenizer: Callable[[str], list[str]] | None = None  # loaded when first needed
 
     def lines(self, lines: list[str], name: str = "<stdin>", first_number: int = 1,
               images: Sequence[Path] | None = None, prefixes: Sequence[str] | None = None) -> list[str]:
@@ -86,12 +86,11 @@ class Translator:
             raise ValueError(f"{len(prefixes)} prefixes for {count} lines")
         return [target_ids(self.run.tgt_vocab, self._target_tokenize(prefix)) for prefix in prefixes]
 
-    def _target_tokenize(self, text: str) -> list[str]:
-        """``text`` in target tokens, as the training targets were tokenised (split on spaces when pretokenised)."""
-        if self._target_tokenizer is None:
-            self._target_tokenizer = str.split if self.pretokenized else \
-                self.run.task.target_tokenizer(self.run.assets)
-        return self._target_tokenizer(text)
+    @functools.cached_property
+    def _target_tokenize(self) -> Callable[[str], list[str]]:
+        """Text → target tokens, as the training targets were tokenised (split on spaces when pretokenised);
+        loaded when first needed."""
+        return str.split if self.pretokenized else self.run.task.target_tokenizer(self.run.assets)
 
     def reference_scores(self, lines: list[str], references: list[str], name: str = "<stdin>",
                          first_number: int = 1, images: Sequence[Path] | None = None,
@@ -144,7 +143,6 @@ class Translator:
                     self.warn(f"{name}: line {number}: {exc}; its output line is left empty")
                     read.append(None)
         return read
-
 
 
 def translate_lines(run: TrainedRun, lines: list[str], options: SearchOptions, *, name: str = "<stdin>",
