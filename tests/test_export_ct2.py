@@ -176,11 +176,14 @@ def test_the_export_searches_as_nlgkit_does(exported: tuple[Path, Path], data_di
                             batch_size=16)
     expected = [h[0] for h in generate(run.model, run.task, sources, run.tgt_vocab, **options.search_kwargs())]
     translator = CT2Translator(load_export(export_dir), options, threads=1)
-    found = [h[0] for h in translator.search(sources)]
+    found = [h[0] for h in translator.search(sources, token_scores=True)]
     same = [f.tokens == e.tokens for f, e in zip(found, expected, strict=True)]
     assert sum(same) >= len(same) - 2, [i for i, s in enumerate(same) if not s]
     for f, e, identical in zip(found, expected, same, strict=True):
         assert f.score == pytest.approx(e.score, abs=1e-4 if identical else 1e-2), (f.tokens, e.tokens)
+        if identical:  # scored again by CTranslate2: nlgkit's per-token scores, the EOS's only where one ended it
+            assert f.token_scores == pytest.approx(e.token_scores, abs=1e-4), f.tokens
+            assert sum(f.token_scores) == pytest.approx(f.log_prob, abs=1e-3)  # type: ignore[arg-type]
     if max_len_a < 1:  # the limits did cut: outputs end at their own, different, limits
         limits = translator.length_limits(sources)
         assert len({limit for h, limit in zip(expected, limits, strict=True) if len(h.tokens) == limit}) > 1
@@ -337,6 +340,54 @@ def test_replace_unk_align_and_prefix_give_the_same_lines_on_both_engines(export
     assert "export the run again" in result.stderr
     result = cli("translate", "-m", str(tmp_path / "ct2"), "--engine", "ct2", "--beam", "1", input=text)
     assert result.exit_code == 0  # without the flags such an export still translates
+
+
+def test_token_scores_and_reference_scores_are_nlgkits_on_both_engines(exported: tuple[Path, Path],
+                                                                      data_dir: Path, tmp_path: Path) -> None:
+    """`--token-scores` and `--score-reference` through `--engine ct2` (CTranslate2's score_batch) print what
+    `--engine torch` prints (nlgkit's forced decoding), to the last decimal but one; empty lines stay empty."""
+    run_dir, export_dir = exported
+    sources = read_lines(data_dir.parent / "test.de")[:12] + [""]
+    references = read_lines(data_dir.parent / "test.en")[:12] + ["a dog"]
+    references[3] += " </s> zyzzyva"  # a literal end marker and an unknown word are unknown words in both
+    (tmp_path / "src.de").write_text("\n".join(sources) + "\n", encoding="utf-8")
+    (tmp_path / "ref.en").write_text("\n".join(references) + "\n", encoding="utf-8")
+
+    def both(*flags: str) -> dict[str, tuple[list[str], str]]:
+        printed = {}
+        for engine, model in (("torch", run_dir), ("ct2", export_dir)):
+            result = cli("translate", "--engine", engine, "-m", str(model), "-i", str(tmp_path / "src.de"),
+                         "--device", "cpu", *flags)
+            assert result.exit_code == 0, (engine, flags, result.output)
+            printed[engine] = (result.stdout.splitlines(), result.stderr)
+        return printed
+
+    def numbers(line: str) -> list[float]:
+        words = (v.strip(",()") for v in line.replace("|||", " ").split())
+        return [float(v) for v in words if v.lstrip("-").replace(".", "").isdigit()]
+
+    scored = both("--score-reference", str(tmp_path / "ref.en"), "--token-scores")
+    (torch_lines, torch_summary), (ct2_lines, ct2_summary) = scored["torch"], scored["ct2"]
+    assert len(ct2_lines) == 13 and ct2_lines[12] == "" and torch_lines[12] == ""
+    for ours, theirs in zip(ct2_lines[:12], torch_lines[:12], strict=True):
+        assert ours.split("\t")[1] == theirs.split("\t")[1]  # the same reference tokens
+        assert numbers(ours) == pytest.approx(numbers(theirs), abs=2e-4)
+        assert len(ours.split("\t")[2].split()) == int(ours.split("\t")[1])  # one score per token and the EOS
+    assert "(0 unknown)" not in ct2_summary  # the references' unknown pieces, counted as the torch engine counts
+    assert ct2_summary.split("log-score")[0] == torch_summary.split("log-score")[0]
+    assert numbers(ct2_summary.split(": ")[1]) == pytest.approx(numbers(torch_summary.split(": ")[1]), abs=2e-2)
+    for flags in (("--no-detokenize",), ("--json",)):
+        found = both("--token-scores", "--beam", "1", *flags)
+        ct2_found, torch_found = found["ct2"][0], found["torch"][0]
+        assert len(ct2_found) == 13 and ct2_found[12] == ("" if flags[0] != "--json" else ct2_found[12])
+        same = [a.split(" ||| ")[0] == b.split(" ||| ")[0] if flags[0] != "--json" else
+                json.loads(a)["tokens"] == json.loads(b)["tokens"] for a, b in zip(ct2_found, torch_found, strict=True)]
+        assert sum(same) >= 12
+        for a, b, identical in zip(ct2_found, torch_found, same, strict=True):
+            if identical and flags[0] == "--json":
+                assert json.loads(a)["token_scores"] == pytest.approx(json.loads(b)["token_scores"], abs=2e-4)
+            elif identical:
+                assert numbers(a.split(" ||| ")[-1]) == pytest.approx(numbers(b.split(" ||| ")[-1]), abs=2e-4)
 
 
 def test_int8_weights_translate(exported: tuple[Path, Path], data_dir: Path) -> None:

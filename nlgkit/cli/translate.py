@@ -124,9 +124,9 @@ def translate(
         raise ConfigError(f"--engine {engine!r}: choose torch or ct2")
     if engine == "ct2" and sampling:
         raise ConfigError("--sampling: only with --engine torch (nlgkit's search)")
-    if score_reference is not None and (sampling or (nbest or 1) > 1 or engine != "torch" or buffer_size):
-        raise ConfigError("--score-reference: scores one given output per line of the whole input with --engine "
-                          "torch; not with --sampling, --nbest, --buffer-size or --engine ct2")
+    if score_reference is not None and (sampling or (nbest or 1) > 1 or buffer_size):
+        raise ConfigError("--score-reference: scores one given output per line of the whole input; not with "
+                          "--sampling, --nbest or --buffer-size")
     unknown_words = phrase_table_option(replace_unk, phrase_table)
     for flag, on in (("--replace-unk", replace_unk), ("--report-align", report_align),
                      ("--target-prefix", target_prefix is not None)):
@@ -134,8 +134,6 @@ def translate(
             raise ConfigError(f"{flag}: only when searching (not with --score-reference)")
     if json_output and score_reference is not None:
         raise ConfigError("--json: only when searching (not with --score-reference)")
-    if token_scores and engine != "torch":
-        raise ConfigError("--token-scores: CTranslate2's search returns one score per output (--engine torch)")
     if engine == "torch" and compute_type != "default":
         raise ConfigError(f"--compute-type {compute_type}: only for --engine ct2 (the torch engine runs the model as trained)")
     resolve = functools.partial(SearchOptions.resolve, beam=beam, nbest=nbest, length_penalty=length_penalty,
@@ -152,7 +150,8 @@ def translate(
         translator = CT2Translator(export, resolve(export.config.search), compute_type=compute_type, device=device,
                                    pretokenized=pretokenized, detokenize=detokenize,
                                    max_input_tokens=max_input_tokens, warn=warn, phrase_table=unknown_words,
-                                   report_alignment=report_align, as_json=json_output)
+                                   report_alignment=report_align,
+                                   report_token_scores=token_scores and score_reference is None, as_json=json_output)
     else:
         run = load_ensemble(model, checkpoint, device, ensemble_mode)  # one --model: that run as it is
         translator = Translator(run, resolve(run.config.search), pretokenized=pretokenized, detokenize=detokenize,
@@ -162,13 +161,12 @@ def translate(
     image_files = read_image_list(images) if images is not None else None
     prefixes = read_text_input(target_prefix, warn)[0] if target_prefix is not None else None
     if score_reference is not None:
-        assert isinstance(translator, Translator)
         references, _ = read_text_input(score_reference, warn)
         lines, name = read_text_input(input, warn)
         scores = translator.reference_scores(lines, references, name, images=image_files,
                                              references_name=f"--score-reference {score_reference}")
         write_lines(score_lines(scores, token_scores), output)
-        typer.echo(score_summary(scores, run.model.head.normalized), err=True)
+        typer.echo(score_summary(scores, translator.probabilities), err=True)
         return
     if buffer_size == 0:
         lines, name = read_text_input(input, warn)

@@ -31,10 +31,17 @@ output, so greedy outputs are nlgkit's and beams may part. ``--replace-unk`` and
 alignment CTranslate2 returns (``return_attention``): the last layer's cross-attention averaged over its heads, as
 nlgkit's Transformer gives it (an export written before nlgkit recorded that aligns by the first head only, and is
 refused for them: export it again).
+
+CTranslate2's search returns one score per output, so ``--token-scores`` and ``--score-reference`` force the outputs
+(the references) through its ``score_batch``: each token's log-probability under the model, the EOS's last when the
+output ended with one, as nlgkit's forced decoding gives them. A token score is then the model's, also for a prefix's
+tokens and under ``min_len`` / ``no_repeat_ngram_size`` (nlgkit's search reports the same), and the second pass costs
+one decoder run over each output.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -45,7 +52,7 @@ import torch
 from nlgkit.core.errors import ConfigError, DataError
 from nlgkit.data.vocab import BOS, EOS, PAD
 from nlgkit.export.ct2 import ALIGNMENT, ExportedModel, ctranslate2_module, load_export
-from nlgkit.generation.decode import target_ids
+from nlgkit.generation.decode import ReferenceScore, target_ids
 from nlgkit.generation.output import SearchOptions, cut_tokens, placed
 from nlgkit.generation.text import Rendered, TargetText
 from nlgkit.models.transformer import TransformerConfig
@@ -59,7 +66,7 @@ class CT2Translator:
                  device: str = "cpu", threads: int = 0, pretokenized: bool = False, detokenize: bool = True,
                  max_input_tokens: int = 400, warn: Callable[[str], None] = print,
                  phrase_table: Mapping[str, str] | None = None, report_alignment: bool = False,
-                 as_json: bool = False) -> None:
+                 report_token_scores: bool = False, as_json: bool = False) -> None:
         if max_input_tokens <= 0:
             raise DataError(f"--max-input-tokens = {max_input_tokens}: must be positive")
         ct2 = ctranslate2_module()
@@ -77,10 +84,16 @@ class CT2Translator:
         self.text_input = export.task.text_input(export.assets, export.vocabs)
         self.output = TargetText.build(export.tgt_vocab, export.task.detokenizer(export.assets),
                                        detokenize=detokenize, phrase_table=phrase_table,
-                                       report_alignment=report_alignment, as_json=as_json)
+                                       report_alignment=report_alignment,
+                                       report_token_scores=report_token_scores, as_json=as_json)
         self._check_alignment()
         model = export.config.model
         self.max_positions = model.max_positions if isinstance(model, TransformerConfig) else 1024
+
+    @property
+    def probabilities(self) -> bool:
+        """True: every head that exports is a softmax over the vocabulary, whose scores are log-probabilities."""
+        return True
 
     def lines(self, lines: list[str], name: str = "<stdin>", first_number: int = 1,
               images: Sequence[Path] | None = None, prefixes: Sequence[str] | None = None) -> list[str]:
@@ -94,6 +107,41 @@ class CT2Translator:
         """Each line's hypotheses, best first, with the text :meth:`lines` writes for each (``nlgkit serve``)."""
         read = self._read(lines, name, first_number, images)
         return self.output.texts(self._search_read(read), read)
+
+    def reference_scores(self, lines: list[str], references: list[str], name: str = "<stdin>",
+                         first_number: int = 1, images: Sequence[Path] | None = None,
+                         references_name: str = "references") -> list[ReferenceScore | None]:
+        """The model's log-score of each line's reference (``translate --engine ct2 --score-reference``), as
+        :meth:`nlgkit.generation.translate.Translator.reference_scores` gives it, through CTranslate2's
+        ``score_batch``."""
+        if len(references) != len(lines):
+            raise DataError(f"{references_name}: {len(references)} lines for the {len(lines)} lines of {name}")
+        read = self._read(lines, name, first_number, images)
+        todo = [i for i, tokens in enumerate(read) if tokens]
+        sources = [self.text_input.encode(read[i]) for i in todo]  # type: ignore[arg-type]
+        targets = [target_ids(self.export.tgt_vocab,
+                              cut_tokens(self._target_tokenize(references[i]), self.max_input_tokens, self.warn,
+                                         f"{name}: reference of line {first_number + i}")) for i in todo]
+        unk = self.export.tgt_vocab.unk_index
+        scores: list[ReferenceScore | None] = [None] * len(lines)
+        for i, target, log_probs in zip(todo, targets, self.log_probs(sources, targets), strict=True):
+            scores[i] = ReferenceScore(sum(log_probs), len(target) + 1, target.count(unk), log_probs)
+        return scores
+
+    def log_probs(self, sources: Sequence[list[int]], targets: Sequence[list[int]]) -> list[list[float]]:
+        """Each target's tokens' log-probabilities given its source (token ids without </s>), then its EOS's:
+        forced decoding by CTranslate2 (``score_batch``)."""
+        for sequence in [*sources, *targets]:
+            if len(sequence) + 1 > self.max_positions:
+                raise ConfigError(f"model.max_positions = {self.max_positions}: a sequence of {len(sequence) + 1} "
+                                  "tokens is longer")
+        if not sources:
+            return []
+        src_vocab, tgt_vocab = self.export.src_vocab, self.export.tgt_vocab
+        results: list[Any] = self.engine.score_batch([src_vocab.decode(s) for s in sources],
+                                                     [tgt_vocab.decode(t) for t in targets],
+                                                     max_batch_size=self.options.batch_size, max_input_length=0)
+        return [list(result.log_probs) for result in results]
 
     def _read(self, lines: list[str], name: str, first_number: int,
               images: Sequence[Path] | None) -> list[list[str] | None]:
@@ -117,7 +165,7 @@ class CT2Translator:
         todo = [i for i, source in enumerate(sources) if source is not None]
         prefix_ids = None if prefixes is None else [self._prefix_ids(prefixes[i]) for i in todo]
         found = self.search([sources[i] for i in todo], prefixes=prefix_ids,  # type: ignore[misc]
-                            alignment=self.output.needs_alignment)
+                            alignment=self.output.needs_alignment, token_scores=self.output.report_token_scores)
         return placed(sources, found)
 
     def _prefix_ids(self, prefix: str) -> list[int]:
@@ -129,10 +177,11 @@ class CT2Translator:
         return str.split if self.pretokenized else self.export.task.target_tokenizer(self.export.assets)
 
     def search(self, sources: Sequence[list[int]], prefixes: Sequence[list[int]] | None = None,
-               alignment: bool = False) -> list[list[Hypothesis]]:
+               alignment: bool = False, token_scores: bool = False) -> list[list[Hypothesis]]:
         """``nbest`` hypotheses per source (token ids without </s>), in input order, as
         :func:`nlgkit.generation.decode.generate` returns them (with ``prefixes``, each output starts with its
-        prefix; with ``alignment``, each hypothesis carries its tokens' source positions)."""
+        prefix; with ``alignment``, each hypothesis carries its tokens' source positions; with ``token_scores``,
+        its tokens' log-probabilities, scored again by :meth:`log_probs`)."""
         options = self.options
         limits = self.length_limits(sources)
         if prefixes is not None:  # room for the prefix and one more token, as generate leaves
@@ -159,7 +208,17 @@ class CT2Translator:
         while again:  # each sentence at most twice more: its own limit, then suppression (neither comes back)
             (limit, suppress), indices = again.popitem()
             settle(indices, limit, suppress)
-        return [found[i][: options.nbest] for i in range(len(sources))]
+        kept = [found[i][: options.nbest] for i in range(len(sources))]
+        return self._with_token_scores(sources, kept, limits) if token_scores else kept
+
+    def _with_token_scores(self, sources: Sequence[list[int]], found: list[list[Hypothesis]],
+                           limits: Sequence[int]) -> list[list[Hypothesis]]:
+        """``found`` with each hypothesis's token scores; one shorter than its limit ended with an EOS (only the
+        search's limit stops one without), whose score comes last."""
+        pairs = [(i, h) for i, hypotheses in enumerate(found) for h in hypotheses]
+        scored = iter(self.log_probs([sources[i] for i, _ in pairs], [h.tokens for _, h in pairs]))
+        return [[dataclasses.replace(h, token_scores=next(scored)[: len(h.tokens) + (len(h.tokens) < limits[i])])
+                 for h in hypotheses] for i, hypotheses in enumerate(found)]
 
     def length_limits(self, sources: Sequence[list[int]]) -> list[int]:
         """Each source's output limit in decoding steps, computed as ``generate`` computes it (float32)."""

@@ -86,6 +86,11 @@ class Translator:
             raise ValueError(f"{len(prefixes)} prefixes for {count} lines")
         return [target_ids(self.run.tgt_vocab, self._target_tokenize(prefix)) for prefix in prefixes]
 
+    @property
+    def probabilities(self) -> bool:
+        """Whether the model's scores are log-probabilities (so that a perplexity means something)."""
+        return self.run.model.head.normalized
+
     @functools.cached_property
     def _target_tokenize(self) -> Callable[[str], list[str]]:
         """Text → target tokens, as the training targets were tokenised (split on spaces when pretokenised);

@@ -80,9 +80,6 @@ def create_app(models: Mapping[str, ServedModel], limits: ServeLimits | None = N
         body = parse_translate(await read_body(request, limits.max_body_bytes), limits)
         model = pick(models, body.model, TRANSLATE)
         options = model.options(body.beam, body.nbest, body.min_len, body.no_repeat_ngram_size)
-        if body.token_scores and model.engine == "ct2":
-            raise RequestError(422, f"token_scores: model {model.name!r} is a CTranslate2 export, whose search "
-                                    "returns one score per output")
         key = (options, body.align, body.token_scores, body.scores)
         found = await asyncio.wrap_future(model.batcher.submit(key, body.lines))
         return {"model": model.name, "translations": found}

@@ -100,13 +100,6 @@ async function loadModels() {
   }
   $("served").textContent = `Serving ${served.map((m) => `${m.name} (${m.task})`).join(", ")}.`;
   updateAttention();
-  updateWordScores();
-}
-
-// CTranslate2's search gives no per-token scores: the option shows for models searched by nlgkit only.
-function updateWordScores() {
-  const model = models.find((m) => m.name === $("translate-model").value);
-  $("word-scores-label").hidden = !(model && model.engine !== "ct2");
 }
 
 function updateAttention() {
@@ -122,7 +115,7 @@ async function translate() {
   const beam = numberField("translate-beam");
   if (beam !== undefined && nbest > beam) nbest = beam;
   const align = $("align").checked;
-  const scores = $("word-scores").checked && !$("word-scores-label").hidden;
+  const scores = $("word-scores").checked;
   const request = { lines, model: $("translate-model").value, nbest, scores: true, align, token_scores: scores };
   if (beam !== undefined) request.beam = beam;
   $("translations").classList.add("busy");
@@ -193,7 +186,6 @@ async function caption(files) {
 function setUp() {
   $("translate-button").addEventListener("click", translate);
   $("caption-model").addEventListener("change", updateAttention);
-  $("translate-model").addEventListener("change", updateWordScores);
   const zone = $("dropzone");
   zone.addEventListener("click", () => $("files").click());
   zone.addEventListener("keydown", (e) => { if (e.key === "Enter" || e.key === " ") $("files").click(); });
