@@ -219,7 +219,8 @@ def test_token_scores_of_captions_match_the_scored_references(trained: tuple[Pat
     for record in map(json.loads, records.stdout.splitlines()):
         for caption in record["captions"]:
             assert abs(sum(caption["token_scores"]) - caption["score"]) < 2e-3
-            assert len(caption["token_scores"]) in (len(caption["text"].split()), len(caption["text"].split()) + 1)
+            assert caption["tokens"] == caption["text"].split()  # the tokens the scores belong to
+            assert len(caption["token_scores"]) in (len(caption["tokens"]), len(caption["tokens"]) + 1)
 
 
 def test_attention_maps_need_one_model_and_a_model_with_attention(trained: tuple[Path, Path],

@@ -203,7 +203,7 @@ def test_caption_answers_as_the_offline_command_does(client: TestClient, runs: d
         for served_caption, offline_caption in zip(result["captions"], json.loads(line)["captions"], strict=True):
             # to the printed rounding: the server batches the images otherwise, which moves the last float bits
             assert served_caption["token_scores"] == pytest.approx(offline_caption["token_scores"], abs=2e-4)
-            assert served_caption["tokens"] == served_caption["text"].split()
+            assert served_caption["tokens"] == offline_caption["tokens"] == served_caption["text"].split()
             assert len(served_caption["token_scores"]) in (len(served_caption["tokens"]),
                                                            len(served_caption["tokens"]) + 1)
 

@@ -115,7 +115,8 @@ def caption(
         results = caption_images(run, paths, options, attention_dir=attention, warn=error)
         detokenize = run.detokenizer()
         write_lines(result_lines(results, options.nbest, json_output,
-                                 lambda tokens: detokenize(run.tgt_vocab.decode(tokens)), token_scores), output)
+                                 lambda tokens: detokenize(run.tgt_vocab.decode(tokens)),
+                                 run.tgt_vocab.decode if token_scores else None), output)
     failed = sum(1 for r in results if r.error)
     if failed:
         typer.echo(f"error: {failed} of {len(results)} images could not be captioned", err=True)

@@ -155,11 +155,26 @@ def draw_attention(run: TrainedRun, source: tuple[torch.Tensor, torch.Tensor], t
     return path
 
 
+def caption_records(found: Sequence[Hypothesis], render: Callable[[list[int]], str],
+                    words: Callable[[list[int]], list[str]] | None = None) -> list[dict[str, Any]]:
+    """Captions, best first, as ``caption --json`` and ``nlgkit serve``'s /caption answer them: ``{"text",
+    "score"}``; with ``words`` (token ids → tokens) also each one's ``tokens`` and ``token_scores`` (the EOS's
+    last)."""
+    records = []
+    for h in found:
+        record: dict[str, Any] = {"text": render(h.tokens), "score": round(float(h.score), 4)}
+        if words is not None:
+            record.update(tokens=words(h.tokens), token_scores=[round(v, 4) for v in h.token_scores or []])
+        records.append(record)
+    return records
+
+
 def result_lines(results: Sequence[CaptionResult], nbest: int, as_json: bool,
-                 render: Callable[[list[int]], str], token_scores: bool = False) -> list[str]:
-    """Text lines (one per image; Moses n-best with nbest > 1) or one JSON record per image; with
-    ``token_scores``, each caption's tokens' log-scores, the EOS's last (a last field ``||| …`` of each line, or
-    ``token_scores`` in each JSON caption)."""
+                 render: Callable[[list[int]], str],
+                 words: Callable[[list[int]], list[str]] | None = None) -> list[str]:
+    """Text lines (one per image; Moses n-best with nbest > 1) or one JSON record per image; with ``words``
+    (token ids → tokens), each caption's tokens' log-scores, the EOS's last (a last field ``||| …`` of each line,
+    or ``tokens`` and ``token_scores`` in each JSON caption)."""
     if as_json:
         lines = []
         for r in results:
@@ -167,14 +182,11 @@ def result_lines(results: Sequence[CaptionResult], nbest: int, as_json: bool,
             if r.error:
                 record["error"] = r.error
             else:
-                record["captions"] = [{"text": render(h.tokens), "score": round(h.score, 4),
-                                       **({"token_scores": [round(v, 4) for v in h.token_scores or []]}
-                                          if token_scores else {})}
-                                      for h in r.hypotheses[:nbest]]
+                record["captions"] = caption_records(r.hypotheses[:nbest], render, words)
             if r.attention_png:
                 record["attention"] = r.attention_png
             lines.append(json.dumps(record, ensure_ascii=False))
         return lines
 
     return output_lines([r.hypotheses for r in results], nbest, lambda _, hypothesis: render(hypothesis.tokens),
-                        extras=[token_scores_field] * token_scores)
+                        extras=[token_scores_field] * (words is not None))

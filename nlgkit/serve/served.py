@@ -15,7 +15,7 @@ import dataclasses
 import logging
 import os
 import tempfile
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -26,13 +26,12 @@ from PIL import Image
 from nlgkit.core.config import RunConfig
 from nlgkit.core.errors import ConfigError, DataError, NlgkitError
 from nlgkit.export.ct2 import META_FILE
-from nlgkit.generation.caption import caption_images, check_captioning_run
+from nlgkit.generation.caption import caption_images, caption_records, check_captioning_run
 from nlgkit.generation.ensemble import load_ensemble
 from nlgkit.generation.output import SearchOptions
 from nlgkit.generation.text import Rendered, TargetText
 from nlgkit.generation.translate import Translator
 from nlgkit.runs.loading import TrainedRun
-from nlgkit.search import Hypothesis
 from nlgkit.serve.batching import DynamicBatcher
 from nlgkit.serve.limits import ServeLimits
 from nlgkit.vision.encoders import RESAMPLE, ImageEncoder, build_encoder
@@ -149,8 +148,8 @@ class ServedModel:
             for result in results:
                 if result.error:  # pictures were read before they were queued: this is the model failing
                     raise DataError(result.error)
-                answer: dict[str, Any] = {"captions": hypotheses(result.hypotheses, render, run.tgt_vocab.decode
-                                                                  if token_scores else None)}
+                answer: dict[str, Any] = {"captions": caption_records(result.hypotheses, render,
+                                                                      run.tgt_vocab.decode if token_scores else None)}
                 if result.attention_png:
                     answer["attention_png"] = base64.b64encode(Path(result.attention_png).read_bytes()).decode()
                 answers.append(answer)
@@ -172,19 +171,6 @@ class ServedModel:
                 raise DataError(str(exc).replace(str(path), name, 1)) from None
         resample = RESAMPLE[self.encoder.preprocessing["interpolation"]]
         return Picture(name, picture.convert("RGB").resize((size, size), resample))
-
-
-def hypotheses(found: Sequence[Hypothesis], render: Callable[[list[int]], str],
-               words: Callable[[list[int]], list[str]] | None = None) -> list[dict[str, Any]]:
-    """Hypotheses, best first, as ``{"text", "score"}`` records; with ``words`` (token ids → tokens) also each
-    one's ``tokens`` and ``token_scores`` (the EOS's last)."""
-    records = []
-    for h in found:
-        record: dict[str, Any] = {"text": render(h.tokens), "score": round(float(h.score), 4)}
-        if words is not None:
-            record.update(tokens=words(h.tokens), token_scores=[round(v, 4) for v in h.token_scores or []])
-        records.append(record)
-    return records
 
 
 def parse_spec(spec: str) -> tuple[str, list[Path]]:
