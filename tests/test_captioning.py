@@ -223,6 +223,20 @@ def test_token_scores_of_captions_match_the_scored_references(trained: tuple[Pat
             assert len(caption["token_scores"]) in (len(caption["tokens"]), len(caption["tokens"]) + 1)
 
 
+def test_captions_search_in_bfloat16(trained: tuple[Path, Path], caption_data: Path) -> None:
+    """``caption --compute-type bfloat16``: the search runs under autocast (scores move by rounding only)."""
+    _, run_dir = trained
+    paths = [str(SMALL / "images" / r["image"]) for r in read_records(caption_data / "test.jsonl")[:6]]
+    found = {}
+    for compute_type in ("float32", "bfloat16"):
+        result = cli("caption", "--model", str(run_dir), *paths, "--device", "cpu", "--json", "--compute-type",
+                     compute_type)
+        assert result.exit_code == 0, result.output
+        found[compute_type] = [json.loads(line)["captions"][0] for line in result.stdout.splitlines()]
+    moved = [abs(a["score"] - b["score"]) for a, b in zip(found["bfloat16"], found["float32"], strict=True)]
+    assert len(moved) == 6 and 0 < max(moved) and sum(moved) / len(moved) < 0.05, moved
+
+
 def test_attention_maps_need_one_model_and_a_model_with_attention(trained: tuple[Path, Path],
                                                                   tmp_path: Path) -> None:
     """An ensemble's members attend separately: drawing "its" attention would show the first member's."""

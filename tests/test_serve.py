@@ -243,6 +243,24 @@ def test_serve_replace_unk_answers_as_translate_replace_unk(runs: dict[str, Path
     assert [m["replace_unk"] for m in described["models"]] == [True]
 
 
+def test_serve_compute_type_answers_as_translate_compute_type(runs: dict[str, Path]) -> None:
+    """``serve --compute-type bfloat16`` searches as ``translate --compute-type bfloat16`` and says so in /models;
+    a type nlgkit's search does not have stops the loading in one line."""
+    one = runs["translation"]
+    models = load_models([str(one)], device="cpu", compute_type="bfloat16")
+    with TestClient(create_app(models)) as client:
+        answer = client.post("/translate", json={"lines": LINES}).json()
+        described = client.get("/models").json()["models"][0]
+    offline = cli("translate", "-m", str(one), "--device", "cpu", "--compute-type", "bfloat16",
+                  input="\n".join(LINES) + "\n")
+    assert offline.exit_code == 0, offline.output
+    assert [t["text"] for t in answer["translations"]] == offline.stdout.splitlines()
+    assert described["compute_type"] == "bfloat16"
+    assert load_models([str(one)], device="cpu")[one.name].describe()["compute_type"] == "float32"
+    result = cli("serve", "--model", str(one), "--compute-type", "int8")
+    assert result.exit_code != 0 and result.stderr.count("\n") == 1 and "--compute-type int8" in result.stderr
+
+
 def aligned_offline(argv: list[str]) -> list[tuple[list[str], list[list[int]]]]:
     """``translate ARGV --no-detokenize --report-align`` of LINES: each line's output tokens and [src, out] pairs."""
     offline = cli("translate", *argv, "--no-detokenize", "--report-align", input="\n".join(LINES) + "\n")
@@ -318,6 +336,7 @@ def test_a_ctranslate2_export_is_served_as_translate_engine_ct2_translates(tmp_p
         assert all(t["text"] for i, t in enumerate(best["translations"]) if LINES[i])
         assert nbest.status_code == 200 and len(nbest.json()["translations"][0]["nbest"]) == 3
         assert described["engine"] == "ct2" and described["model"] == "transformer"
+        assert described["compute_type"] == "float32"  # CTranslate2's own name of what it computes in
         assert described["replace_unk"] is (phrase_table is not None)
     models = load_models([f"fast={tmp_path / 'ct2'}"], device="cpu", limits=LIMITS)
     with TestClient(create_app(models, LIMITS)) as client:

@@ -61,6 +61,8 @@ def caption(
     device: Annotated[str, typer.Option(help="auto, cpu, cuda or cuda:N")] = "auto",
     ensemble_mode: Annotated[str, typer.Option(help="Several --model: log_linear (mean log-probability) or linear "
                                                     "(log of the mean probability)")] = "log_linear",
+    compute_type: Annotated[str, typer.Option(help="What the search computes in: float32 (default), bfloat16 or "
+                                                   "float16 (autocast)")] = "default",
     score_reference: Annotated[Path | None, typer.Option(help="Score these captions (one per image) instead of "
                                                               "searching: LOG_PROB<TAB>TOKENS per image, a "
                                                               "summary on stderr")] = None,
@@ -95,7 +97,9 @@ def caption(
         paths += [line.strip() for line in lines if line.strip()]
     if not paths:
         raise DataError("no images given (arguments or --list FILE)")
-    run = load_ensemble(model, checkpoint, device, ensemble_mode)  # one --model: that run as it is
+    run = load_ensemble(model, checkpoint, device, ensemble_mode, compute_type)  # one --model: that run as it is
+    if run.compute_note():
+        typer.echo(f"warning: {run.compute_note()}", err=True)
     check_captioning_run(run)
     options = SearchOptions.resolve(run.config.search, beam=beam, nbest=nbest, length_penalty=length_penalty,
                                     max_len=max_len, batch_size=batch_size, min_len=min_len,

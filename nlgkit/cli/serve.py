@@ -27,6 +27,9 @@ def serve(
     port: Annotated[int, typer.Option(help="Port to listen on (0: any free port, printed at start)")] = 8080,
     checkpoint: Annotated[str, typer.Option(help="best, last, or a checkpoint directory")] = "best",
     device: Annotated[str, typer.Option(help="auto, cpu, cuda or cuda:N")] = "auto",
+    compute_type: Annotated[str, typer.Option(help="What the searches compute in: float32 (default), bfloat16 or "
+                                                   "float16 autocast; an export: CTranslate2's types (int8…)")
+                            ] = "default",
     limit: Annotated[list[str] | None, typer.Option(
         "--limit", metavar="KEY=VALUE", help="A request or batching bound, e.g. max_lines=64, max_wait_ms=2, "
                                              "queue_size=32 (see GET /models for all)")] = None,
@@ -57,7 +60,7 @@ def serve(
         raise DataError(f"--port {port}: expected 0 to 65535")
     table = phrase_table_option(replace_unk, phrase_table)
     threads = set_threads(threads)  # before loading: a CTranslate2 export takes its thread count when loaded
-    models = load_models(model, checkpoint, device, limits, ensemble_mode, table)
+    models = load_models(model, checkpoint, device, limits, ensemble_mode, table, compute_type)
     try:
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         listener = socket.create_server((host, port), family=family, backlog=2048)

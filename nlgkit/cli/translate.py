@@ -79,8 +79,9 @@ def translate(
                                                     "(log of the mean probability)")] = "log_linear",
     engine: Annotated[str, typer.Option(help="torch (nlgkit's search) or ct2: CTranslate2 with --model an export "
                                              "directory written by `nlgkit export ct2`")] = "torch",
-    compute_type: Annotated[str, typer.Option(help="--engine ct2: default (as exported), float32, int8, "
-                                                   "int8_float32, int16…")] = "default",
+    compute_type: Annotated[str, typer.Option(help="torch: float32 (default), bfloat16 or float16 autocast; ct2: "
+                                                   "default (as exported), float32, int8, int8_float32, "
+                                                   "bfloat16…")] = "default",
     score_reference: Annotated[Path | None, typer.Option(help="Score these references (one per input line) "
                                                               "instead of searching: LOG_PROB<TAB>TOKENS per "
                                                               "line, a summary on stderr")] = None,
@@ -134,8 +135,6 @@ def translate(
             raise ConfigError(f"{flag}: only when searching (not with --score-reference)")
     if json_output and score_reference is not None:
         raise ConfigError("--json: only when searching (not with --score-reference)")
-    if engine == "torch" and compute_type != "default":
-        raise ConfigError(f"--compute-type {compute_type}: only for --engine ct2 (the torch engine runs the model as trained)")
     resolve = functools.partial(SearchOptions.resolve, beam=beam, nbest=nbest, length_penalty=length_penalty,
                                 max_len_a=max_len_a, max_len_b=max_len_b, max_len=max_len, batch_size=batch_size,
                                 min_len=min_len, no_repeat_ngram_size=no_repeat_ngram_size, no_unk=no_unk,
@@ -153,7 +152,9 @@ def translate(
                                    report_alignment=report_align,
                                    report_token_scores=token_scores and score_reference is None, as_json=json_output)
     else:
-        run = load_ensemble(model, checkpoint, device, ensemble_mode)  # one --model: that run as it is
+        run = load_ensemble(model, checkpoint, device, ensemble_mode, compute_type)  # one --model: that run as it is
+        if run.compute_note():
+            warn(run.compute_note())
         translator = Translator(run, resolve(run.config.search), pretokenized=pretokenized, detokenize=detokenize,
                                 max_input_tokens=max_input_tokens, warn=warn, phrase_table=unknown_words,
                                 report_alignment=report_align,

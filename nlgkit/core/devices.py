@@ -19,3 +19,15 @@ def select_device(name: str | torch.device, key: str = "train.device") -> torch.
     if device.type == "cuda" and not torch.cuda.is_available():
         raise ConfigError(f"{key} = {str(name)!r}: CUDA is not available on this machine")
     return device
+
+
+# CPU features that multiply bf16 in hardware (torch.cpu.get_capabilities' names)
+BF16_INSTRUCTIONS = ("amx_bf16", "avx512_bf16")
+
+
+def cpu_bf16_instructions() -> list[str]:
+    """This CPU's bf16 instructions (AMX, AVX512-BF16) as PyTorch reads them; empty where it has none or this
+    PyTorch cannot tell."""
+    read = getattr(torch.cpu, "get_capabilities", None)
+    capabilities = read() if callable(read) else {}
+    return [name for name in BF16_INSTRUCTIONS if capabilities.get(name)]

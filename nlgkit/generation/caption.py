@@ -62,7 +62,9 @@ def caption_images(run: TrainedRun, paths: Sequence[str], options: SearchOptions
                         f"(show_attend_tell has)")
     results = [CaptionResult(str(path)) for path in paths]
     for good, sources, pictures in image_sources(run, paths, results, options.batch_size, warn, encoder, load):
-        found = generate(run.model, run.task, sources, run.tgt_vocab, device=run.device, **options.search_kwargs())
+        with run.computing():  # the search (the CNN's features stay float32)
+            found = generate(run.model, run.task, sources, run.tgt_vocab, device=run.device,
+                             **options.search_kwargs())
         for j, i in enumerate(good):
             results[i].hypotheses = found[j]
             if attention_dir is not None and found[j]:
@@ -83,8 +85,9 @@ def caption_reference_scores(run: TrainedRun, paths: Sequence[str], references: 
     results = [CaptionResult(str(path)) for path in paths]
     scores: list[ReferenceScore | None] = [None] * len(paths)
     for good, sources, _ in image_sources(run, paths, results, batch_size, warn):
-        found = score_references(run.model, run.task, sources, [tokenize(references[i]) for i in good],
-                                 run.tgt_vocab, batch_size=batch_size, device=run.device)
+        with run.computing():
+            found = score_references(run.model, run.task, sources, [tokenize(references[i]) for i in good],
+                                     run.tgt_vocab, batch_size=batch_size, device=run.device)
         for i, score in zip(good, found, strict=True):
             scores[i] = score
     return results, scores

@@ -140,19 +140,20 @@ class Ensemble(Generator):
 
 
 def load_ensemble(run_dirs: Sequence[Path], checkpoint: str = "best", device: str = "auto",
-                  mode: str = "log_linear") -> TrainedRun:
+                  mode: str = "log_linear", compute_type: str = "default") -> TrainedRun:
     """The runs of ``run_dirs`` as one :class:`TrainedRun` whose model is their :class:`Ensemble` (the first
-    run's tokenizer, vocabularies and search defaults); one run is returned as it is."""
+    run's tokenizer, vocabularies and search defaults); one run is returned as it is. ``compute_type``: what the
+    search computes in (:meth:`TrainedRun.computing_in`)."""
     check_mode(mode)
     runs = [load_trained(run_dir, checkpoint, device) for run_dir in run_dirs]
     if not runs:
         raise ConfigError("no model given (--model RUN_DIR, repeatable)")
     if len(runs) == 1:
-        return runs[0]
+        return runs[0].computing_in(compute_type)
     for run in runs[1:]:
         check_compatible(runs[0], run)
     ensemble = Ensemble([run.model for run in runs], mode, [str(run.checkpoint) for run in runs])
-    return dataclasses.replace(runs[0], model=ensemble.to(runs[0].device).eval())
+    return dataclasses.replace(runs[0], model=ensemble.to(runs[0].device).eval()).computing_in(compute_type)
 
 
 def check_mode(mode: str) -> None:

@@ -70,11 +70,12 @@ class Translator:
                 prefixes: list[list[int]] | None = None) -> list[list[Hypothesis]]:
         todo = [i for i, line in enumerate(read) if line is not None]
         run = self.run
-        found = generate(run.model, run.task, [read[i][1] for i in todo],  # type: ignore[index]
-                         run.tgt_vocab, device=run.device, item_ids=[first_number - 1 + i for i in todo],
-                         alignment=self.output.needs_alignment,
-                         prefixes=[prefixes[i] for i in todo] if prefixes is not None else None,
-                         **self.options.search_kwargs())
+        with run.computing():
+            found = generate(run.model, run.task, [read[i][1] for i in todo],  # type: ignore[index]
+                             run.tgt_vocab, device=run.device, item_ids=[first_number - 1 + i for i in todo],
+                             alignment=self.output.needs_alignment,
+                             prefixes=[prefixes[i] for i in todo] if prefixes is not None else None,
+                             **self.options.search_kwargs())
         return placed(read, found)
 
     def _prefix_ids(self, prefixes: Sequence[str] | None, count: int) -> list[list[int]] | None:
@@ -110,8 +111,9 @@ class Translator:
         todo = [i for i, source in enumerate(sources) if source is not None]
         targets = {i: cut_tokens(self._target_tokenize(references[i]), self.max_input_tokens, self.warn,
                                  f"{name}: reference of line {first_number + i}") for i in todo}
-        found = score_references(run.model, run.task, [sources[i] for i in todo], [targets[i] for i in todo],
-                                 run.tgt_vocab, batch_size=self.options.batch_size, device=run.device)
+        with run.computing():
+            found = score_references(run.model, run.task, [sources[i] for i in todo], [targets[i] for i in todo],
+                                     run.tgt_vocab, batch_size=self.options.batch_size, device=run.device)
         scores: list[ReferenceScore | None] = [None] * len(lines)
         for i, score in zip(todo, found, strict=True):
             scores[i] = score

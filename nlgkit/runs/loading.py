@@ -2,19 +2,27 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 
 from nlgkit.core.config import RunConfig, config_from_dict
-from nlgkit.core.errors import CheckpointError
+from nlgkit.core.devices import cpu_bf16_instructions
+from nlgkit.core.errors import CheckpointError, ConfigError
 from nlgkit.data.vocab import Vocabulary
 from nlgkit.models.base import Generator
 from nlgkit.runs.build import build_model, select_device
 from nlgkit.runs.checkpoint import find_checkpoint, load_meta, load_weights
 from nlgkit.tasks import Task, build_task
+
+# what a trained model computes in at inference (``--compute-type``): float32, or autocast to a 16-bit type (the
+# heads normalise in float32 whatever the type, and the search adds float32 scores)
+COMPUTE_TYPES: dict[str, torch.dtype | None] = {"float32": None, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
 @dataclass
@@ -26,6 +34,7 @@ class TrainedRun:
     assets: Path  # RUN_DIR/data (vocabularies, tokenizer and subword files)
     device: torch.device
     checkpoint: Path
+    compute_type: str = "float32"  # a key of COMPUTE_TYPES: what inference computes in (:meth:`computing`)
 
     @property
     def tgt_vocab(self) -> Vocabulary:
@@ -38,6 +47,32 @@ class TrainedRun:
 
     def detokenizer(self) -> Callable[[list[str]], str]:
         return self.task.detokenizer(self.assets)
+
+    def computing(self) -> AbstractContextManager[Any]:
+        """The context the model searches and scores in: autocast to ``compute_type`` on its device, or nothing
+        for float32."""
+        dtype = COMPUTE_TYPES[self.compute_type]
+        return torch.autocast(self.device.type, dtype=dtype) if dtype is not None else nullcontext()
+
+    def compute_note(self) -> str:
+        """A warning line where ``compute_type`` runs slower than float32 on this device ("" otherwise)."""
+        if self.device.type != "cpu" or self.compute_type == "float32":
+            return ""
+        if self.compute_type == "float16":
+            return ("--compute-type float16: emulated on the CPU, slower than float32 (2.4-3.4 times here); it is "
+                    "for GPUs (bfloat16 pays on CPUs with AMX or AVX512-BF16)")
+        if not cpu_bf16_instructions():
+            return ("--compute-type bfloat16: this CPU has no bf16 instructions (AMX, AVX512-BF16): emulated, "
+                    "slower than float32")
+        return ""
+
+    def computing_in(self, compute_type: str) -> TrainedRun:
+        """This run searching in ``compute_type`` (``default``: float32), or a ConfigError naming the choices."""
+        name = "float32" if compute_type == "default" else compute_type
+        if name not in COMPUTE_TYPES:
+            raise ConfigError(f"--compute-type {compute_type}: nlgkit's search computes in {', '.join(COMPUTE_TYPES)} "
+                              "(CTranslate2's types, such as int8, are --engine ct2's)")
+        return dataclasses.replace(self, compute_type=name)
 
 
 def resolve_checkpoint(run_dir: Path, checkpoint: str) -> Path:

@@ -70,6 +70,7 @@ class ServedModel:
     origin: str  # the checkpoint or export directory it answers from
     device: str
     engine: str = "torch"  # or "ct2"
+    compute_type: str = "float32"  # what its search computes in (--compute-type; for ct2, CTranslate2's)
     run: TrainedRun | None = None  # what captioning searches with (translation: the translator)
     translator: TextTranslator | None = None
     encoder: ImageEncoder | None = None
@@ -109,7 +110,7 @@ class ServedModel:
         search = config.search
         return {"name": self.name, "endpoint": f"/{self.does}", "task": config.task.type,
                 "model": config.model.type, "head": config.head.type, "checkpoint": self.origin,
-                "engine": self.engine, "device": self.device, "beam": search.beam, "nbest": search.nbest,
+                "engine": self.engine, "compute_type": self.compute_type, "device": self.device, "beam": search.beam, "nbest": search.nbest,
                 "min_len": search.min_len, "no_repeat_ngram_size": search.no_repeat_ngram_size,
                 "attention": self.attention,
                 "replace_unk": self.translator is not None and self.translator.output.replace_unknown is not None}
@@ -184,15 +185,18 @@ def parse_spec(spec: str) -> tuple[str, list[Path]]:
 
 
 def load_model(spec: str, checkpoint: str, device: str, limits: ServeLimits,
-               ensemble_mode: str = "log_linear", phrase_table: Mapping[str, str] | None = None) -> ServedModel:
+               ensemble_mode: str = "log_linear", phrase_table: Mapping[str, str] | None = None,
+               compute_type: str = "default") -> ServedModel:
     """Load one ``--model`` for serving (its CNN too, for captioning); several runs joined by + are searched as
     one ensemble (``ensemble_mode``, as ``translate --ensemble-mode``); a translation model replaces its outputs'
-    unknown words when ``phrase_table`` is given (empty: copied from the source, as ``translate --replace-unk``).
-    An NlgkitError names what failed."""
+    unknown words when ``phrase_table`` is given (empty: copied from the source, as ``translate --replace-unk``);
+    ``compute_type`` as ``translate --compute-type``. An NlgkitError names what failed."""
     name, run_dirs = parse_spec(spec)
     if any((run_dir / META_FILE).is_file() for run_dir in run_dirs):
-        return load_export_model(name, run_dirs, checkpoint, device, limits, phrase_table)
-    run = load_ensemble(run_dirs, checkpoint, device, ensemble_mode)
+        return load_export_model(name, run_dirs, checkpoint, device, limits, phrase_table, compute_type)
+    run = load_ensemble(run_dirs, checkpoint, device, ensemble_mode, compute_type)
+    if run.compute_note():
+        LOG.warning("%s: %s", name, run.compute_note())
     try:
         translator = Translator(run, SearchOptions.resolve(run.config.search, batch_size=limits.max_batch),
                                 max_input_tokens=400, warn=LOG.warning, phrase_table=phrase_table)
@@ -205,20 +209,20 @@ def load_model(spec: str, checkpoint: str, device: str, limits: ServeLimits,
             raise DataError(f"{run.checkpoint}: model.type = {run.config.model.type!r} reads an image with each "
                             "sentence, and `nlgkit serve` takes none with text (serve a text-only or IMAGINATION "
                             "model)") from None
-        return ServedModel(name, run.config, TRANSLATE, limits, str(run.checkpoint), str(run.device), run=run,
-                           translator=translator)
+        return ServedModel(name, run.config, TRANSLATE, limits, str(run.checkpoint), str(run.device),
+                           compute_type=run.compute_type, run=run, translator=translator)
     try:
         check_captioning_run(run)
     except DataError:
         raise DataError(f"{run.checkpoint}: a {run.config.task.type!r} model reads neither text nor images: "
                         "nothing to serve") from None
     encoder = build_encoder(run.config.task.encoder).to(run.device).eval()
-    return ServedModel(name, run.config, CAPTION, limits, str(run.checkpoint), str(run.device), run=run,
-                       encoder=encoder)
+    return ServedModel(name, run.config, CAPTION, limits, str(run.checkpoint), str(run.device),
+                       compute_type=run.compute_type, run=run, encoder=encoder)
 
 
 def load_export_model(name: str, directories: list[Path], checkpoint: str, device: str, limits: ServeLimits,
-                      phrase_table: Mapping[str, str] | None = None) -> ServedModel:
+                      phrase_table: Mapping[str, str] | None = None, compute_type: str = "default") -> ServedModel:
     """A CTranslate2 export served through CTranslate2's search (``translate --engine ct2``), with as many
     threads as the searches are given (:func:`set_threads`)."""
     # lazy: CTranslate2 is an optional extra, loaded only when an export is served
@@ -229,9 +233,9 @@ def load_export_model(name: str, directories: list[Path], checkpoint: str, devic
                           "(serve the runs themselves: RUN_A+RUN_B)")
     export = single_export(directories, checkpoint)
     translator = CT2Translator(export, SearchOptions.resolve(export.config.search, batch_size=limits.max_batch),
-                               device=device, warn=LOG.warning, phrase_table=phrase_table)
+                               compute_type=compute_type, device=device, warn=LOG.warning, phrase_table=phrase_table)
     return ServedModel(name, export.config, TRANSLATE, limits, str(export.directory), translator.engine.device,
-                       engine="ct2", translator=translator)
+                       engine="ct2", compute_type=translator.engine.compute_type, translator=translator)
 
 
 def set_threads(threads: int = 0) -> int:
@@ -245,7 +249,7 @@ def set_threads(threads: int = 0) -> int:
 
 def load_models(specs: Sequence[str], checkpoint: str = "best", device: str = "auto",
                 limits: ServeLimits | None = None, ensemble_mode: str = "log_linear",
-                phrase_table: Mapping[str, str] | None = None) -> dict[str, ServedModel]:
+                phrase_table: Mapping[str, str] | None = None, compute_type: str = "default") -> dict[str, ServedModel]:
     """Every ``--model``, loaded once, by name (in the order given); two models of one name are an error.
     ``phrase_table``: translation models replace unknown words (see :func:`load_model`)."""
     limits = limits or ServeLimits()
@@ -253,7 +257,7 @@ def load_models(specs: Sequence[str], checkpoint: str = "best", device: str = "a
         raise DataError("no model given (--model RUN_DIR, once per model)")
     models: dict[str, ServedModel] = {}
     for spec in specs:
-        model = load_model(spec, checkpoint, device, limits, ensemble_mode, phrase_table)
+        model = load_model(spec, checkpoint, device, limits, ensemble_mode, phrase_table, compute_type)
         if model.name in models:
             raise NlgkitError(f"--model {spec}: a second model named {model.name!r} (name them: NAME=RUN_DIR)")
         models[model.name] = model

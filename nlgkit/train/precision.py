@@ -18,9 +18,7 @@ from typing import Any
 import torch
 
 from nlgkit.core.config import TrainConfig
-
-# CPU features that multiply bf16 in hardware (torch.cpu.get_capabilities' names)
-BF16_INSTRUCTIONS = ("amx_bf16", "avx512_bf16")
+from nlgkit.core.devices import cpu_bf16_instructions
 
 
 def uses_autocast(train: TrainConfig, device: torch.device) -> bool:
@@ -36,14 +34,6 @@ def training_autocast(train: TrainConfig, device: torch.device) -> AbstractConte
     if uses_autocast(train, device):
         return torch.autocast(device.type, dtype=torch.bfloat16)
     return nullcontext()
-
-
-def cpu_bf16_instructions() -> list[str]:
-    """This CPU's bf16 instructions (AMX, AVX512-BF16) as PyTorch reads them; empty where it has none or this
-    PyTorch cannot tell."""
-    read = getattr(torch.cpu, "get_capabilities", None)
-    capabilities = read() if callable(read) else {}
-    return [name for name in BF16_INSTRUCTIONS if capabilities.get(name)]
 
 
 def precision_note(train: TrainConfig, device: torch.device) -> str:

@@ -18,6 +18,7 @@ from typing import Any
 
 import torch
 
+from nlgkit.core.devices import cpu_bf16_instructions
 from nlgkit.core.errors import NlgkitError
 from nlgkit.core.io import atomic_write
 from nlgkit.experiments.bench.ct2 import ct2_benchmarks, measure_ct2
@@ -44,7 +45,6 @@ from nlgkit.experiments.bench.research import (
 from nlgkit.experiments.bench.serve import serve_benchmarks
 from nlgkit.experiments.bench.threads import thread_benchmarks
 from nlgkit.runs.provenance import cpu_name, git_revision
-from nlgkit.train.precision import cpu_bf16_instructions
 
 WORKERS = ("train", "generate", "extract", "head", "decode", "gpu-epoch", "debias", "ct2")
 GPU_CASE_SECONDS = 100  # a GPU case still running then (a compiler stuck recompiling) is reported as stopped
