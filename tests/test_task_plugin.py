@@ -138,3 +138,6 @@ def test_the_plugin_task_is_reported_and_analysed(runs: tuple[Path, Path, Path],
     nlgkit_command(["bench", "--generate", str(trained), "--beam", "2", "--limit", "20", "--device", "cpu"])
     figures = json.loads(capsys.readouterr().out)
     assert (figures["task"], figures["sentences"]) == ("reverse", 20) and figures["sentences_per_s"] > 0
+    assert figures["compute_type"] == "float32"
+    nlgkit_command(["bench", "--generate", str(trained), "--limit", "20", "--device", "cpu", "--compute-type", "bfloat16"])
+    assert json.loads(capsys.readouterr().out)["compute_type"] == "bfloat16"

@@ -44,6 +44,8 @@ def bench(
         metavar="RUN_DIR", help="Measure only the beam search of this run over its test split (any task; --beam, "
                                 "--limit, --device) and print the figures as JSON")] = None,
     device: Annotated[str, typer.Option(help="Device of --generate")] = "cpu",
+    compute_type: Annotated[str, typer.Option(help="What --generate's search computes in: float32, bfloat16 or "
+                                                   "float16 (as translate --compute-type)")] = "float32",
     worker: Annotated[str | None, typer.Option(hidden=True)] = None,
     recipe: Annotated[str | None, typer.Option(hidden=True)] = None,
     efficiency: Annotated[bool, typer.Option("--efficiency", hidden=True)] = False,
@@ -60,7 +62,7 @@ def bench(
                                                efficiency=efficiency, images=images, limit=limit, beam=beam,
                                                device=device, case=case, threads=threads, barrier=barrier)))
     elif generate:
-        typer.echo(json.dumps(measuring.measure_generation(generate, beam, limit, device)))
+        typer.echo(json.dumps(measuring.measure_generation(generate, beam, limit, device, compute_type)))
     elif render:
         typer.echo(measuring.render_only(output))
     else:

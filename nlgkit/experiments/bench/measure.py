@@ -80,22 +80,26 @@ def _efficiency(trainer: Any, session: Any, batches: list[list[int]], seconds: f
     return matmul_efficiency(seconds, recorder.products, tokens)
 
 
-def measure_generation(run_dir: str, beam: int, limit: int, device: str = "cpu") -> dict[str, Any]:
+def measure_generation(run_dir: str, beam: int, limit: int, device: str = "cpu",
+                       compute_type: str = "float32") -> dict[str, Any]:
     """Beam search over the test split (the first ``limit`` items) with a trained run's best checkpoint and its
     recipe's length limits, for any task: the task reads the split's sources (token ids, cached image
-    features) and names its items (sentences, images), which name the figures."""
-    run = load_trained(Path(run_dir), "best", device)
+    features) and names its items (sentences, images), which name the figures. ``compute_type``: as
+    ``translate --compute-type``."""
+    run = load_trained(Path(run_dir), "best", device).computing_in(compute_type)
     search = run.config.search
     sources = run.task.split_sources(Path(run.config.data.dir), "test", run.vocabs, run.device)[: limit or None]
     start = time.perf_counter()
-    hyps = generate(run.model, run.task, sources, run.tgt_vocab, beam=beam, max_len_a=search.max_len_a,
-                    max_len_b=search.max_len_b, batch_size=search.batch_size, device=run.device)
+    with run.computing():
+        hyps = generate(run.model, run.task, sources, run.tgt_vocab, beam=beam, max_len_a=search.max_len_a,
+                        max_len_b=search.max_len_b, batch_size=search.batch_size, device=run.device)
     if run.device.type == "cuda":
         torch.cuda.synchronize()
     seconds = time.perf_counter() - start
     items = f"{run.task.item_name}s"
     out_tokens = sum(len(h[0].tokens) for h in hyps if h)
-    return {"run": run_dir, "task": run.config.task.type, "beam": beam, items: len(sources), "seconds": seconds,
+    return {"run": run_dir, "task": run.config.task.type, "beam": beam, "compute_type": run.compute_type,
+            items: len(sources), "seconds": seconds,
             f"{items}_per_s": len(sources) / seconds, "output_tokens_per_s": out_tokens / seconds,
             "threads": torch.get_num_threads(), "peak_rss_mib": peak_rss_mib()}
 
