@@ -55,6 +55,10 @@ def test_gpu_rows_render_as_a_table() -> None:
     assert "float32 against bf16: 0.50× the target tokens/s" in lines
     assert not any(line.startswith("torch.compile against eager") for line in lines)  # its case failed
     assert lines[-1] == "Beam-5 translation of test2016 on the GPU with `runs/multi30k_fixed`: 512.3 sentences/s."
+    results["gpu"]["translation_bfloat16"] = {"run": "runs/multi30k_fixed", "sentences_per_s": 768.51}
+    assert render_benchmarks(results).splitlines()[-1] == (
+        "Beam-5 translation of test2016 on the GPU with `runs/multi30k_fixed`: 512.3 sentences/s (float32); "
+        "768.5 with `--compute-type bfloat16` (1.50×).")
 
 
 def test_render_command_rewrites_the_markdown_from_the_json(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:

@@ -42,7 +42,8 @@ def render_benchmarks(results: dict[str, Any]) -> str:
     if "ct2" in results:  # JSON written before the CTranslate2 benchmark existed has no section for it
         lines += ct2_lines(results["ct2"])
     if "gpu" in results:  # JSON written before the GPU benchmark existed has no section for it
-        lines += gpu_lines(results["gpu"]["epochs"], results["gpu"]["translation"], results["gpu"].get("notes", []))
+        lines += gpu_lines(results["gpu"]["epochs"], results["gpu"]["translation"], results["gpu"].get("notes", []),
+                           results["gpu"].get("translation_bfloat16"))
     return "\n".join([*lines, ""])
 
 
@@ -234,8 +235,9 @@ def decoding_lines(decoding: list[dict[str, Any]]) -> list[str]:
 
 
 def gpu_lines(epochs: list[dict[str, Any]], translation: dict[str, Any] | None,
-              notes: list[str] | None = None) -> list[str]:
-    """The GPU section; ``notes`` are measured remarks kept with the figures (training side by side, BLEU)."""
+              notes: list[str] | None = None, translation_bf16: dict[str, Any] | None = None) -> list[str]:
+    """The GPU section; ``notes`` are measured remarks kept with the figures (training side by side, BLEU);
+    ``translation_bf16``: the same search under ``--compute-type bfloat16``."""
     if not epochs:
         return ["", "## GPU", "", "Not measured: no CUDA device on this machine (run `make bench` where there is one)."]
     measured = [r for r in epochs if "error" not in r]
@@ -258,8 +260,11 @@ def gpu_lines(epochs: list[dict[str, Any]], translation: dict[str, Any] | None,
         if case in speed and base in speed:
             lines.append(f"\n{what}: {speed[case] / speed[base]:.2f}× the target tokens/s")
     if translation:
+        bf16 = "" if not translation_bf16 else (
+            f" (float32); {translation_bf16['sentences_per_s']:.1f} with `--compute-type bfloat16` "
+            f"({translation_bf16['sentences_per_s'] / translation['sentences_per_s']:.2f}×)")
         lines += ["", (f"Beam-5 translation of test2016 on the GPU with `{translation['run']}`: "
-                       f"{translation['sentences_per_s']:.1f} sentences/s.")]
+                       f"{translation['sentences_per_s']:.1f} sentences/s{bf16}.")]
     for note in notes or []:
         lines += ["", note]
     return lines

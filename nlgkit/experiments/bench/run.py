@@ -85,7 +85,7 @@ def worker(kind: str, recipe: str | None = None, run: str | None = None, updates
     if kind == "generate":
         if not run:
             raise NlgkitError("--worker generate needs --run")
-        return measure_generation(run, beam, limit, device)
+        return measure_generation(run, beam, limit, device, **json.loads(case or "{}"))  # {"compute_type": …}
     if not recipe:
         raise NlgkitError(f"--worker {kind} needs --recipe")
     if kind == "train":  # --case {"overrides": [...]}: settings changed for this measurement (--set lines)
@@ -204,9 +204,11 @@ def _gpu(settings: BenchSettings, translate: bool) -> dict[str, Any]:
                                             timeout=GPU_CASE_SECONDS))
         except NlgkitError as exc:
             gpu["epochs"].append({"case": case, "error": str(exc)})
-    if translate:
-        gpu["translation"] = _spawn("--worker", "generate", "--run", settings.translate_run, "--beam",
-                                    str(settings.beam), "--limit", str(settings.limit), "--device", "cuda")
+    if translate:  # float32, then bfloat16 (translate --compute-type)
+        for key, compute_type in (("translation", "float32"), ("translation_bfloat16", "bfloat16")):
+            gpu[key] = _spawn("--worker", "generate", "--run", settings.translate_run, "--beam", str(settings.beam),
+                              "--limit", str(settings.limit), "--device", "cuda",
+                              "--case", json.dumps({"compute_type": compute_type}))
     return {**gpu, **_stamp()}
 
 
