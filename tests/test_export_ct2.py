@@ -367,9 +367,9 @@ def test_token_scores_and_reference_scores_are_nlgkits_on_both_engines(exported:
         return [float(v) for v in words if v.lstrip("-").replace(".", "").isdigit()]
 
     scored = both("--score-reference", str(tmp_path / "ref.en"), "--token-scores")
-    (torch_lines, torch_summary), (ct2_lines, ct2_summary) = scored["torch"], scored["ct2"]
-    assert len(ct2_lines) == 13 and ct2_lines[12] == "" and torch_lines[12] == ""
-    for ours, theirs in zip(ct2_lines[:12], torch_lines[:12], strict=True):
+    (torch_rows, torch_summary), (ct2_rows, ct2_summary) = scored["torch"], scored["ct2"]
+    assert len(ct2_rows) == 13 and ct2_rows[12] == "" and torch_rows[12] == ""
+    for ours, theirs in zip(ct2_rows[:12], torch_rows[:12], strict=True):
         assert ours.split("\t")[1] == theirs.split("\t")[1]  # the same reference tokens
         assert numbers(ours) == pytest.approx(numbers(theirs), abs=2e-4)
         assert len(ours.split("\t")[2].split()) == int(ours.split("\t")[1])  # one score per token and the EOS
@@ -503,5 +503,10 @@ def test_the_bench_section_measures_both_engines(exported: tuple[Path, Path]) ->
     header = table.index("| engine | computation | BLEU | Δ BLEU | sentences/s | × nlgkit | identical | peak RSS (MiB) |")
     assert table[header + 2].startswith("| nlgkit | float32 |") and "| 10.0 | 1.00× | – |" in table[header + 2]
     assert "| 25.0 | 2.50× | 8 |" in table[header + 3] and "| 3.00× |" in table[header + 4]
+    trained = section["trained"]  # the run can be trained again from what the figures keep
+    assert trained["config"]["model"]["dim"] == 32 and trained["update"] == 30 and "bleu" in trained["metrics"]
+    described = next(line for line in table if line.startswith("The run: "))
+    assert described.startswith("The run: a transformer (preset base, dim 32; head learned), its best checkpoint (epoch ")
+    assert "update 30; validation ppl " in described and "bleu" in described and "`ct2.trained.config`" in described
     missing = ct2_benchmarks(run_dir.parent, "no-such-run", 5, 0, worker)
     assert ct2_lines(missing)[-1].startswith("Not measured: no trained run at `no-such-run`")

@@ -59,6 +59,7 @@ def ct2_benchmarks(root: Path, run: str, beam: int, limit: int,
         check_exportable(config_from_dict(meta["config"], str(best / "meta.json")), run)
     except NlgkitError as exc:
         return {**section, "missing": str(exc)}
+    section["trained"] = trained_from(meta)
     with tempfile.TemporaryDirectory(prefix="nlgkit-ct2-") as tmp:
         export = Path(tmp) / "ct2"
         section["ctranslate2"] = export_ct2(root / run, export).ctranslate2_version
@@ -74,6 +75,14 @@ def ct2_benchmarks(root: Path, run: str, beam: int, limit: int,
         row["identical"] = sum(a == b for a, b in zip(row.pop("outputs"), reference, strict=True))
     first = section["rows"][0]
     return {**section, "sentences": first["sentences"], "threads": first["threads"]}
+
+
+def trained_from(meta: dict[str, Any]) -> dict[str, Any]:
+    """How the measured checkpoint came to be, from its meta.json: the commit it was trained at, its update and
+    epoch, its validation score and the whole resolved config (so that the run can be trained again)."""
+    loop, metrics = meta.get("loop", {}), meta.get("metrics", {})
+    return {"commit": meta.get("git", {}).get("commit"), "update": loop.get("update"),
+            "epoch": loop.get("best_epoch"), "metrics": metrics, "config": meta["config"]}
 
 
 def _row(passes: list[dict[str, Any]]) -> dict[str, Any]:

@@ -158,6 +158,16 @@ def ct2_lines(section: dict[str, Any]) -> list[str]:
                f"for {section['rounds']} passes each and show their fastest; measured on "
                f"{section['date']}, commit {str(section['commit'])[:10]}{dirty}. *identical*: outputs equal to "
                f"nlgkit's, of {section['sentences']:,}."), ""]
+    trained = section.get("trained")
+    if trained:
+        model = trained["config"]["model"]
+        scores = ", ".join(f"validation {name} {value:.2f}" for name, value in trained["metrics"].items()
+                           if name in ("bleu", "ppl"))
+        lines += [(f"The run: a {model['type']} ({', '.join(f'{k} {model[k]}' for k in ('preset', 'dim') if model.get(k))}"
+                   f"; head {trained['config']['head']['type']}), its best checkpoint (epoch {trained['epoch']}, "
+                   f"update {trained['update']:,}; {scores}), trained at commit {str(trained['commit'])[:10]}; its "
+                   "resolved config is `ct2.trained.config` in BENCHMARKS.json (`nlgkit train` it again from that)."),
+                  ""]
     lines += md_table(
         ["engine", "computation", "BLEU", "Δ BLEU", "sentences/s", "× nlgkit", "identical", "peak RSS (MiB)"],
         [[r["engine"], r["compute_type"], f"{r['bleu']:.2f}", f"{r['bleu'] - base['bleu']:+.2f}",
