@@ -459,7 +459,7 @@ def test_bad_uses_give_one_line_errors(exported: tuple[Path, Path], tmp_path: Pa
         (("translate", "--engine", "ct2", "--model", str(export_dir), "--model", str(export_dir)), "2 --model given"),
         (("translate", "--engine", "ct2", "--model", str(export_dir), "--compute-type", "int3"), "cannot load it"),
         (("translate", "--engine", "onnx", "--model", str(export_dir)), "--engine 'onnx': choose torch or ct2"),
-        (("translate", "--model", str(run_dir), "--compute-type", "int8"), "only for --engine ct2"),
+        (("translate", "--model", str(run_dir), "--compute-type", "int8"), "are --engine ct2's"),
     ]
     for argv, message in checks:
         result = cli(*argv, input="ein hund .\n")

@@ -42,7 +42,6 @@ one decoder run over each output.
 from __future__ import annotations
 
 import dataclasses
-import functools
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -54,6 +53,7 @@ from nlgkit.data.vocab import BOS, EOS, PAD
 from nlgkit.export.ct2 import ALIGNMENT, ExportedModel, ctranslate2_module, load_export
 from nlgkit.generation.decode import ReferenceScore, target_ids
 from nlgkit.generation.output import SearchOptions, cut_tokens, placed
+from nlgkit.generation.targets import TargetReader
 from nlgkit.generation.text import Rendered, TargetText
 from nlgkit.models.transformer import TransformerConfig
 from nlgkit.search import Hypothesis
@@ -82,6 +82,8 @@ class CT2Translator:
         self.export, self.options, self.warn = export, options, warn
         self.pretokenized, self.max_input_tokens = pretokenized, max_input_tokens
         self.text_input = export.task.text_input(export.assets, export.vocabs)
+        self.targets = TargetReader(export.tgt_vocab, lambda: export.task.target_tokenizer(export.assets),
+                                    pretokenized)
         self.output = TargetText.build(export.tgt_vocab, export.task.detokenizer(export.assets),
                                        detokenize=detokenize, phrase_table=phrase_table,
                                        report_alignment=report_alignment,
@@ -114,14 +116,13 @@ class CT2Translator:
         """The model's log-score of each line's reference (``translate --engine ct2 --score-reference``), as
         :meth:`nlgkit.generation.translate.Translator.reference_scores` gives it, through CTranslate2's
         ``score_batch``."""
-        if len(references) != len(lines):
-            raise DataError(f"{references_name}: {len(references)} lines for the {len(lines)} lines of {name}")
+        tokens = self.targets.references(references, len(lines), name=name, first_number=first_number,
+                                         references_name=references_name, max_tokens=self.max_input_tokens,
+                                         warn=self.warn)
         read = self._read(lines, name, first_number, images)
-        todo = [i for i, tokens in enumerate(read) if tokens]
+        todo = [i for i, words in enumerate(read) if words]
         sources = [self.text_input.encode(read[i]) for i in todo]  # type: ignore[arg-type]
-        targets = [target_ids(self.export.tgt_vocab,
-                              cut_tokens(self._target_tokenize(references[i]), self.max_input_tokens, self.warn,
-                                         f"{name}: reference of line {first_number + i}")) for i in todo]
+        targets = [target_ids(self.export.tgt_vocab, tokens[i]) for i in todo]
         unk = self.export.tgt_vocab.unk_index
         scores: list[ReferenceScore | None] = [None] * len(lines)
         for i, target, log_probs in zip(todo, targets, self.log_probs(sources, targets), strict=True):
@@ -163,18 +164,10 @@ class CT2Translator:
         self._check_alignment()  # again: `nlgkit serve` asks for alignments per request
         sources = [self.text_input.encode(tokens) if tokens else None for tokens in read]
         todo = [i for i, source in enumerate(sources) if source is not None]
-        prefix_ids = None if prefixes is None else [self._prefix_ids(prefixes[i]) for i in todo]
+        prefix_ids = None if prefixes is None else [self.targets.ids(prefixes[i]) for i in todo]
         found = self.search([sources[i] for i in todo], prefixes=prefix_ids,  # type: ignore[misc]
                             alignment=self.output.needs_alignment, token_scores=self.output.report_token_scores)
         return placed(sources, found)
-
-    def _prefix_ids(self, prefix: str) -> list[int]:
-        """A prefix's target word ids, tokenised as the training targets were (split on spaces when pretokenised)."""
-        return target_ids(self.export.tgt_vocab, self._target_tokenize(prefix))
-
-    @functools.cached_property
-    def _target_tokenize(self) -> Callable[[str], list[str]]:
-        return str.split if self.pretokenized else self.export.task.target_tokenizer(self.export.assets)
 
     def search(self, sources: Sequence[list[int]], prefixes: Sequence[list[int]] | None = None,
                alignment: bool = False, token_scores: bool = False) -> list[list[Hypothesis]]:

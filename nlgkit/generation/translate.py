@@ -6,14 +6,14 @@ a line longer than ``max_input_tokens`` tokens is cut to that length with a warn
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from nlgkit.core.errors import DataError
-from nlgkit.generation.decode import ReferenceScore, generate, score_references, target_ids
+from nlgkit.generation.decode import ReferenceScore, generate, score_references
 from nlgkit.generation.output import SearchOptions, cut_tokens, placed
+from nlgkit.generation.targets import TargetReader
 from nlgkit.generation.text import Rendered, TargetText
 from nlgkit.runs.loading import TrainedRun
 from nlgkit.search import Hypothesis
@@ -41,6 +41,7 @@ class Translator:
             raise DataError(f"{run.checkpoint}: `nlgkit translate` needs a model that reads text ({exc})") from None
         self.run, self.options, self.warn = run, options, warn
         self.pretokenized, self.max_input_tokens = pretokenized, max_input_tokens
+        self.targets = TargetReader(run.tgt_vocab, lambda: run.task.target_tokenizer(run.assets), pretokenized)
         self.output = TargetText.build(run.tgt_vocab, run.detokenizer(), detokenize=detokenize,
                                        phrase_table=phrase_table, report_alignment=report_alignment,
                                        report_token_scores=report_token_scores, as_json=as_json)
@@ -85,18 +86,12 @@ class Translator:
             return None
         if len(prefixes) != count:
             raise ValueError(f"{len(prefixes)} prefixes for {count} lines")
-        return [target_ids(self.run.tgt_vocab, self._target_tokenize(prefix)) for prefix in prefixes]
+        return [self.targets.ids(prefix) for prefix in prefixes]
 
     @property
     def probabilities(self) -> bool:
         """Whether the model's scores are log-probabilities (so that a perplexity means something)."""
         return self.run.model.head.normalized
-
-    @functools.cached_property
-    def _target_tokenize(self) -> Callable[[str], list[str]]:
-        """Text → target tokens, as the training targets were tokenised (split on spaces when pretokenised);
-        loaded when first needed."""
-        return str.split if self.pretokenized else self.run.task.target_tokenizer(self.run.assets)
 
     def reference_scores(self, lines: list[str], references: list[str], name: str = "<stdin>",
                          first_number: int = 1, images: Sequence[Path] | None = None,
@@ -104,13 +99,12 @@ class Translator:
         """The model's log-score of each line's reference (``translate --score-reference``), tokenised as the
         training targets were (or split on spaces when pretokenised); None where the line gets no source
         (empty, or its image missing), as :meth:`lines` leaves such a line empty."""
-        if len(references) != len(lines):
-            raise DataError(f"{references_name}: {len(references)} lines for the {len(lines)} lines of {name}")
+        targets = self.targets.references(references, len(lines), name=name, first_number=first_number,
+                                          references_name=references_name, max_tokens=self.max_input_tokens,
+                                          warn=self.warn)
         run = self.run
         sources = self.sources(lines, name, first_number, images)
         todo = [i for i, source in enumerate(sources) if source is not None]
-        targets = {i: cut_tokens(self._target_tokenize(references[i]), self.max_input_tokens, self.warn,
-                                 f"{name}: reference of line {first_number + i}") for i in todo}
         with run.computing():
             found = score_references(run.model, run.task, [sources[i] for i in todo], [targets[i] for i in todo],
                                      run.tgt_vocab, batch_size=self.options.batch_size, device=run.device)

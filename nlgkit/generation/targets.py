@@ -1,0 +1,42 @@
+"""Text in the target language, read as the training targets were: the prefixes of ``translate --target-prefix``
+and the references of ``--score-reference``, alike for both engines (nlgkit's search and CTranslate2).
+
+The run's target tokenizer (split on spaces when the input is pretokenised) is loaded only when first needed: a
+spaCy model takes seconds to load, and most translations never read target text.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from nlgkit.core.errors import DataError
+from nlgkit.data.vocab import Vocabulary
+from nlgkit.generation.decode import target_ids
+from nlgkit.generation.output import cut_tokens
+
+
+@dataclass
+class TargetReader:
+    vocab: Vocabulary
+    load_tokenizer: Callable[[], Callable[[str], list[str]]]
+    pretokenized: bool = False
+
+    @functools.cached_property
+    def tokenize(self) -> Callable[[str], list[str]]:
+        """Text → target tokens."""
+        return str.split if self.pretokenized else self.load_tokenizer()
+
+    def ids(self, text: str) -> list[int]:
+        """A prefix's target word ids (a special token written in the text is an unknown word: ``target_ids``)."""
+        return target_ids(self.vocab, self.tokenize(text))
+
+    def references(self, references: Sequence[str], lines: int, *, name: str, first_number: int,
+                   references_name: str, max_tokens: int, warn: Callable[[str], None]) -> list[list[str]]:
+        """The tokens of each reference, cut to ``max_tokens`` with a warning naming its line; a DataError when
+        there is not one reference per input line (read them before the input, so that this comes first)."""
+        if len(references) != lines:
+            raise DataError(f"{references_name}: {len(references)} lines for the {lines} lines of {name}")
+        return [cut_tokens(self.tokenize(reference), max_tokens, warn, f"{name}: reference of line {number}")
+                for number, reference in enumerate(references, start=first_number)]
