@@ -192,6 +192,51 @@ def test_score_reference_scores_captions_as_the_search_does(trained: tuple[Path,
     assert bad.exit_code == 1 and bad.stdout.split("\n")[:2] == ["\t".join(rows[0]), ""] and "text.jpg" in bad.stderr
 
 
+def test_score_reference_cuts_an_over_long_caption_with_a_warning(trained: tuple[Path, Path], caption_data: Path,
+                                                                  tmp_path: Path) -> None:
+    """A reference longer than translate's --max-input-tokens default is scored on its first 400 tokens, the
+    warning naming its line, as ``translate --score-reference`` does: an absurd line costs no absurd memory."""
+    _, run_dir = trained
+    train = read_records(caption_data / "train.jsonl")[:2]
+    paths = [str(SMALL / "images" / r["image"]) for r in train]
+    long = ("a dog runs on the grass " * 75).split()  # 450 words, each its own token
+    (tmp_path / "refs.txt").write_text(train[0]["refs"][0] + "\n" + " ".join(long) + "\n")
+    (tmp_path / "cut.txt").write_text(train[0]["refs"][0] + "\n" + " ".join(long[:400]) + "\n")
+    scored, cut = (cli("caption", "--model", str(run_dir), *paths, "--device", "cpu", "--score-reference",
+                       str(tmp_path / name)) for name in ("refs.txt", "cut.txt"))
+    assert scored.exit_code == 0 and cut.exit_code == 0, scored.output
+    assert "refs.txt: reference of line 2: 450 tokens, cut to 400" in scored.stderr
+    assert "line 1" not in scored.stderr and "cut to" not in cut.stderr
+    assert scored.stdout == cut.stdout
+
+
+def test_constraints_put_their_words_in_each_caption(trained: tuple[Path, Path], caption_data: Path,
+                                                    tmp_path: Path) -> None:
+    """``caption --constraints``: each caption holds its line's phrases (an empty line: the free caption); a
+    file of another length, or with --sampling, is a one-line error."""
+    _, run_dir = trained
+    train = read_records(caption_data / "train.jsonl")[:4]
+    paths = [str(SMALL / "images" / r["image"]) for r in train]
+    base = ("caption", "--model", str(run_dir), *paths, "--device", "cpu", "--beam", "4")
+    free = cli(*base)
+    assert free.exit_code == 0, free.output
+    words = {line.split("\t")[0] for vocab in (run_dir / "data").glob("vocab*") for line in vocab.read_text().splitlines()}
+    wanted = [[], ["dog", "grass"], ["two"], ["a red", "water"]]
+    assert all(word in words for line in wanted for phrase in line for word in phrase.split())
+    (tmp_path / "constraints.txt").write_text("".join("\t".join(line) + "\n" for line in wanted))
+    constrained = cli(*base, "--constraints", str(tmp_path / "constraints.txt"))
+    assert constrained.exit_code == 0, constrained.output
+    captions = constrained.stdout.splitlines()
+    assert captions[0] == free.stdout.splitlines()[0]
+    for caption, phrases in zip(captions[1:], wanted[1:], strict=True):
+        assert all(f" {phrase} " in f" {caption} " for phrase in phrases), (phrases, caption)
+    (tmp_path / "short.txt").write_text("dog\n")
+    bad = cli(*base, "--constraints", str(tmp_path / "short.txt"))
+    assert bad.exit_code != 0 and bad.stdout == "" and "short.txt: 1 lines for 4 images" in bad.stderr
+    bad = cli(*base, "--constraints", str(tmp_path / "short.txt"), "--sampling")
+    assert bad.exit_code != 0 and "not with --sampling" in bad.stderr
+
+
 def test_token_scores_of_captions_match_the_scored_references(trained: tuple[Path, Path], caption_data: Path,
                                                               tmp_path: Path) -> None:
     """``caption --token-scores``: each caption's tokens' log-probabilities (the EOS's last) end its line and fill

@@ -624,3 +624,41 @@ def test_target_prefix_starts_each_output_with_its_line(trained: tuple[Path, Pat
     assert changed >= 5  # the references' first words are not all the model's own
     prefix.write_text("a man\n", encoding="utf-8")
     one_line_error(cli(*common, "--target-prefix", str(prefix)), "--target-prefix", "1 lines for the 30 lines")
+
+
+def test_constraints_put_their_phrases_in_each_output(trained: tuple[Path, Path], paper,  # type: ignore[no-untyped-def]
+                                                      tmp_path: Path) -> None:
+    """``--constraints FILE``: each output holds its line's tab-separated phrases, here two reference words the
+    free output lacks (an empty line leaves the output free); a phrase with a word outside the vocabulary is left
+    out with a warning naming the line; streamed equals whole; wrong lengths, ct2 and sampling are one-line errors."""
+    _, run_dir = trained
+    lines = read_lines(paper[0] / "test.de")[:24]
+    references = read_lines(paper[0] / "test.en")[:24]
+    source, wanted = tmp_path / "test.de", tmp_path / "constraints.en"
+    source.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    common = ("translate", "-m", str(run_dir), "--pretokenized", "--no-detokenize", "--input", str(source),
+              "--beam", "4")
+    free = cli(*common)
+    assert free.exit_code == 0, free.output
+    vocabulary = {word for out in free.stdout.splitlines() for word in out.split()} - {"<unk>"}
+    phrases = []
+    for i, (reference, out) in enumerate(zip(references, free.stdout.splitlines(), strict=True)):
+        missing = [w for w in reference.split() if w in vocabulary and w not in out.split()]
+        phrases.append([] if i % 4 == 0 or len(missing) < 2 else [missing[0], missing[-1]])
+    phrases[1] = [*phrases[1], "Zzyzx-not-a-word"]
+    wanted.write_text("".join("\t".join(p) + "\n" for p in phrases), encoding="utf-8")
+    constrained = cli(*common, "--constraints", str(wanted))
+    streamed = cli(*common, "--constraints", str(wanted), "--buffer-size", "5")
+    assert constrained.exit_code == streamed.exit_code == 0, constrained.output
+    assert constrained.stdout == streamed.stdout
+    assert "constraints.en: line 2: constraint 'Zzyzx-not-a-word' left out" in constrained.stderr
+    outputs = constrained.stdout.splitlines()
+    assert len(outputs) == 24 and sum(bool(p) for p in phrases) >= 10
+    for out, plain, words in zip(outputs, free.stdout.splitlines(), phrases, strict=True):
+        assert all(word in out.split() for word in words if word in vocabulary), (words, out)
+        if not [word for word in words if word in vocabulary]:
+            assert out == plain
+    wanted.write_text("a\n", encoding="utf-8")
+    one_line_error(cli(*common, "--constraints", str(wanted)), "--constraints", "1 lines for the 24 lines")
+    one_line_error(cli(*common, "--constraints", str(wanted), "--sampling"), "--constraints", "not with --sampling")
+    one_line_error(cli(*common, "--constraints", str(wanted), "--engine", "ct2"), "--constraints", "CTranslate2")

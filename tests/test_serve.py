@@ -165,6 +165,26 @@ def test_translate_answers_as_the_offline_command_does(client: TestClient, runs:
         input=LINES[0]).stdout.strip()}]}
 
 
+def test_translate_constraints_answer_as_translate_constraints(client: TestClient, runs: dict[str, Path],
+                                                              tmp_path: Path) -> None:
+    """``"constraints"``: per line, the phrases its outputs must hold; the answers are ``translate --constraints``'s
+    lines (a batch mixing lines with and without constraints included), and each output holds its phrases."""
+    wanted = [["the park", "ball"], [], ["woman"], [], ["bike"], []][: len(LINES)]
+    answer = client.post("/translate", json={"lines": LINES, "constraints": wanted, "nbest": 2})
+    assert answer.status_code == 200, answer.text
+    texts = [t["text"] for t in answer.json()["translations"]]
+    constraints = tmp_path / "constraints.txt"
+    constraints.write_text("".join("\t".join(phrases) + "\n" for phrases in wanted), encoding="utf-8")
+    offline = cli("translate", "--model", str(runs["translation"]), "--device", "cpu", "--constraints",
+                  str(constraints), input="\n".join(LINES) + "\n")
+    assert offline.exit_code == 0, offline.output
+    assert texts == offline.stdout.splitlines()
+    for text, line, phrases in zip(texts, LINES, wanted, strict=True):
+        assert all(f" {phrase} " in f" {text} " for phrase in phrases) or not line, (phrases, text)
+    free = [t["text"] for t in client.post("/translate", json={"lines": LINES}).json()["translations"]]
+    assert texts != free and all(text == plain for text, plain, phrases in zip(texts, free, wanted) if not phrases)
+
+
 def test_caption_answers_as_the_offline_command_does(client: TestClient, runs: dict[str, Path],
                                                      tmp_path: Path) -> None:
     files = {"one.jpg": picture(1), "two.png": picture(2, (90, 160), "PNG")}
@@ -363,6 +383,8 @@ def test_a_ctranslate2_export_is_served_as_translate_engine_ct2_translates(tmp_p
                    for t in token_scores.json()["translations"] if t["text"])
         refused = client.post("/translate", json={"lines": LINES, "align": True})
         assert refused.status_code == 400 and "export the run again" in refused.json()["error"]
+        refused = client.post("/translate", json={"lines": LINES, "constraints": [["dog"]] * len(LINES)})
+        assert refused.status_code == 422 and "no lexically constrained search" in refused.json()["error"]
         assert client.post("/translate", json={"lines": LINES}).status_code == 200
     result = cli("serve", "--model", f"{tmp_path / 'ct2'}+{tmp_path / 'ct2'}")
     assert result.exit_code == 2 and "an ensemble of CTranslate2 exports" in result.stderr
@@ -405,6 +427,11 @@ TRANSLATE_CASES = [
     (b'{"lines": ["a"], "beam": "2"}', 422, "beam: Input should be a valid integer"),
     (b'{"lines": ["a"], "no_repeat_ngram_size": -1}', 400, "no_repeat_ngram_size -1: must be 0 or positive"),
     (b'{"lines": ["a"], "min_len": 2.5}', 422, "min_len: Input should be a valid integer"),
+    (b'{"lines": ["a", "b"], "constraints": [["x"]]}', 422, "constraints: 1 lists for 2 lines"),
+    (b'{"lines": ["a"], "constraints": [["x\\ty"]]}', 422, "constraints: line 1: a phrase holds a tab"),
+    (json.dumps({"lines": ["a"], "constraints": [["b" * 200, "c" * 101]]}).encode(), 413,
+     "constraints: line 1: 301 characters"),
+    (b'{"lines": ["a"], "constraints": "x"}', 422, "constraints: Input should be a valid array"),
     (b'{"lines": ["a"], "model": "nope"}', 404, "model 'nope' is not served (served: de-en, captioner)"),
     (b'{"lines": ["a"], "model": "captioner"}', 422, "'captioning' model"),
     (b"[" * 50_000, 422, "recursion limit"),

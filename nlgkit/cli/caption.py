@@ -66,6 +66,10 @@ def caption(
     score_reference: Annotated[Path | None, typer.Option(help="Score these captions (one per image) instead of "
                                                               "searching: LOG_PROB<TAB>TOKENS per image, a "
                                                               "summary on stderr")] = None,
+    constraints: Annotated[Path | None, typer.Option(help="Make each caption contain the phrases of this file's "
+                                                          "line (one per image, phrases separated by tabs, in any "
+                                                          "order; an empty line: none): constrained beam search")
+                           ] = None,
     token_scores: Annotated[bool, typer.Option(help="Each caption's tokens' log-scores (log-probabilities for "
                                                     "softmax heads), the EOS's last: a last ' ||| ' field, "
                                                     "'token_scores' with --json, a third column with "
@@ -106,17 +110,21 @@ def caption(
                                     no_repeat_ngram_size=no_repeat_ngram_size, no_unk=no_unk,
                                     sampling=sampling, sampling_topk=sampling_topk,
                                     sampling_topp=sampling_topp, temperature=temperature, seed=seed)
+    if constraints is not None and sampling:
+        raise DataError("--constraints: a beam search (not with --sampling)")
     if score_reference is not None:
-        if sampling or options.nbest > 1 or json_output or attention is not None:
+        if sampling or options.nbest > 1 or json_output or attention is not None or constraints is not None:
             raise DataError("--score-reference: scores one given caption per image; not with --sampling, --nbest, "
-                            "--json or --attention")
+                            "--json, --attention or --constraints")
         references, _ = read_text_input(score_reference, error)
         results, scores = caption_reference_scores(run, paths, references, options.batch_size, warn=error,
                                                    references_name=f"--score-reference {score_reference}")
         write_lines(score_lines(scores, token_scores), output)
         typer.echo(score_summary(scores, run.model.head.normalized), err=True)
     else:
-        results = caption_images(run, paths, options, attention_dir=attention, warn=error)
+        results = caption_images(run, paths, options, attention_dir=attention, warn=error,
+                                 constraints=None if constraints is None else read_text_input(constraints, error)[0],
+                                 constraints_name=f"--constraints {constraints}")
         detokenize = run.detokenizer()
         write_lines(result_lines(results, options.nbest, json_output,
                                  lambda tokens: detokenize(run.tgt_vocab.decode(tokens)),

@@ -14,6 +14,7 @@ With ``--nbest N`` (N > 1) each input gives N lines ``INDEX ||| hypothesis ||| s
 INDEX counted from 0), best first. With ``--replace-unk`` each ``<unk>`` of an output becomes the source token its
 step attended to most (or its entry in ``--phrase-table``); ``--report-align`` ends each line in ``||| SRC-TGT``
 pairs (source and output token indices, from 0); ``--target-prefix FILE`` starts each output with its line of FILE;
+``--constraints FILE`` makes each output contain its line's tab-separated phrases (lexically constrained beam search);
 ``--token-scores`` ends each line in its tokens' log-probabilities; ``--json`` writes one JSON record per input line
 instead (``nlgkit serve``'s answer). The work is done in ``nlgkit.generation``; this module parses and prints.
 """
@@ -94,6 +95,10 @@ def translate(
                             ] = False,
     target_prefix: Annotated[Path | None, typer.Option(help="Start each output with the text of this file's line "
                                                             "(one per input line; an empty line: no prefix)")] = None,
+    constraints: Annotated[Path | None, typer.Option(help="Make each output contain the phrases of this file's line "
+                                                          "(one per input line, phrases separated by tabs, in any "
+                                                          "order; an empty line: none): constrained beam search")
+                           ] = None,
     token_scores: Annotated[bool, typer.Option(help="End each output line in ' ||| ' and each output token's "
                                                     "log-score (log-probability for softmax heads), the EOS's last "
                                                     "(with --no-detokenize or --json); with --score-reference, a "
@@ -125,12 +130,16 @@ def translate(
         raise ConfigError(f"--engine {engine!r}: choose torch or ct2")
     if engine == "ct2" and sampling:
         raise ConfigError("--sampling: only with --engine torch (nlgkit's search)")
+    if constraints is not None and engine == "ct2":
+        raise ConfigError("--constraints: only with --engine torch (CTranslate2 has no lexically constrained search)")
+    if constraints is not None and sampling:
+        raise ConfigError("--constraints: a beam search (not with --sampling)")
     if score_reference is not None and (sampling or (nbest or 1) > 1 or buffer_size):
         raise ConfigError("--score-reference: scores one given output per line of the whole input; not with "
                           "--sampling, --nbest or --buffer-size")
     unknown_words = phrase_table_option(replace_unk, phrase_table)
     for flag, on in (("--replace-unk", replace_unk), ("--report-align", report_align),
-                     ("--target-prefix", target_prefix is not None)):
+                     ("--target-prefix", target_prefix is not None), ("--constraints", constraints is not None)):
         if on and score_reference is not None:
             raise ConfigError(f"{flag}: only when searching (not with --score-reference)")
     if json_output and score_reference is not None:
@@ -160,7 +169,8 @@ def translate(
                                 report_alignment=report_align,
                                 report_token_scores=token_scores and score_reference is None, as_json=json_output)
     image_files = read_image_list(images) if images is not None else None
-    prefixes = read_text_input(target_prefix, warn)[0] if target_prefix is not None else None
+    per_line = {flag: (path, read_text_input(path, warn)[0]) for flag, path in  # files of one line per input line
+                (("--target-prefix", target_prefix), ("--constraints", constraints)) if path is not None}
     if score_reference is not None:
         references, _ = read_text_input(score_reference, warn)
         lines, name = read_text_input(input, warn)
@@ -169,21 +179,30 @@ def translate(
         write_lines(score_lines(scores, token_scores), output)
         typer.echo(score_summary(scores, translator.probabilities), err=True)
         return
+
+    def translated(group: list[str], name: str, first: int = 1) -> list[str]:
+        """The output lines of ``group`` (input lines ``first``…), each with its lines of the per-line files."""
+        lines_of = {}
+        for flag, (path, values) in per_line.items():
+            lines_of[flag] = values[first - 1 : first - 1 + len(group)]
+            if buffer_size == 0 and len(values) != len(group):
+                raise DataError(f"{flag} {path}: {len(values)} lines for the {len(group)} lines of {name}")
+            if len(lines_of[flag]) != len(group):
+                raise DataError(f"{flag} {path}: {len(values)} lines, fewer than the lines of {name}")
+        group_images = None if image_files is None else image_files[first - 1 : first - 1 + len(group)]
+        if "--constraints" not in lines_of:
+            return translator.lines(group, name, first, images=group_images, prefixes=lines_of.get("--target-prefix"))
+        assert isinstance(translator, Translator)  # (--engine ct2 refused --constraints above)
+        return translator.lines(group, name, first, images=group_images, prefixes=lines_of.get("--target-prefix"),
+                                constraints=lines_of["--constraints"], constraints_name=f"--constraints {constraints}")
+
     if buffer_size == 0:
         lines, name = read_text_input(input, warn)
-        if prefixes is not None and len(prefixes) != len(lines):
-            raise DataError(f"--target-prefix {target_prefix}: {len(prefixes)} lines for the {len(lines)} lines of "
-                            f"{name}")
-        write_lines(translator.lines(lines, name, images=image_files, prefixes=prefixes), output)
+        write_lines(translated(lines, name), output)
         return
     name, kept = str(input) if input else "<stdin>", []
     for first, group in line_groups(input, buffer_size, warn):
-        group_images = None if image_files is None else image_files[first - 1 : first - 1 + len(group)]
-        group_prefixes = None if prefixes is None else prefixes[first - 1 : first - 1 + len(group)]
-        if group_prefixes is not None and len(group_prefixes) != len(group):
-            raise DataError(f"--target-prefix {target_prefix}: {len(prefixes or [])} lines, fewer than the lines "
-                            f"of {name}")
-        out = translator.lines(group, name, first, images=group_images, prefixes=group_prefixes)
+        out = translated(group, name, first)
         if output is None:  # a pipe: answer each group at once
             write_lines(out, None)
         else:  # a file is still written whole, atomically, at the end

@@ -23,6 +23,7 @@ from nlgkit.data.batching import Batch
 from nlgkit.generation.decode import ReferenceScore, generate, score_references
 from nlgkit.generation.ensemble import Ensemble
 from nlgkit.generation.output import SearchOptions, output_lines, token_scores_field
+from nlgkit.generation.targets import TargetReader
 from nlgkit.runs.loading import TrainedRun
 from nlgkit.search import Hypothesis
 from nlgkit.vision.encoders import ImageEncoder, build_encoder
@@ -47,8 +48,11 @@ def check_captioning_run(run: TrainedRun) -> None:
 def caption_images(run: TrainedRun, paths: Sequence[str], options: SearchOptions, *,
                    attention_dir: Path | None = None, warn: Callable[[str], None] = print,
                    encoder: ImageEncoder | None = None,
-                   load: Callable[[str], Image.Image] = load_image) -> list[CaptionResult]:
+                   load: Callable[[str], Image.Image] = load_image, constraints: Sequence[str] | None = None,
+                   constraints_name: str = "constraints") -> list[CaptionResult]:
     """One result per path, in order; unreadable images are error results (and a warning), not failures.
+    ``constraints``: each image's phrases (tab-separated) that its captions must contain (``caption
+    --constraints``, :meth:`TargetReader.phrases`; warnings name ``constraints_name``).
 
     A server passes the run's ``encoder`` it built once and a ``load`` that returns the pictures it has
     already read and checked (``paths`` are then its names for them); by default both are made here."""
@@ -60,10 +64,18 @@ def caption_images(run: TrainedRun, paths: Sequence[str], options: SearchOptions
     if attention_dir is not None and not hasattr(run.model, "attention"):
         raise DataError(f"--attention: the {run.config.model.type!r} model has no attention to draw "
                         f"(show_attend_tell has)")
+    phrases = None
+    if constraints is not None:
+        if len(constraints) != len(paths):
+            raise DataError(f"{constraints_name}: {len(constraints)} lines for {len(paths)} images")
+        reader = TargetReader(run.tgt_vocab, lambda: run.task.target_tokenizer(run.assets))
+        phrases = [reader.phrases(line, warn, f"{constraints_name}: line {number}")
+                   for number, line in enumerate(constraints, start=1)]
     results = [CaptionResult(str(path)) for path in paths]
     for good, sources, pictures in image_sources(run, paths, results, options.batch_size, warn, encoder, load):
         with run.computing():  # the search (the CNN's features stay float32)
             found = generate(run.model, run.task, sources, run.tgt_vocab, device=run.device,
+                             constraints=None if phrases is None else [phrases[i] for i in good],
                              **options.search_kwargs())
         for j, i in enumerate(good):
             results[i].hypotheses = found[j]
@@ -73,20 +85,28 @@ def caption_images(run: TrainedRun, paths: Sequence[str], options: SearchOptions
     return results
 
 
+MAX_REFERENCE_TOKENS = 400
+"""Where ``caption --score-reference`` cuts a reference: ``translate --max-input-tokens``'s default."""
+
+
 def caption_reference_scores(run: TrainedRun, paths: Sequence[str], references: Sequence[str], batch_size: int,
                              *, warn: Callable[[str], None] = print, references_name: str = "references",
+                             max_tokens: int = MAX_REFERENCE_TOKENS,
                              ) -> tuple[list[CaptionResult], list[ReferenceScore | None]]:
     """The model's log-score of each image's reference caption (``caption --score-reference``), tokenised as
-    the training captions were; an unreadable image gets an error result and no score."""
+    the training captions were and cut to ``max_tokens`` with a warning naming its line, as ``translate`` cuts
+    references; an unreadable image gets an error result and no score."""
     check_captioning_run(run)
     if len(references) != len(paths):
         raise DataError(f"{references_name}: {len(references)} lines for {len(paths)} images")
-    tokenize = run.task.target_tokenizer(run.assets)
+    reader = TargetReader(run.tgt_vocab, lambda: run.task.target_tokenizer(run.assets))
+    targets = reader.references(references, len(paths), name=references_name, first_number=1,
+                                references_name=references_name, max_tokens=max_tokens, warn=warn)
     results = [CaptionResult(str(path)) for path in paths]
     scores: list[ReferenceScore | None] = [None] * len(paths)
     for good, sources, _ in image_sources(run, paths, results, batch_size, warn):
         with run.computing():
-            found = score_references(run.model, run.task, sources, [tokenize(references[i]) for i in good],
+            found = score_references(run.model, run.task, sources, [targets[i] for i in good],
                                      run.tgt_vocab, batch_size=batch_size, device=run.device)
         for i, score in zip(good, found, strict=True):
             scores[i] = score

@@ -19,6 +19,7 @@ from torch import Tensor
 from nlgkit.data.vocab import Vocabulary
 from nlgkit.models.base import Generator, Inputs
 from nlgkit.search import Hypothesis, Sampling, search
+from nlgkit.search.constrained import constraint_words
 from nlgkit.search.forced import forced_hypotheses
 from nlgkit.tasks.base import Task
 
@@ -45,6 +46,7 @@ def generate(
     on_batch: Callable[[int], None] | None = None,
     alignment: bool = False,
     prefixes: Sequence[list[int]] | None = None,
+    constraints: Sequence[list[list[int]]] | None = None,
 ) -> list[list[Hypothesis]]:
     """Search every source; returns ``nbest`` hypotheses per input, in input order.
 
@@ -56,7 +58,9 @@ def generate(
     inputs are batched or grouped. ``alignment``: each hypothesis with its tokens' source positions (models
     that attend to source positions; ``translate --replace-unk``). ``prefixes``: the target word ids each input's
     outputs start with (``translate --target-prefix``); a prefix is never cut by the length limit (which counts
-    it), and leaves room for at least one more token.
+    it), and leaves room for at least one more token. ``constraints``: the phrases (target word ids) each input's
+    outputs must contain, in any order (``translate --constraints``; :mod:`nlgkit.search.constrained`); the
+    length limit leaves room for them and the prefix.
     """
     device = device or next(model.parameters()).device
     results: list[list[Hypothesis]] = [[] for _ in sources]
@@ -67,13 +71,18 @@ def generate(
             if max_len > 0:
                 max_lens = max_lens.clamp(max=max_len)
             chunk_prefixes = [prefixes[i] for i in chunk] if prefixes is not None else None
-            if chunk_prefixes is not None:
-                max_lens = torch.maximum(max_lens, torch.tensor([len(p) + 1 for p in chunk_prefixes]))
+            chunk_constraints = [constraints[i] for i in chunk] if constraints is not None else None
+            room = [len(prefixes[i]) if prefixes is not None else 0 for i in chunk]
+            if constraints is not None:
+                room = [n + words for n, words in zip(room, constraint_words([constraints[i] for i in chunk]))]
+            if any(room):  # room for the prefix, the constraints and one more token
+                max_lens = torch.maximum(max_lens, torch.tensor(room) + 1)
             found = search(model, state, batch_size=len(chunk), bos=vocab.bos_index, eos=vocab.eos_index,
                            beam_size=beam, max_lens=max_lens.to(device), length_penalty=length_penalty,
                            nbest=nbest, min_len=min_len, no_repeat_ngram_size=no_repeat_ngram_size,
                            never=(vocab.pad_index, vocab.bos_index, *([vocab.unk_index] if no_unk else [])),
                            sampling=sampling, alignment=alignment, prefixes=chunk_prefixes,
+                           constraints=chunk_constraints,
                            item_ids=torch.tensor([item_ids[i] if item_ids else i for i in chunk]))
             for i, hypotheses in zip(chunk, found):
                 results[i] = hypotheses

@@ -1,5 +1,6 @@
-"""Text in the target language, read as the training targets were: the prefixes of ``translate --target-prefix``
-and the references of ``--score-reference``, alike for both engines (nlgkit's search and CTranslate2).
+"""Text in the target language, read as the training targets were: the prefixes of ``translate --target-prefix``,
+the phrases of ``--constraints`` and the references of ``--score-reference``, alike for both engines (nlgkit's
+search and CTranslate2).
 
 The run's target tokenizer (split on spaces when the input is pretokenised) is loaded only when first needed: a
 spaCy model takes seconds to load, and most translations never read target text.
@@ -40,3 +41,19 @@ class TargetReader:
             raise DataError(f"{references_name}: {len(references)} lines for the {lines} lines of {name}")
         return [cut_tokens(self.tokenize(reference), max_tokens, warn, f"{name}: reference of line {number}")
                 for number, reference in enumerate(references, start=first_number)]
+
+    def phrases(self, line: str, warn: Callable[[str], None], where: str) -> list[list[int]]:
+        """A ``--constraints`` line's phrases (tab-separated; an empty line: none) as target word ids. A phrase
+        with a word outside the target vocabulary cannot be output as written (only as ``<unk>``), so it is left
+        out with a warning naming ``where``, and the line is still translated."""
+        found = []
+        for phrase in (part for part in line.split("\t") if part.strip()):
+            tokens = self.tokenize(phrase)
+            ids = target_ids(self.vocab, tokens)
+            unknown = [token for token, i in zip(tokens, ids, strict=True) if i == self.vocab.unk_index]
+            if unknown:
+                warn(f"{where}: constraint {phrase.strip()!r} left out: {', '.join(map(repr, unknown))} not in the "
+                     "target vocabulary")
+            elif ids:
+                found.append(ids)
+        return found

@@ -47,13 +47,17 @@ class Translator:
                                        report_token_scores=report_token_scores, as_json=as_json)
 
     def lines(self, lines: list[str], name: str = "<stdin>", first_number: int = 1,
-              images: Sequence[Path] | None = None, prefixes: Sequence[str] | None = None) -> list[str]:
+              images: Sequence[Path] | None = None, prefixes: Sequence[str] | None = None,
+              constraints: Sequence[str] | None = None, constraints_name: str = "constraints") -> list[str]:
         """The output lines for ``lines`` (numbered from ``first_number`` in warnings): one per input line,
         ``nbest`` per line with n-best output. ``images``: the image of each line (multimodal models); a line
         whose image is missing or unreadable gets an empty output line and a warning naming both. ``prefixes``:
-        the text each line's outputs must start with (tokenised as the training targets; empty: none)."""
+        the text each line's outputs must start with (tokenised as the training targets; empty: none).
+        ``constraints``: each line's phrases (tab-separated) that its outputs must contain (``TargetReader.phrases``;
+        warnings name ``constraints_name``)."""
         read = self._read(lines, name, first_number, images)
-        results = self._search(read, first_number, self._prefix_ids(prefixes, len(lines)))
+        results = self._search(read, first_number, self._prefix_ids(prefixes, len(lines)),
+                               self._phrases(constraints, len(lines), first_number, constraints_name))
         return self.output.lines(results, self._tokens(read), self.options.nbest, first_number - 1)
 
     @staticmethod
@@ -61,14 +65,16 @@ class Translator:
         return [line[0] if line is not None else None for line in read]
 
     def texts(self, lines: list[str], name: str = "<stdin>", first_number: int = 1,
-              images: Sequence[Path] | None = None) -> list[list[Rendered]]:
+              images: Sequence[Path] | None = None, constraints: Sequence[str] | None = None) -> list[list[Rendered]]:
         """Each line's hypotheses, best first, with the text :meth:`lines` writes for each (none for an empty line
         or a line whose image is missing): for callers that want scores and text apart (``nlgkit serve``)."""
         read = self._read(lines, name, first_number, images)
-        return self.output.texts(self._search(read, first_number), self._tokens(read))
+        found = self._search(read, first_number, None, self._phrases(constraints, len(lines), first_number, name))
+        return self.output.texts(found, self._tokens(read))
 
     def _search(self, read: list[Read], first_number: int,
-                prefixes: list[list[int]] | None = None) -> list[list[Hypothesis]]:
+                prefixes: list[list[int]] | None = None,
+                constraints: list[list[list[int]]] | None = None) -> list[list[Hypothesis]]:
         todo = [i for i, line in enumerate(read) if line is not None]
         run = self.run
         with run.computing():
@@ -76,6 +82,7 @@ class Translator:
                              run.tgt_vocab, device=run.device, item_ids=[first_number - 1 + i for i in todo],
                              alignment=self.output.needs_alignment,
                              prefixes=[prefixes[i] for i in todo] if prefixes is not None else None,
+                             constraints=[constraints[i] for i in todo] if constraints is not None else None,
                              **self.options.search_kwargs())
         return placed(read, found)
 
@@ -84,9 +91,22 @@ class Translator:
         pretokenised); unknown words are ``<unk>``."""
         if prefixes is None:
             return None
-        if len(prefixes) != count:
-            raise ValueError(f"{len(prefixes)} prefixes for {count} lines")
-        return [self.targets.ids(prefix) for prefix in prefixes]
+        return [self.targets.ids(prefix) for prefix in self._each_line(prefixes, count, "prefix")]
+
+    def _phrases(self, constraints: Sequence[str] | None, count: int, first_number: int,
+                 name: str) -> list[list[list[int]]] | None:
+        """Each line's constraint phrases as target word ids (``TargetReader.phrases``; warnings name ``name``)."""
+        if constraints is None:
+            return None
+        return [self.targets.phrases(line, self.warn, f"{name}: line {number}")
+                for number, line in enumerate(self._each_line(constraints, count, "constraint"), start=first_number)]
+
+    @staticmethod
+    def _each_line(values: Sequence[str], count: int, what: str) -> Sequence[str]:
+        """``values``, checked to be one per input line (the caller names the file when they are not)."""
+        if len(values) != count:
+            raise ValueError(f"{len(values)} {what} lines for {count} lines")
+        return values
 
     @property
     def probabilities(self) -> bool:

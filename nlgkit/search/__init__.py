@@ -1,4 +1,5 @@
-"""Decoding: one batched beam search (and its greedy special case) for every model and head, and sampling."""
+"""Decoding: one batched beam search (and its greedy special case) for every model and head, its lexically
+constrained form, and sampling."""
 
 from nlgkit.search.beam import Hypothesis, beam_search, greedy_search, search
 from nlgkit.search.sampling import Sampling, sample_search

@@ -33,6 +33,8 @@ from typing import TYPE_CHECKING
 import torch
 from torch import Tensor
 
+from nlgkit.core.errors import ConfigError
+from nlgkit.search.constrained import constrained_search
 from nlgkit.search.sampling import Sampling, sample_search
 from nlgkit.search.steps import (
     Hypothesis,
@@ -70,12 +72,15 @@ def search(
     item_ids: Tensor | None = None,
     alignment: bool = False,
     prefixes: Sequence[Sequence[int]] | None = None,
+    constraints: Sequence[Sequence[Sequence[int]]] | None = None,
 ) -> list[list[Hypothesis]]:
     """Beam search, or greedy search when ``beam_size`` is 1 (same result, less work); with ``sampling``,
     ``nbest`` drawn outputs per sentence instead (:mod:`nlgkit.search.sampling`, whose draws ``item_ids`` key;
     ``beam_size`` unused). ``alignment``: each hypothesis with its tokens' source positions. ``prefixes``: word ids
     each sentence's outputs must start with (a target prefix, fairseq's ``--prefix-size``, CTranslate2's
     ``target_prefix``), forced whatever the constraints, their log-probabilities counted in the scores.
+    ``constraints``: per sentence, phrases (word ids) each of its outputs must contain
+    (:mod:`nlgkit.search.constrained`; not with sampling).
 
     ``never``: token ids that are not words (padding, BOS) and are never output. A softmax head learns to give
     them no mass, but a score head ranks every row of its table: continuous output against targets extracted
@@ -84,6 +89,11 @@ def search(
               "length_penalty": length_penalty, "min_len": min_len,
               "no_repeat_ngram_size": no_repeat_ngram_size, "never": never, "alignment": alignment,
               "prefix": prefix_table(prefixes, batch_size, search_device(state, max_lens))}
+    if constraints is not None and any(constraints):
+        if sampling is not None:
+            raise ConfigError("lexical constraints need beam search: not with sampling")
+        return constrained_search(model, state, beam_size=beam_size, nbest=nbest, constraints=constraints,
+                                  **shared)  # type: ignore[arg-type]
     if sampling is not None:
         return sample_search(model, state, sampling=sampling, samples=nbest, item_ids=item_ids,
                              **shared)  # type: ignore[arg-type]

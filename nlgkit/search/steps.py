@@ -1,6 +1,6 @@
 """What every search shares: the output record, length normalisation, one step's masked scores, the n-gram ban
-and the checks of the options (greedy and beam in :mod:`nlgkit.search.beam`, sampling in
-:mod:`nlgkit.search.sampling`)."""
+and the checks of the options (greedy and beam in :mod:`nlgkit.search.beam`, constrained beam in
+:mod:`nlgkit.search.constrained`, sampling in :mod:`nlgkit.search.sampling`)."""
 
 from __future__ import annotations
 

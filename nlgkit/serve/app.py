@@ -81,7 +81,12 @@ def create_app(models: Mapping[str, ServedModel], limits: ServeLimits | None = N
         model = pick(models, body.model, TRANSLATE)
         options = model.options(body.beam, body.nbest, body.min_len, body.no_repeat_ngram_size)
         key = (options, body.align, body.token_scores, body.scores)
-        found = await asyncio.wrap_future(model.batcher.submit(key, body.lines))
+        if body.constraints is not None and model.engine != "torch":
+            raise RequestError(422, f"constraints: model {model.name!r} is a CTranslate2 export, which has no "
+                                    "lexically constrained search")
+        items = body.lines if body.constraints is None else [  # a line and its phrases (TargetReader.phrases)
+            (line, "\t".join(phrases)) for line, phrases in zip(body.lines, body.constraints, strict=True)]
+        found = await asyncio.wrap_future(model.batcher.submit(key, items))
         return {"model": model.name, "translations": found}
 
     @app.post("/caption")

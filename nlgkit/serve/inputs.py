@@ -27,7 +27,8 @@ class RequestError(Exception):
 
 class TranslateRequest(BaseModel):
     """``POST /translate``: ``{"lines": [...], "model": NAME, "beam": N, "nbest": N, "scores": bool, "align":
-    bool, "token_scores": bool}``, and the search constraints ``min_len`` and ``no_repeat_ngram_size``."""
+    bool, "token_scores": bool}``, the search constraints ``min_len`` and ``no_repeat_ngram_size``, and
+    ``constraints``: per line, the phrases its outputs must contain (``translate --constraints``)."""
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
@@ -40,6 +41,7 @@ class TranslateRequest(BaseModel):
     token_scores: bool = False  # add each hypothesis's tokens and their log-scores (the EOS's last)
     min_len: int | None = None  # default: the run's [search]
     no_repeat_ngram_size: int | None = None  # default: the run's [search]
+    constraints: list[list[str]] | None = None  # one list of phrases per line (an empty list: none)
 
 
 @dataclass(frozen=True)
@@ -97,6 +99,16 @@ def parse_translate(body: bytes, limits: ServeLimits) -> TranslateRequest:
         if len(line) > limits.max_line_chars:
             raise RequestError(413, f"lines: line {number}: {len(line):,} characters: at most "
                                     f"{limits.max_line_chars:,}")
+    if request.constraints is not None:
+        if len(request.constraints) != len(request.lines):
+            raise RequestError(422, f"constraints: {len(request.constraints)} lists for {len(request.lines)} lines "
+                                    "(one list of phrases per line)")
+        for number, phrases in enumerate(request.constraints, start=1):
+            if any("\t" in phrase for phrase in phrases):
+                raise RequestError(422, f"constraints: line {number}: a phrase holds a tab")
+            if sum(map(len, phrases)) > limits.max_line_chars:
+                raise RequestError(413, f"constraints: line {number}: {sum(map(len, phrases)):,} characters: at "
+                                        f"most {limits.max_line_chars:,}")
     return request
 
 

@@ -117,7 +117,8 @@ class ServedModel:
 
     # -- the batches, in the batcher's worker thread ------------------------------------------------------------
     def _translate(self, key: Hashable, lines: list[Any]) -> list[Any]:
-        """Each line's answer (:meth:`TargetText.record`): key = (search options, align, token_scores, scores)."""
+        """Each line's answer (:meth:`TargetText.record`): key = (search options, align, token_scores, scores);
+        a line is its text, or (text, its constraint phrases joined by tabs)."""
         assert isinstance(key, tuple) and self.translator is not None
         options, align, token_scores, scores = key
         translator = self._by_key.get(key)
@@ -126,8 +127,16 @@ class ServedModel:
             translator.options = options
             translator.output = dataclasses.replace(translator.output, report_alignment=align,
                                                     report_token_scores=token_scores, as_json=True)
-        return [translator.output.record(rendered, options.nbest, scores)
-                for rendered in translator.texts(lines, name=f"request to {self.name}")]
+        texts = [line if isinstance(line, str) else line[0] for line in lines]
+        constraints = None if all(isinstance(line, str) for line in lines) else [
+            "" if isinstance(line, str) else line[1] for line in lines]
+        name = f"request to {self.name}"
+        if constraints is None:
+            found = translator.texts(texts, name=name)
+        else:  # (the app refuses constraints for a CTranslate2 export)
+            assert isinstance(translator, Translator)
+            found = translator.texts(texts, name=name, constraints=constraints)
+        return [translator.output.record(rendered, options.nbest, scores) for rendered in found]
 
     def _caption(self, key: Hashable, pictures: list[Any]) -> list[Any]:
         assert isinstance(key, tuple) and self.run is not None

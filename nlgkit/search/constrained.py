@@ -1,0 +1,280 @@
+"""Lexically constrained beam search: every output contains each of its sentence's constraint phrases (word-id
+sequences, in any order), as fairseq's ``--constraints`` and Sockeye's do.
+
+This is Post & Vilar's dynamic beam allocation (2018) in the form of Hu et al. (2019): each hypothesis tracks how
+many constraint words it has met; candidates are the unconstrained beam's (each sentence's top 2·beam), each
+hypothesis's best word, and every word that would advance one of its constraints; they are grouped in *banks* by
+words met, and the beam is filled round-robin across the banks (the best of each bank first, the bank with more
+met first), so that hypotheses that spend a few steps placing a constraint are not crowded out by ones that do
+not. EOS is masked until all of a hypothesis's constraints are met, so every output that ends holds them all; a
+sentence that reaches its length limit first returns its live hypotheses, those that met the most first.
+
+Search still knows nothing about architectures: it calls ``model.step``, ``model.reorder`` and the head's scores
+through :func:`nlgkit.search.steps.step_scores`, as beam search does, with the same length limits, n-gram ban,
+target prefixes, alignment and token scores; with no constraint it selects exactly as beam search does.
+Simplifications, documented: a phrase being matched is dropped when the next word does not continue it (a word
+that starts another phrase then starts that one); two phrases that start with the same word are matched in
+their order.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import torch
+from torch import Tensor
+
+from nlgkit.core.errors import ConfigError
+from nlgkit.search.steps import (
+    Hypothesis,
+    aligned_positions,
+    ask_alignment,
+    check_options,
+    forced_words,
+    normalise,
+    search_device,
+    start_outputs,
+    step_scores,
+)
+
+if TYPE_CHECKING:
+    from nlgkit.models.base import Generator, State
+
+Phrases = tuple[tuple[int, ...], ...]
+
+
+@dataclass(frozen=True)
+class Progress:
+    """Which of a sentence's constraint ``phrases`` a hypothesis has met, and how far it is into the one it is
+    matching (``current``, ``depth`` words of it)."""
+
+    phrases: Phrases
+    met: frozenset[int] = field(default_factory=frozenset)
+    current: int | None = None
+    depth: int = 0
+
+    @property
+    def words_met(self) -> int:
+        """The hypothesis's bank: constraint words met, the phrase in progress included."""
+        return sum(len(self.phrases[i]) for i in self.met) + self.depth
+
+    @property
+    def complete(self) -> bool:
+        return len(self.met) == len(self.phrases)
+
+    def wanted(self) -> set[int]:
+        """The words that would advance a constraint: the next word of the phrase in progress, or else the
+        first word of every phrase not met yet."""
+        if self.current is not None:
+            return {self.phrases[self.current][self.depth]}
+        return {phrase[0] for i, phrase in enumerate(self.phrases) if i not in self.met}
+
+    def advance(self, word: int) -> Progress:
+        """The progress after ``word``."""
+        if self.current is not None:
+            phrase = self.phrases[self.current]
+            if word == phrase[self.depth]:
+                if self.depth + 1 == len(phrase):
+                    return Progress(self.phrases, self.met | {self.current})
+                return Progress(self.phrases, self.met, self.current, self.depth + 1)
+        for i, phrase in enumerate(self.phrases):
+            if i not in self.met and phrase[0] == word:
+                if len(phrase) == 1:
+                    return Progress(self.phrases, self.met | {i})
+                return Progress(self.phrases, self.met, i, 1)
+        return Progress(self.phrases, self.met) if self.current is not None else self
+
+
+def phrases_of(constraints: Sequence[Sequence[int]], eos: int) -> Phrases:
+    """One sentence's constraints as phrases, checked: a phrase has words, and none of them ends the output."""
+    for phrase in constraints:
+        if not phrase:
+            raise ConfigError("a constraint has no words")
+        if eos in phrase:
+            raise ConfigError("a constraint holds the end-of-sentence token")
+    return tuple(tuple(phrase) for phrase in constraints)
+
+
+def constraint_words(constraints: Sequence[Sequence[Sequence[int]]]) -> list[int]:
+    """Each sentence's count of constraint words (what its length limit must leave room for)."""
+    return [sum(len(phrase) for phrase in sentence) for sentence in constraints]
+
+
+@dataclass
+class _Candidate:
+    row: int  # the hypothesis (row of n·k) it extends
+    word: int
+    score: float  # cumulative log-score
+    word_score: float  # this word's log-score
+    progress: Progress
+
+
+def _round_robin(candidates: list[_Candidate], count: int) -> list[_Candidate]:
+    """Up to ``count`` candidates, the banks taking turns: every bank's best (the bank with more words met
+    first), then every bank's second best, …; a bank with fewer candidates leaves its turns to the others."""
+    banks: dict[int, list[_Candidate]] = {}
+    for candidate in sorted(candidates, key=lambda c: -c.score):
+        banks.setdefault(candidate.progress.words_met, []).append(candidate)
+    turns = sorted(((rank, -bank, candidate.score, candidate) for bank, members in banks.items()
+                    for rank, candidate in enumerate(members)), key=lambda t: t[:3])
+    return [turn[3] for turn in turns[:count]]
+
+
+@torch.inference_mode()
+def constrained_search(
+    model: Generator,
+    state: State,
+    *,
+    batch_size: int,
+    bos: int,
+    eos: int,
+    beam_size: int,
+    max_lens: Tensor,
+    constraints: Sequence[Sequence[Sequence[int]]],
+    length_penalty: float = 1.0,
+    nbest: int = 1,
+    min_len: int = 0,
+    no_repeat_ngram_size: int = 0,
+    never: tuple[int, ...] = (),
+    alignment: bool = False,
+    prefix: Tensor | None = None,
+) -> list[list[Hypothesis]]:
+    """Beam search whose outputs contain each sentence's ``constraints`` (phrases of word ids, any order); returns
+    per sentence its ``nbest`` best hypotheses: those that met more constraint words first, then the best first."""
+    check_options(batch_size, beam_size, nbest, max_lens, min_len, no_repeat_ngram_size)
+    if len(constraints) != batch_size:
+        raise ValueError(f"{len(constraints)} constraint lists for a batch of {batch_size}")
+    k = beam_size
+    device = search_device(state, max_lens)
+    max_lens = max_lens.to(device=device, dtype=torch.long)
+    if alignment:
+        state = ask_alignment(state, batch_size, device)
+    empty: list[list[Hypothesis]] = [[] for _ in range(batch_size)]
+    active = start_outputs(empty, max_lens)  # (n,) sentence ids still decoding
+    finished: list[list[tuple[int, Hypothesis]]] = [[(0, h) for h in hyps] for hyps in empty]  # words met
+    ids = active.tolist()
+    n = len(ids)
+    state = model.reorder(state, active.repeat_interleave(k))  # (n·k, …): every beam from the start
+    progress = [Progress(phrases_of(constraints[i], eos)) for i in ids for _ in range(k)]  # per row
+    scores = torch.full((n * k,), -math.inf, device=device)  # (n·k,) float32 cumulative log-scores
+    scores[::k] = 0.0  # one live hypothesis per sentence at first
+    tokens = torch.empty(n * k, 0, dtype=torch.long, device=device)  # (n·k, t)
+    positions = torch.empty(n * k, 0, dtype=torch.long, device=device)  # (n·k, t) with ``alignment``
+    token_scores = torch.empty(n * k, 0, device=device)  # (n·k, t)
+    prev = torch.full((n * k,), bos, dtype=torch.long, device=device)  # (n·k,)
+    step = 0
+    while n:
+        features, state = model.step(prev, state)  # (n·k, d)
+        looked = aligned_positions(model, state) if alignment else None  # (n·k,)
+        forced = forced_words(prefix, active.repeat_interleave(k), step)
+        word_scores, offset = step_scores(model, features, eos, step < min_len, never, tokens,  # (n·k, V)
+                                          no_repeat_ngram_size, forced)
+        unmet = [row for row, p in enumerate(progress) if not p.complete]
+        if unmet:  # no output ends before it holds every constraint
+            word_scores[torch.tensor(unmet, device=device), eos] = -math.inf
+        step += 1
+        chosen = _choose(word_scores, offset, scores, progress, n, k, eos)
+        keep_rows, words, kept_scores, word_kept, kept_progress = [], [], [], [], []
+        for pos, (ending, staying) in enumerate(chosen):
+            sentence = ids[pos]
+            for c in ending:
+                if len(finished[sentence]) < k:
+                    found = positions[c.row].tolist() if alignment else None
+                    finished[sentence].append((c.progress.words_met, Hypothesis(
+                        tokens[c.row].tolist(), normalise(c.score, step, length_penalty), c.score, found,
+                        [*token_scores[c.row].tolist(), c.word_score])))
+            dead = _Candidate(pos * k, eos, -math.inf, -math.inf, progress[pos * k])
+            for c in staying + [dead] * (k - len(staying)):  # dead slots (−inf) keep the shapes
+                keep_rows.append(c.row)
+                words.append(c.word)
+                kept_scores.append(c.score)
+                word_kept.append(c.word_score)
+                kept_progress.append(c.progress)
+        progress = kept_progress
+        rows = torch.tensor(keep_rows, device=device)  # (n·k,)
+        prev = torch.tensor(words, device=device)
+        scores = torch.tensor(kept_scores, device=device)
+        tokens = torch.cat([tokens[rows], prev.unsqueeze(1)], dim=1)
+        token_scores = torch.cat([token_scores[rows], torch.tensor(word_kept, device=device).unsqueeze(1)], dim=1)
+        if looked is not None:
+            positions = torch.cat([positions[rows], looked[rows].unsqueeze(1)], dim=1)
+
+        full = [len(finished[i]) >= k for i in ids]
+        at_limit = max_lens[active].le(step).tolist()
+        for pos in range(n):
+            if at_limit[pos] and not full[pos]:
+                _keep_at_limit(finished[ids[pos]], pos, k, tokens, scores, token_scores, progress, step,
+                               length_penalty, positions if alignment else None)
+        live = [pos for pos in range(n) if not (full[pos] or at_limit[pos])]
+        if len(live) < n:
+            live_rows = [pos * k + j for pos in live for j in range(k)]
+            index = torch.tensor(live_rows, dtype=torch.long, device=device)
+            active = active[torch.tensor(live, dtype=torch.long, device=device)]
+            rows, prev, scores, tokens = rows[index], prev[index], scores[index], tokens[index]
+            token_scores = token_scores[index]
+            positions = positions[index] if alignment else positions
+            progress = [progress[row] for row in live_rows]
+            ids = active.tolist()
+            n = len(ids)
+        if n:
+            state = model.reorder(state, rows)
+    results = []
+    for sentence in finished:
+        ranked = sorted(sentence, key=lambda kept: (kept[0], kept[1].score), reverse=True)
+        results.append([h for _, h in ranked[:nbest]])
+    return results
+
+
+def _choose(word_scores: Tensor, offset: Tensor, scores: Tensor, progress: list[Progress], n: int, k: int,
+            eos: int) -> list[tuple[list[_Candidate], list[_Candidate]]]:
+    """Per sentence, the EOS candidates that end a hypothesis and the k (or fewer) that stay active."""
+    row_width = min(2 * k, word_scores.size(1))
+    row_scores, row_words = word_scores.topk(row_width, dim=1)  # (n·k, w)
+    row_scores = row_scores - offset.unsqueeze(1)  # the head's log-scores of those words
+    totals = (scores.unsqueeze(1) + row_scores).view(n, k * row_width)
+    top_scores, top_index = totals.topk(min(2 * k, k * row_width), dim=1)  # (n, 2k): the unconstrained beam's
+    live = scores.tolist()
+    wanted_scores: list[float] = []
+    wanted = [(row, word) for row, p in enumerate(progress) if math.isfinite(live[row]) for word in p.wanted()]
+    if wanted:  # the words that advance a constraint, at their own scores
+        wanted_rows = torch.tensor([row for row, _ in wanted], device=word_scores.device)
+        wanted_words = torch.tensor([word for _, word in wanted], device=word_scores.device)
+        wanted_scores = (word_scores[wanted_rows, wanted_words] - offset[wanted_rows]).tolist()
+    row_scores_list, row_words_list = row_scores[:, 0].tolist(), row_words[:, 0].tolist()
+    top_scores_list, top_index_list = top_scores.tolist(), top_index.tolist()
+    flat_scores, flat_words = row_scores.tolist(), row_words.tolist()
+    by_sentence: list[dict[tuple[int, int], tuple[float, float]]] = [{} for _ in range(n)]
+    for pos in range(n):
+        for total, index in zip(top_scores_list[pos], top_index_list[pos]):
+            row = pos * k + index // row_width
+            by_sentence[pos][(row, flat_words[row][index % row_width])] = (total, flat_scores[row][index % row_width])
+        for row in range(pos * k, (pos + 1) * k):
+            by_sentence[pos].setdefault((row, row_words_list[row]), (live[row] + row_scores_list[row],
+                                                                     row_scores_list[row]))
+    for (row, word), word_score in zip(wanted, wanted_scores, strict=True):
+        by_sentence[row // k].setdefault((row, word), (live[row] + word_score, word_score))
+    chosen = []
+    for pos in range(n):
+        candidates = [_Candidate(row, word, total, word_score, progress[row].advance(word))
+                      for (row, word), (total, word_score) in by_sentence[pos].items() if math.isfinite(total)]
+        ending = [c for c in _round_robin(candidates, k) if c.word == eos]
+        staying = _round_robin([c for c in candidates if c.word != eos], k)
+        chosen.append((ending, staying))
+    return chosen
+
+
+def _keep_at_limit(finished: list[tuple[int, Hypothesis]], pos: int, k: int, tokens: Tensor, scores: Tensor,
+                   token_scores: Tensor, progress: list[Progress], step: int, length_penalty: float,
+                   positions: Tensor | None) -> None:
+    """A sentence at its length limit keeps its live hypotheses as they are (no EOS), with their constraint words
+    met."""
+    for row in range(pos * k, (pos + 1) * k):
+        log_prob = float(scores[row])
+        if math.isfinite(log_prob):
+            found = positions[row].tolist() if positions is not None else None
+            finished.append((progress[row].words_met, Hypothesis(
+                tokens[row].tolist(), normalise(log_prob, step, length_penalty), log_prob, found,
+                token_scores[row].tolist())))
