@@ -48,10 +48,13 @@ def check_one_search(model: Generator, inputs: dict[str, Any], batch_size: int, 
                      max_len: int = 6) -> None:
     """A model decodes through the shared search: beam 1 equals greedy; beam 4 gives 4 ranked hypotheses,
     the same whether the search keeps the model's static state in place or copies it at every step; forced
-    decoding of the ended ones (``translate --score-reference``) gives back the log-probability the beam gave."""
+    decoding of the ended ones (``translate --score-reference``) gives back the log-probability the beam gave.
+    The constrained search (``--constraints``) is beam search without constraints, and with two phrases its best
+    outputs hold them and score as forced decoding scores them."""
     import torch
 
     from nlgkit.search import beam_search, greedy_search
+    from nlgkit.search.constrained import constrained_search
     from nlgkit.search.forced import forced_hypotheses
 
     max_lens = torch.full((batch_size,), max_len)
@@ -90,6 +93,26 @@ def check_one_search(model: Generator, inputs: dict[str, Any], batch_size: int, 
     for hyps in greedy:
         assert hyps[0].token_scores is not None
         assert math.isclose(sum(hyps[0].token_scores), hyps[0].log_prob, rel_tol=1e-5, abs_tol=1e-4)
+
+    free = constrained_search(model, model.encode(inputs), batch_size=batch_size, bos=bos, eos=eos, beam_size=4,
+                              max_lens=max_lens, nbest=4, constraints=[[] for _ in range(batch_size)])
+    assert [[(h.tokens, h.score) for h in hyps] for hyps in free] == [[(h.tokens, h.score) for h in hyps]
+                                                                      for hyps in beam4], (free, beam4)
+    vocab = model.head.vocab_size
+    phrases = [[vocab - 1, vocab - 2], [max(bos, eos) + 1]]
+    held = constrained_search(model, model.encode(inputs), batch_size=batch_size, bos=bos, eos=eos, beam_size=4,
+                              max_lens=max_lens + 3, nbest=1, constraints=[phrases] * batch_size)
+    best = [hyps[0] for hyps in held]
+    for h in best:
+        assert all(any(h.tokens[i : i + len(p)] == p for i in range(len(h.tokens))) for p in phrases), h.tokens
+    with torch.no_grad():
+        for ended in (True, False):
+            found = [(i, h) for i, h in enumerate(best) if (len(h.tokens) < max_lens[i] + 3) == ended]
+            if found:
+                state = model.reorder(model.encode(inputs), torch.tensor([i for i, _ in found]))
+                forced = forced_hypotheses(model, state, [h.tokens for _, h in found], bos=bos, eos=eos, ended=ended)
+                torch.testing.assert_close(torch.tensor([f.log_prob for f in forced]),
+                                           torch.tensor([h.log_prob for _, h in found]), rtol=1e-5, atol=1e-4)
 
 
 def check_alignment(model: Generator, inputs: dict[str, Any], batch_size: int, bos: int = 2, eos: int = 3,

@@ -157,26 +157,29 @@ def constrained_search(
     finished: list[list[tuple[int, Hypothesis]]] = [[(0, h) for h in hyps] for hyps in empty]  # words met
     ids = active.tolist()
     n = len(ids)
-    state = model.reorder(state, active.repeat_interleave(k))  # (n·k, …): every beam from the start
-    progress = [Progress(phrases_of(constraints[i], eos)) for i in ids for _ in range(k)]  # per row
-    scores = torch.full((n * k,), -math.inf, device=device)  # (n·k,) float32 cumulative log-scores
-    scores[::k] = 0.0  # one live hypothesis per sentence at first
-    tokens = torch.empty(n * k, 0, dtype=torch.long, device=device)  # (n·k, t)
-    positions = torch.empty(n * k, 0, dtype=torch.long, device=device)  # (n·k, t) with ``alignment``
-    token_scores = torch.empty(n * k, 0, device=device)  # (n·k, t)
-    prev = torch.full((n * k,), bos, dtype=torch.long, device=device)  # (n·k,)
+    # As in beam search, the first step runs one row per sentence (its k rows would propose the same words),
+    # unless the vocabulary is smaller than the beam; then rows follow their hypotheses, k per sentence.
+    beams = 1 if model.head.vocab_size >= k else k
+    state = model.reorder(state, active.repeat_interleave(beams))  # (n·beams, …)
+    progress = [Progress(phrases_of(constraints[i], eos)) for i in ids for _ in range(beams)]  # per row
+    scores = torch.full((n * beams,), -math.inf, device=device)  # (n·beams,) float32 cumulative log-scores
+    scores[::beams] = 0.0  # one live hypothesis per sentence at first
+    tokens = torch.empty(n * beams, 0, dtype=torch.long, device=device)  # (n·beams, t)
+    positions = torch.empty(n * beams, 0, dtype=torch.long, device=device)  # (n·beams, t) with ``alignment``
+    token_scores = torch.empty(n * beams, 0, device=device)  # (n·beams, t)
+    prev = torch.full((n * beams,), bos, dtype=torch.long, device=device)  # (n·beams,)
     step = 0
     while n:
-        features, state = model.step(prev, state)  # (n·k, d)
-        looked = aligned_positions(model, state) if alignment else None  # (n·k,)
-        forced = forced_words(prefix, active.repeat_interleave(k), step)
-        word_scores, offset = step_scores(model, features, eos, step < min_len, never, tokens,  # (n·k, V)
+        features, state = model.step(prev, state)  # (n·beams, d)
+        looked = aligned_positions(model, state) if alignment else None  # (n·beams,)
+        forced = forced_words(prefix, active.repeat_interleave(beams), step)
+        word_scores, offset = step_scores(model, features, eos, step < min_len, never, tokens,  # (n·beams, V)
                                           no_repeat_ngram_size, forced)
         unmet = [row for row, p in enumerate(progress) if not p.complete]
         if unmet:  # no output ends before it holds every constraint
             word_scores[torch.tensor(unmet, device=device), eos] = -math.inf
         step += 1
-        chosen = _choose(word_scores, offset, scores, progress, n, k, eos)
+        chosen = _choose(word_scores, offset, scores, progress, n, beams, k, eos)
         keep_rows, words, kept_scores, word_kept, kept_progress = [], [], [], [], []
         for pos, (ending, staying) in enumerate(chosen):
             sentence = ids[pos]
@@ -186,14 +189,14 @@ def constrained_search(
                     finished[sentence].append((c.progress.words_met, Hypothesis(
                         tokens[c.row].tolist(), normalise(c.score, step, length_penalty), c.score, found,
                         [*token_scores[c.row].tolist(), c.word_score])))
-            dead = _Candidate(pos * k, eos, -math.inf, -math.inf, progress[pos * k])
+            dead = _Candidate(pos * beams, eos, -math.inf, -math.inf, progress[pos * beams])
             for c in staying + [dead] * (k - len(staying)):  # dead slots (−inf) keep the shapes
                 keep_rows.append(c.row)
                 words.append(c.word)
                 kept_scores.append(c.score)
                 word_kept.append(c.word_score)
                 kept_progress.append(c.progress)
-        progress = kept_progress
+        progress, beams = kept_progress, k
         rows = torch.tensor(keep_rows, device=device)  # (n·k,)
         prev = torch.tensor(words, device=device)
         scores = torch.tensor(kept_scores, device=device)
@@ -228,14 +231,15 @@ def constrained_search(
     return results
 
 
-def _choose(word_scores: Tensor, offset: Tensor, scores: Tensor, progress: list[Progress], n: int, k: int,
-            eos: int) -> list[tuple[list[_Candidate], list[_Candidate]]]:
-    """Per sentence, the EOS candidates that end a hypothesis and the k (or fewer) that stay active."""
+def _choose(word_scores: Tensor, offset: Tensor, scores: Tensor, progress: list[Progress], n: int, beams: int,
+            k: int, eos: int) -> list[tuple[list[_Candidate], list[_Candidate]]]:
+    """Per sentence (``beams`` rows each), the EOS candidates that end a hypothesis and the k (or fewer) that
+    stay active."""
     row_width = min(2 * k, word_scores.size(1))
-    row_scores, row_words = word_scores.topk(row_width, dim=1)  # (n·k, w)
+    row_scores, row_words = word_scores.topk(row_width, dim=1)  # (n·beams, w)
     row_scores = row_scores - offset.unsqueeze(1)  # the head's log-scores of those words
-    totals = (scores.unsqueeze(1) + row_scores).view(n, k * row_width)
-    top_scores, top_index = totals.topk(min(2 * k, k * row_width), dim=1)  # (n, 2k): the unconstrained beam's
+    totals = (scores.unsqueeze(1) + row_scores).view(n, beams * row_width)
+    top_scores, top_index = totals.topk(min(2 * k, beams * row_width), dim=1)  # (n, 2k): the unconstrained beam's
     live = scores.tolist()
     wanted_scores: list[float] = []
     wanted = [(row, word) for row, p in enumerate(progress) if math.isfinite(live[row]) for word in p.wanted()]
@@ -249,13 +253,13 @@ def _choose(word_scores: Tensor, offset: Tensor, scores: Tensor, progress: list[
     by_sentence: list[dict[tuple[int, int], tuple[float, float]]] = [{} for _ in range(n)]
     for pos in range(n):
         for total, index in zip(top_scores_list[pos], top_index_list[pos]):
-            row = pos * k + index // row_width
+            row = pos * beams + index // row_width
             by_sentence[pos][(row, flat_words[row][index % row_width])] = (total, flat_scores[row][index % row_width])
-        for row in range(pos * k, (pos + 1) * k):
+        for row in range(pos * beams, (pos + 1) * beams):
             by_sentence[pos].setdefault((row, row_words_list[row]), (live[row] + row_scores_list[row],
                                                                      row_scores_list[row]))
     for (row, word), word_score in zip(wanted, wanted_scores, strict=True):
-        by_sentence[row // k].setdefault((row, word), (live[row] + word_score, word_score))
+        by_sentence[row // beams].setdefault((row, word), (live[row] + word_score, word_score))
     chosen = []
     for pos in range(n):
         candidates = [_Candidate(row, word, total, word_score, progress[row].advance(word))
