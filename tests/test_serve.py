@@ -541,9 +541,9 @@ def test_the_server_answers_503_while_the_queue_is_full(runs: dict[str, Path]) -
     model.batcher.process = lambda key, items: (gate.wait(10), search(key, items))[1]
     with TestClient(create_app(models, limits)) as client:
         key = (model.options(None, None), False, False, False)  # search options; no alignment, token scores, score
-        running = model.batcher.submit(key, ["ein mann"])  # the worker holds it at the gate
+        running = model.batcher.submit(key, [("ein mann", "")])  # the worker holds it at the gate
         time.sleep(0.1)
-        waiting = model.batcher.submit(key, ["eine frau"])  # fills the queue
+        waiting = model.batcher.submit(key, [("eine frau", "")])  # fills the queue
         answer = client.post("/translate", json={"lines": ["der hund"]})
         assert answer.status_code == 503 and answer.headers["retry-after"] == "1"
         assert "1 requests waiting" in answer.json()["error"]

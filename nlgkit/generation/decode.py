@@ -72,9 +72,8 @@ def generate(
                 max_lens = max_lens.clamp(max=max_len)
             chunk_prefixes = [prefixes[i] for i in chunk] if prefixes is not None else None
             chunk_constraints = [constraints[i] for i in chunk] if constraints is not None else None
-            room = [len(prefixes[i]) if prefixes is not None else 0 for i in chunk]
-            if constraints is not None:
-                room = [n + words for n, words in zip(room, constraint_words([constraints[i] for i in chunk]))]
+            room = [(len(prefixes[i]) if prefixes is not None else 0)
+                    + (constraint_words(constraints[i]) if constraints is not None else 0) for i in chunk]
             if any(room):  # room for the prefix, the constraints and one more token
                 max_lens = torch.maximum(max_lens, torch.tensor(room) + 1)
             found = search(model, state, batch_size=len(chunk), bos=vocab.bos_index, eos=vocab.eos_index,

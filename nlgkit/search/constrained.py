@@ -98,9 +98,9 @@ def phrases_of(constraints: Sequence[Sequence[int]], eos: int) -> Phrases:
     return tuple(tuple(phrase) for phrase in constraints)
 
 
-def constraint_words(constraints: Sequence[Sequence[Sequence[int]]]) -> list[int]:
-    """Each sentence's count of constraint words (what its length limit must leave room for)."""
-    return [sum(len(phrase) for phrase in sentence) for sentence in constraints]
+def constraint_words(phrases: Sequence[Sequence[int]]) -> int:
+    """A sentence's count of constraint words (what its length limit must leave room for)."""
+    return sum(len(phrase) for phrase in phrases)
 
 
 @dataclass

@@ -84,8 +84,8 @@ def create_app(models: Mapping[str, ServedModel], limits: ServeLimits | None = N
         if body.constraints is not None and model.engine != "torch":
             raise RequestError(422, f"constraints: model {model.name!r} is a CTranslate2 export, which has no "
                                     "lexically constrained search")
-        items = body.lines if body.constraints is None else [  # a line and its phrases (TargetReader.phrases)
-            (line, "\t".join(phrases)) for line, phrases in zip(body.lines, body.constraints, strict=True)]
+        phrases = body.constraints or [[] for _ in body.lines]  # a line's phrases as a --constraints line
+        items = [(line, "\t".join(line_phrases)) for line, line_phrases in zip(body.lines, phrases, strict=True)]
         found = await asyncio.wrap_future(model.batcher.submit(key, items))
         return {"model": model.name, "translations": found}
 

@@ -118,7 +118,7 @@ class ServedModel:
     # -- the batches, in the batcher's worker thread ------------------------------------------------------------
     def _translate(self, key: Hashable, lines: list[Any]) -> list[Any]:
         """Each line's answer (:meth:`TargetText.record`): key = (search options, align, token_scores, scores);
-        a line is its text, or (text, its constraint phrases joined by tabs)."""
+        a line is (its text, its constraint phrases joined by tabs: a ``--constraints`` line, empty for none)."""
         assert isinstance(key, tuple) and self.translator is not None
         options, align, token_scores, scores = key
         translator = self._by_key.get(key)
@@ -127,11 +127,9 @@ class ServedModel:
             translator.options = options
             translator.output = dataclasses.replace(translator.output, report_alignment=align,
                                                     report_token_scores=token_scores, as_json=True)
-        texts = [line if isinstance(line, str) else line[0] for line in lines]
-        constraints = None if all(isinstance(line, str) for line in lines) else [
-            "" if isinstance(line, str) else line[1] for line in lines]
+        texts, constraints = [text for text, _ in lines], [phrases for _, phrases in lines]
         name = f"request to {self.name}"
-        if constraints is None:
+        if not any(constraints):
             found = translator.texts(texts, name=name)
         else:  # (the app refuses constraints for a CTranslate2 export)
             assert isinstance(translator, Translator)
