@@ -624,6 +624,11 @@ def test_target_prefix_starts_each_output_with_its_line(trained: tuple[Path, Pat
     assert changed >= 5  # the references' first words are not all the model's own
     prefix.write_text("a man\n", encoding="utf-8")
     one_line_error(cli(*common, "--target-prefix", str(prefix)), "--target-prefix", "1 lines for the 30 lines")
+    prefix.write_text("".join(start + "\n" for start in starts) + "one line too many\n", encoding="utf-8")
+    written = tmp_path / "out.en"  # streamed, a longer FILE shows only at the input's end: still nothing written
+    one_line_error(cli(*common, "--target-prefix", str(prefix), "--buffer-size", "7", "--output", str(written)),
+                   "--target-prefix", "31 lines for the 30 lines")
+    assert not written.exists()
 
 
 def test_constraints_put_their_phrases_in_each_output(trained: tuple[Path, Path], paper,  # type: ignore[no-untyped-def]
@@ -660,5 +665,8 @@ def test_constraints_put_their_phrases_in_each_output(trained: tuple[Path, Path]
             assert out == plain
     wanted.write_text("a\n", encoding="utf-8")
     one_line_error(cli(*common, "--constraints", str(wanted)), "--constraints", "1 lines for the 24 lines")
+    wanted.write_text("a\n" * 25, encoding="utf-8")
+    one_line_error(cli(*common, "--constraints", str(wanted), "--buffer-size", "5"), "--constraints",
+                   "25 lines for the 24 lines")
     one_line_error(cli(*common, "--constraints", str(wanted), "--sampling"), "--constraints", "not with --sampling")
     one_line_error(cli(*common, "--constraints", str(wanted), "--engine", "ct2"), "--constraints", "CTranslate2")

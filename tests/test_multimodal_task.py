@@ -179,6 +179,12 @@ def test_translate_images_keeps_one_line_per_input(source: Path, features_dir: P
     with pytest.raises(SystemExit):
         nlgkit_command(["translate", "--model", str(tmp_path / "run"), "--input", str(tmp_path / "input.en"),
                         "--images", str(tmp_path / "nowhere"), "--device", "cpu"])
+    (tmp_path / "images.txt").write_text("a.jpg\n" * 5)  # streamed, a longer list shows at the input's end
+    with pytest.raises(SystemExit):
+        nlgkit_command(["translate", "--model", str(tmp_path / "run"), "--input", str(tmp_path / "input.en"),
+                        "--images", str(tmp_path / "images.txt"), "--output", str(tmp_path / "streamed.de"),
+                        "--device", "cpu", "--buffer-size", "3"])
+    assert "5 images for the 4 lines" in capsys.readouterr().err and not (tmp_path / "streamed.de").exists()
 
 
 def test_images_list_must_match_the_input(tmp_path: Path) -> None:

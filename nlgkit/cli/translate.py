@@ -200,12 +200,20 @@ def translate(
         lines, name = read_text_input(input, warn)
         write_lines(translated(lines, name), output)
         return
-    name, kept = str(input) if input else "<stdin>", []
+    name, kept, count = str(input) if input else "<stdin>", [], 0
     for first, group in line_groups(input, buffer_size, warn):
         out = translated(group, name, first)
+        count = first - 1 + len(group)
         if output is None:  # a pipe: answer each group at once
             write_lines(out, None)
         else:  # a file is still written whole, atomically, at the end
             kept += out
+    # a per-line file longer than the input shows only at its end (a shorter one stopped its group above)
+    counted = {flag: (path, len(values), "lines") for flag, (path, values) in per_line.items()}
+    if image_files is not None:
+        counted["--images"] = (images, len(image_files), "images")
+    for flag, (path, length, unit) in counted.items():
+        if length != count:
+            raise DataError(f"{flag} {path}: {length} {unit} for the {count} lines of {name}")
     if output is not None:
         write_lines(kept, output)
