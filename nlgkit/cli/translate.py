@@ -209,7 +209,8 @@ def translate(
         else:  # a file is still written whole, atomically, at the end
             kept += out
     # a per-line file longer than the input shows only at its end (a shorter one stopped its group above)
-    counted = {flag: (path, len(values), "lines") for flag, (path, values) in per_line.items()}
+    counted: dict[str, tuple[Path | None, int, str]] = {
+        flag: (path, len(values), "lines") for flag, (path, values) in per_line.items()}
     if image_files is not None:
         counted["--images"] = (images, len(image_files), "images")
     for flag, (path, length, unit) in counted.items():
