@@ -185,6 +185,31 @@ def test_translate_constraints_answer_as_translate_constraints(client: TestClien
     assert texts != free and all(text == plain for text, plain, phrases in zip(texts, free, wanted) if not phrases)
 
 
+def test_translate_target_prefix_answers_as_translate_target_prefix(client: TestClient, runs: dict[str, Path],
+                                                                    tmp_path: Path) -> None:
+    """``"target_prefix"``: per line, the text its outputs start with (an empty string: none); the answers are
+    ``translate --target-prefix``'s lines, alone and with constraints in the same request."""
+    starts = ["a man", "", "a", "", "the", ""][: len(LINES)]  # (words the tiny served model knows)
+    prefix = tmp_path / "prefix.txt"
+    prefix.write_text("".join(start + "\n" for start in starts), encoding="utf-8")
+    wanted = [["ball"], [], [], ["woman"], [], []][: len(LINES)]
+    constraints = tmp_path / "constraints.txt"
+    constraints.write_text("".join("\t".join(phrases) + "\n" for phrases in wanted), encoding="utf-8")
+    common = ("translate", "--model", str(runs["translation"]), "--device", "cpu", "--target-prefix", str(prefix))
+    for extra, body in (((), {}), (("--constraints", str(constraints)), {"constraints": wanted})):
+        answer = client.post("/translate", json={"lines": LINES, "target_prefix": starts, **body})
+        assert answer.status_code == 200, answer.text
+        texts = [t["text"] for t in answer.json()["translations"]]
+        offline = cli(*common, *extra, input="\n".join(LINES) + "\n")
+        assert offline.exit_code == 0, offline.output
+        assert texts == offline.stdout.splitlines()
+        assert all(text.lower().startswith(start) for text, start, line in zip(texts, starts, LINES) if line)
+    free = [t["text"] for t in client.post("/translate", json={"lines": LINES}).json()["translations"]]
+    prefixed = [t["text"] for t in client.post("/translate", json={"lines": LINES, "target_prefix": starts})
+                .json()["translations"]]
+    assert prefixed != free and all(a == b for a, b, start in zip(prefixed, free, starts) if not start)
+
+
 def test_caption_answers_as_the_offline_command_does(client: TestClient, runs: dict[str, Path],
                                                      tmp_path: Path) -> None:
     files = {"one.jpg": picture(1), "two.png": picture(2, (90, 160), "PNG")}
@@ -385,6 +410,13 @@ def test_a_ctranslate2_export_is_served_as_translate_engine_ct2_translates(tmp_p
         assert refused.status_code == 400 and "export the run again" in refused.json()["error"]
         refused = client.post("/translate", json={"lines": LINES, "constraints": [["dog"]] * len(LINES)})
         assert refused.status_code == 422 and "no lexically constrained search" in refused.json()["error"]
+        starts = ["a", ""] * (len(LINES) // 2) + [""] * (len(LINES) % 2)
+        (tmp_path / "prefix.txt").write_text("".join(start + "\n" for start in starts), encoding="utf-8")
+        prefixed = client.post("/translate", json={"lines": LINES, "target_prefix": starts})
+        offline = cli("translate", "--engine", "ct2", "-m", str(tmp_path / "ct2"), "--target-prefix",
+                      str(tmp_path / "prefix.txt"), input="\n".join(LINES) + "\n")
+        assert prefixed.status_code == 200 and offline.exit_code == 0, offline.output
+        assert [t["text"] for t in prefixed.json()["translations"]] == offline.stdout.splitlines()
         assert client.post("/translate", json={"lines": LINES}).status_code == 200
     result = cli("serve", "--model", f"{tmp_path / 'ct2'}+{tmp_path / 'ct2'}")
     assert result.exit_code == 2 and "an ensemble of CTranslate2 exports" in result.stderr
@@ -428,6 +460,9 @@ TRANSLATE_CASES = [
     (b'{"lines": ["a"], "no_repeat_ngram_size": -1}', 400, "no_repeat_ngram_size -1: must be 0 or positive"),
     (b'{"lines": ["a"], "min_len": 2.5}', 422, "min_len: Input should be a valid integer"),
     (b'{"lines": ["a", "b"], "constraints": [["x"]]}', 422, "constraints: 1 lists for 2 lines"),
+    (b'{"lines": ["a", "b"], "target_prefix": ["x"]}', 422, "target_prefix: 1 prefixes for 2 lines"),
+    (json.dumps({"lines": ["a"], "target_prefix": ["b" * 301]}).encode(), 413, "target_prefix: line 1: 301 characters"),
+    (b'{"lines": ["a"], "target_prefix": [3]}', 422, "target_prefix.0: Input should be a valid string"),
     (b'{"lines": ["a"], "constraints": [["x\\ty"]]}', 422, "constraints: line 1: a phrase holds a tab"),
     (json.dumps({"lines": ["a"], "constraints": [["b" * 200, "c" * 101]]}).encode(), 413,
      "constraints: line 1: 301 characters"),
@@ -541,9 +576,9 @@ def test_the_server_answers_503_while_the_queue_is_full(runs: dict[str, Path]) -
     model.batcher.process = lambda key, items: (gate.wait(10), search(key, items))[1]
     with TestClient(create_app(models, limits)) as client:
         key = (model.options(None, None), False, False, False)  # search options; no alignment, token scores, score
-        running = model.batcher.submit(key, [("ein mann", "")])  # the worker holds it at the gate
+        running = model.batcher.submit(key, [("ein mann", "", "")])  # the worker holds it at the gate
         time.sleep(0.1)
-        waiting = model.batcher.submit(key, [("eine frau", "")])  # fills the queue
+        waiting = model.batcher.submit(key, [("eine frau", "", "")])  # fills the queue
         answer = client.post("/translate", json={"lines": ["der hund"]})
         assert answer.status_code == 503 and answer.headers["retry-after"] == "1"
         assert "1 requests waiting" in answer.json()["error"]

@@ -105,10 +105,10 @@ class CT2Translator:
         return self.output.lines(self._search_read(read, prefixes), read, self.options.nbest, first_number - 1)
 
     def texts(self, lines: list[str], name: str = "<stdin>", first_number: int = 1,
-              images: Sequence[Path] | None = None) -> list[list[Rendered]]:
+              images: Sequence[Path] | None = None, prefixes: Sequence[str] | None = None) -> list[list[Rendered]]:
         """Each line's hypotheses, best first, with the text :meth:`lines` writes for each (``nlgkit serve``)."""
         read = self._read(lines, name, first_number, images)
-        return self.output.texts(self._search_read(read), read)
+        return self.output.texts(self._search_read(read, prefixes), read)
 
     def reference_scores(self, lines: list[str], references: list[str], name: str = "<stdin>",
                          first_number: int = 1, images: Sequence[Path] | None = None,

@@ -65,11 +65,13 @@ class Translator:
         return [line[0] if line is not None else None for line in read]
 
     def texts(self, lines: list[str], name: str = "<stdin>", first_number: int = 1,
-              images: Sequence[Path] | None = None, constraints: Sequence[str] | None = None) -> list[list[Rendered]]:
+              images: Sequence[Path] | None = None, prefixes: Sequence[str] | None = None,
+              constraints: Sequence[str] | None = None) -> list[list[Rendered]]:
         """Each line's hypotheses, best first, with the text :meth:`lines` writes for each (none for an empty line
         or a line whose image is missing): for callers that want scores and text apart (``nlgkit serve``)."""
         read = self._read(lines, name, first_number, images)
-        found = self._search(read, first_number, None, self._phrases(constraints, len(lines), first_number, name))
+        found = self._search(read, first_number, self._prefix_ids(prefixes, len(lines)),
+                             self._phrases(constraints, len(lines), first_number, name))
         return self.output.texts(found, self._tokens(read))
 
     def _search(self, read: list[Read], first_number: int,

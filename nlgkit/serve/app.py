@@ -85,7 +85,9 @@ def create_app(models: Mapping[str, ServedModel], limits: ServeLimits | None = N
             raise RequestError(422, f"constraints: model {model.name!r} is a CTranslate2 export, which has no "
                                     "lexically constrained search")
         phrases = body.constraints or [[] for _ in body.lines]  # a line's phrases as a --constraints line
-        items = [(line, "\t".join(line_phrases)) for line, line_phrases in zip(body.lines, phrases, strict=True)]
+        prefixes = body.target_prefix or ["" for _ in body.lines]
+        items = [(line, "\t".join(line_phrases), prefix)
+                 for line, line_phrases, prefix in zip(body.lines, phrases, prefixes, strict=True)]
         found = await asyncio.wrap_future(model.batcher.submit(key, items))
         return {"model": model.name, "translations": found}
 

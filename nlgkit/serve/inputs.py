@@ -27,7 +27,8 @@ class RequestError(Exception):
 
 class TranslateRequest(BaseModel):
     """``POST /translate``: ``{"lines": [...], "model": NAME, "beam": N, "nbest": N, "scores": bool, "align":
-    bool, "token_scores": bool}``, the search constraints ``min_len`` and ``no_repeat_ngram_size``, and
+    bool, "token_scores": bool}``, the search constraints ``min_len`` and ``no_repeat_ngram_size``,
+    ``target_prefix``: per line, the text its outputs start with (``translate --target-prefix``), and
     ``constraints``: per line, the phrases its outputs must contain (``translate --constraints``)."""
 
     model_config = ConfigDict(extra="forbid", strict=True)
@@ -41,6 +42,7 @@ class TranslateRequest(BaseModel):
     token_scores: bool = False  # add each hypothesis's tokens and their log-scores (the EOS's last)
     min_len: int | None = None  # default: the run's [search]
     no_repeat_ngram_size: int | None = None  # default: the run's [search]
+    target_prefix: list[str] | None = None  # one prefix per line (an empty string: none)
     constraints: list[list[str]] | None = None  # one list of phrases per line (an empty list: none)
 
 
@@ -99,6 +101,14 @@ def parse_translate(body: bytes, limits: ServeLimits) -> TranslateRequest:
         if len(line) > limits.max_line_chars:
             raise RequestError(413, f"lines: line {number}: {len(line):,} characters: at most "
                                     f"{limits.max_line_chars:,}")
+    if request.target_prefix is not None:
+        if len(request.target_prefix) != len(request.lines):
+            raise RequestError(422, f"target_prefix: {len(request.target_prefix)} prefixes for {len(request.lines)} "
+                                    "lines (one per line; an empty string: none)")
+        for number, prefix in enumerate(request.target_prefix, start=1):
+            if len(prefix) > limits.max_line_chars:
+                raise RequestError(413, f"target_prefix: line {number}: {len(prefix):,} characters: at most "
+                                        f"{limits.max_line_chars:,}")
     if request.constraints is not None:
         if len(request.constraints) != len(request.lines):
             raise RequestError(422, f"constraints: {len(request.constraints)} lists for {len(request.lines)} lines "

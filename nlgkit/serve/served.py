@@ -56,7 +56,8 @@ class TextTranslator(Protocol):
     options: SearchOptions
     output: TargetText
 
-    def texts(self, lines: list[str], name: str = ...) -> list[list[Rendered]]: ...
+    def texts(self, lines: list[str], name: str = ..., first_number: int = ..., images: Sequence[Path] | None = ...,
+              prefixes: Sequence[str] | None = ...) -> list[list[Rendered]]: ...
 
 
 @dataclass
@@ -118,7 +119,8 @@ class ServedModel:
     # -- the batches, in the batcher's worker thread ------------------------------------------------------------
     def _translate(self, key: Hashable, lines: list[Any]) -> list[Any]:
         """Each line's answer (:meth:`TargetText.record`): key = (search options, align, token_scores, scores);
-        a line is (its text, its constraint phrases joined by tabs: a ``--constraints`` line, empty for none)."""
+        a line is (its text, its constraint phrases joined by tabs as a ``--constraints`` line, its target prefix as
+        a ``--target-prefix`` line), empty strings for none."""
         assert isinstance(key, tuple) and self.translator is not None
         options, align, token_scores, scores = key
         translator = self._by_key.get(key)
@@ -127,13 +129,14 @@ class ServedModel:
             translator.options = options
             translator.output = dataclasses.replace(translator.output, report_alignment=align,
                                                     report_token_scores=token_scores, as_json=True)
-        texts, constraints = [text for text, _ in lines], [phrases for _, phrases in lines]
+        texts, constraints, prefixes = (list(column) for column in zip(*lines, strict=True))
         name = f"request to {self.name}"
+        wanted = prefixes if any(prefixes) else None
         if not any(constraints):
-            found = translator.texts(texts, name=name)
+            found = translator.texts(texts, name=name, prefixes=wanted)
         else:  # (the app refuses constraints for a CTranslate2 export)
             assert isinstance(translator, Translator)
-            found = translator.texts(texts, name=name, constraints=constraints)
+            found = translator.texts(texts, name=name, prefixes=wanted, constraints=constraints)
         return [translator.output.record(rendered, options.nbest, scores) for rendered in found]
 
     def _caption(self, key: Hashable, pictures: list[Any]) -> list[Any]:
