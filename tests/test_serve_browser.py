@@ -140,6 +140,19 @@ def test_the_page_translates_a_typed_sentence_and_captions_a_dropped_image(chrom
     assert [e.text for e in output_spans] == api["tokens"] + ["</s>"] * (len(api["token_scores"]) > len(api["tokens"]))
     assert [e.get_attribute("title") for e in output_spans] == [f"p = {math.exp(v):.3f}" for v in api["token_scores"]]
 
+    # "must contain": every hypothesis holds the phrases typed (separated by ";"), as the API's "constraints"
+    chrome.find_element(By.ID, "word-scores").click()
+    before = [e.text for e in chrome.find_elements(By.CSS_SELECTOR, "#translations .hypothesis .text")]
+    chrome.find_element(By.ID, "must-contain").send_keys("ball ; the park")
+    chrome.find_element(By.ID, "translate-button").click()
+    wait.until(lambda d: [e.text for e in d.find_elements(By.CSS_SELECTOR, "#translations .hypothesis .text")]
+               not in ([], before))
+    shown = [e.text for e in chrome.find_elements(By.CSS_SELECTOR, "#translations .hypothesis .text")]
+    api = httpx.post(f"{server}translate", json={"lines": [sentence], "model": "de-en", "nbest": 3, "scores": True,
+                                                 "constraints": [["ball", "the park"]]}, timeout=60).json()
+    assert shown == [h["text"] for h in api["translations"][0]["nbest"]]
+    assert all(" ball " in f" {text} " and " the park " in f" {text} " for text in shown), shown
+
     image = picture(7)
     chrome.execute_async_script(DROP, base64.b64encode(image).decode(), "street.jpg")
     wait.until(ready.presence_of_element_located((By.CSS_SELECTOR, "#captions .result .hypothesis")))

@@ -100,6 +100,13 @@ async function loadModels() {
   }
   $("served").textContent = `Serving ${served.map((m) => `${m.name} (${m.task})`).join(", ")}.`;
   updateAttention();
+  updateConstraints();
+}
+
+// Constrained search is nlgkit's own: a CTranslate2 export answers 422, so its field is hidden for those.
+function updateConstraints() {
+  const model = models.find((m) => m.name === $("translate-model").value);
+  $("must-contain-label").hidden = !model || model.engine !== "torch";
 }
 
 function updateAttention() {
@@ -118,6 +125,9 @@ async function translate() {
   const scores = $("word-scores").checked;
   const request = { lines, model: $("translate-model").value, nbest, scores: true, align, token_scores: scores };
   if (beam !== undefined) request.beam = beam;
+  const phrases = $("must-contain-label").hidden ? [] :
+    $("must-contain").value.split(";").map((p) => p.trim()).filter((p) => p !== "");
+  if (phrases.length) request.constraints = lines.map(() => phrases);
   $("translations").classList.add("busy");
   try {
     const answer = await call("/translate", {
@@ -186,6 +196,7 @@ async function caption(files) {
 function setUp() {
   $("translate-button").addEventListener("click", translate);
   $("caption-model").addEventListener("change", updateAttention);
+  $("translate-model").addEventListener("change", updateConstraints);
   const zone = $("dropzone");
   zone.addEventListener("click", () => $("files").click());
   zone.addEventListener("keydown", (e) => { if (e.key === "Enter" || e.key === " ") $("files").click(); });
