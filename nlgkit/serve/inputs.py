@@ -97,29 +97,31 @@ def parse_translate(body: bytes, limits: ServeLimits) -> TranslateRequest:
         raise RequestError(422, "lines: empty list: nothing to translate")
     if len(request.lines) > limits.max_lines:
         raise RequestError(413, f"lines: {len(request.lines):,} lines: at most {limits.max_lines} per request")
-    for number, line in enumerate(request.lines, start=1):
-        if len(line) > limits.max_line_chars:
-            raise RequestError(413, f"lines: line {number}: {len(line):,} characters: at most "
-                                    f"{limits.max_line_chars:,}")
+    check_line_lengths("lines", [len(line) for line in request.lines], limits)
     if request.target_prefix is not None:
-        if len(request.target_prefix) != len(request.lines):
-            raise RequestError(422, f"target_prefix: {len(request.target_prefix)} prefixes for {len(request.lines)} "
-                                    "lines (one per line; an empty string: none)")
-        for number, prefix in enumerate(request.target_prefix, start=1):
-            if len(prefix) > limits.max_line_chars:
-                raise RequestError(413, f"target_prefix: line {number}: {len(prefix):,} characters: at most "
-                                        f"{limits.max_line_chars:,}")
+        check_one_per_line("target_prefix", len(request.target_prefix), "prefixes", len(request.lines))
+        check_line_lengths("target_prefix", [len(prefix) for prefix in request.target_prefix], limits)
     if request.constraints is not None:
-        if len(request.constraints) != len(request.lines):
-            raise RequestError(422, f"constraints: {len(request.constraints)} lists for {len(request.lines)} lines "
-                                    "(one list of phrases per line)")
+        check_one_per_line("constraints", len(request.constraints), "lists", len(request.lines))
         for number, phrases in enumerate(request.constraints, start=1):
             if any("\t" in phrase for phrase in phrases):
                 raise RequestError(422, f"constraints: line {number}: a phrase holds a tab")
-            if sum(map(len, phrases)) > limits.max_line_chars:
-                raise RequestError(413, f"constraints: line {number}: {sum(map(len, phrases)):,} characters: at "
-                                        f"most {limits.max_line_chars:,}")
+        check_line_lengths("constraints", [sum(map(len, phrases)) for phrases in request.constraints], limits)
     return request
+
+
+def check_one_per_line(field: str, count: int, what: str, lines: int) -> None:
+    """A per-line field (prefixes, constraints) has exactly one entry per line: 422 otherwise."""
+    if count != lines:
+        raise RequestError(422, f"{field}: {count} {what} for {lines} lines (one per line)")
+
+
+def check_line_lengths(field: str, lengths: list[int], limits: ServeLimits) -> None:
+    """Each line's characters in ``field`` (a line, its prefix, its phrases together) within the line limit: 413."""
+    for number, length in enumerate(lengths, start=1):
+        if length > limits.max_line_chars:
+            raise RequestError(413, f"{field}: line {number}: {length:,} characters: at most "
+                                    f"{limits.max_line_chars:,}")
 
 
 def validation_message(exc: ValidationError) -> str:
