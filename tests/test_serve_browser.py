@@ -142,12 +142,15 @@ def test_the_page_translates_a_typed_sentence_and_captions_a_dropped_image(chrom
 
     # "must contain": every hypothesis holds the phrases typed (separated by ";"), as the API's "constraints"
     chrome.find_element(By.ID, "word-scores").click()
-    before = [e.text for e in chrome.find_elements(By.CSS_SELECTOR, "#translations .hypothesis .text")]
+    def shown_texts(driver: Any) -> list[str]:  # read in one script: the page may replace the list meanwhile
+        return driver.execute_script(
+            "return [...document.querySelectorAll('#translations .hypothesis .text')].map((e) => e.textContent)")
+
+    before = shown_texts(chrome)
     chrome.find_element(By.ID, "must-contain").send_keys("ball ; the park")
     chrome.find_element(By.ID, "translate-button").click()
-    wait.until(lambda d: [e.text for e in d.find_elements(By.CSS_SELECTOR, "#translations .hypothesis .text")]
-               not in ([], before))
-    shown = [e.text for e in chrome.find_elements(By.CSS_SELECTOR, "#translations .hypothesis .text")]
+    wait.until(lambda d: shown_texts(d) not in ([], before))
+    shown = shown_texts(chrome)
     api = httpx.post(f"{server}translate", json={"lines": [sentence], "model": "de-en", "nbest": 3, "scores": True,
                                                  "constraints": [["ball", "the park"]]}, timeout=60).json()
     assert shown == [h["text"] for h in api["translations"][0]["nbest"]]
