@@ -183,6 +183,21 @@ def test_translate_constraints_answer_as_translate_constraints(client: TestClien
         assert all(f" {phrase} " in f" {text} " for phrase in phrases) or not line, (phrases, text)
     free = [t["text"] for t in client.post("/translate", json={"lines": LINES}).json()["translations"]]
     assert texts != free and all(text == plain for text, plain, phrases in zip(texts, free, wanted) if not phrases)
+    assert "warnings" not in answer.json()  # every phrase was kept
+
+
+def test_a_constraint_left_out_is_named_in_the_answer(client: TestClient) -> None:
+    """A phrase with a word outside the target vocabulary cannot be output: the search leaves it out (as
+    ``translate --constraints`` does) and the answer says so, naming the line, the phrase and the word."""
+    wanted = [["ball"], [], ["woman", "Qqxv park"], ["Zzyzx"], []]
+    answer = client.post("/translate", json={"lines": LINES, "constraints": wanted})
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["warnings"] == [
+        "line 3: constraint 'Qqxv park' left out: 'qqxv' not in the target vocabulary",
+        "line 4: constraint 'Zzyzx' left out: 'zzyzx' not in the target vocabulary"]
+    kept = [[phrase for phrase in phrases if not phrase[0].isupper()] for phrases in wanted]
+    same = client.post("/translate", json={"lines": LINES, "constraints": kept}).json()
+    assert answer.json()["translations"] == same["translations"] and "warnings" not in same
 
 
 def test_translate_target_prefix_answers_as_translate_target_prefix(client: TestClient, runs: dict[str, Path],

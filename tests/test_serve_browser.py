@@ -155,6 +155,15 @@ def test_the_page_translates_a_typed_sentence_and_captions_a_dropped_image(chrom
                                                  "constraints": [["ball", "the park"]]}, timeout=60).json()
     assert shown == [h["text"] for h in api["translations"][0]["nbest"]]
     assert all(" ball " in f" {text} " and " the park " in f" {text} " for text in shown), shown
+    assert chrome.find_element(By.ID, "translate-warnings").get_attribute("hidden") is not None
+
+    # a phrase the model cannot write is left out, and the page says which and why (the API's "warnings")
+    chrome.find_element(By.ID, "must-contain").send_keys(" ; Zzyzx")
+    chrome.find_element(By.ID, "translate-button").click()
+    wait.until(ready.visibility_of_element_located((By.ID, "translate-warnings")))
+    assert chrome.find_element(By.ID, "translate-warnings").text == (
+        "line 1: constraint 'Zzyzx' left out: 'zzyzx' not in the target vocabulary")
+    assert shown_texts(chrome) == shown
 
     image = picture(7)
     chrome.execute_async_script(DROP, base64.b64encode(image).decode(), "street.jpg")

@@ -106,6 +106,16 @@ class ServedModel:
             raise DataError(f"beam {default.beam if beam is None else beam} / nbest "
                             f"{default.nbest if nbest is None else nbest}: need 1 <= nbest <= beam") from None
 
+    def constraint_warnings(self, constraints: Sequence[Sequence[str]]) -> list[str]:
+        """Why a line's phrase will not be in its outputs (a word outside the target vocabulary: the search leaves
+        that phrase out, as ``translate --constraints`` does), one message per phrase naming its line: so that the
+        client, not only the server's log, learns why an output lacks it."""
+        assert isinstance(self.translator, Translator)  # (the app refuses constraints for a CTranslate2 export)
+        found: list[str] = []
+        for number, phrases in enumerate(constraints, start=1):
+            self.translator.targets.phrases("\t".join(phrases), found.append, f"line {number}")
+        return found
+
     def describe(self) -> dict[str, Any]:
         config = self.config
         search = config.search

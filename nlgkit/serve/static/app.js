@@ -114,8 +114,16 @@ function updateAttention() {
   $("attention-label").hidden = !(model && model.attention);
 }
 
+// The server's notes on a request it still answered (a "Must contain" phrase it had to leave out, and why).
+function showWarnings(warnings) {
+  const list = $("translate-warnings");
+  list.replaceChildren(...(warnings || []).map((text) => element("li", "warning", text)));
+  list.hidden = list.children.length === 0;
+}
+
 async function translate() {
   showError("");
+  showWarnings([]);
   const lines = $("source").value.split("\n").filter((line) => line.trim() !== "");
   if (lines.length === 0) return showError("type a sentence first");
   let nbest = numberField("translate-nbest") || 1;
@@ -133,6 +141,7 @@ async function translate() {
     const answer = await call("/translate", {
       method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(request),
     });
+    showWarnings(answer.warnings);
     const out = $("translations");
     out.replaceChildren();
     answer.translations.forEach((t, i) => {
