@@ -604,6 +604,7 @@ def test_target_prefix_starts_each_output_with_its_line(trained: tuple[Path, Pat
     _, run_dir = trained
     lines = read_lines(paper[0] / "test.de")[:30]
     starts = [" ".join(line.split()[:2]) if i % 3 else "" for i, line in enumerate(read_lines(paper[0] / "test.en")[:30])]
+    starts[2] += " Zzyzx-not-a-word"  # forced as <unk>, with a warning naming the file and line
     source, prefix = tmp_path / "test.de", tmp_path / "prefix.en"
     source.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
     prefix.write_text("".join(start + "\n" for start in starts), encoding="utf-8")
@@ -613,6 +614,9 @@ def test_target_prefix_starts_each_output_with_its_line(trained: tuple[Path, Pat
     streamed = cli(*common, "--target-prefix", str(prefix), "--buffer-size", "7")
     assert free.exit_code == forced.exit_code == streamed.exit_code == 0, forced.output
     assert forced.stdout == streamed.stdout
+    for result in (forced, streamed):
+        assert (f"warning: --target-prefix {prefix}: line 3: target prefix {starts[2]!r}: 'Zzyzx-not-a-word' not in "
+                "the target vocabulary, forced as <unk>") in result.stderr.splitlines()
     changed = 0
     for start, plain, out in zip(starts, free.stdout.splitlines(), forced.stdout.splitlines(), strict=True):
         if not start:
@@ -624,6 +628,7 @@ def test_target_prefix_starts_each_output_with_its_line(trained: tuple[Path, Pat
     assert changed >= 5  # the references' first words are not all the model's own
     prefix.write_text("a man\n", encoding="utf-8")
     one_line_error(cli(*common, "--target-prefix", str(prefix)), "--target-prefix", "1 lines for the 30 lines")
+    starts[2] = starts[2].removesuffix(" Zzyzx-not-a-word")  # (the streamed groups before the error would warn)
     prefix.write_text("".join(start + "\n" for start in starts) + "one line too many\n", encoding="utf-8")
     written = tmp_path / "out.en"  # streamed, a longer FILE shows only at the input's end: still nothing written
     one_line_error(cli(*common, "--target-prefix", str(prefix), "--buffer-size", "7", "--output", str(written)),

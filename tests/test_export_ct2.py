@@ -313,15 +313,16 @@ def test_replace_unk_align_and_prefix_give_the_same_lines_on_both_engines(export
     pushed_onto(0, exported[0], tmp_path)  # <unk> nearly everywhere: every output word is a replaced one
     text = "\n".join(read_lines(data_dir.parent / "test.de")[:12]) + "\n\n"
     prefix = tmp_path / "prefix.en"
-    prefix.write_text("a man\n" * 6 + "\n" * 6 + "two\n", encoding="utf-8")
+    prefix.write_text("a man\n" * 6 + "\n" * 6 + "two ☃\n", encoding="utf-8")
     flags = [("--replace-unk",), ("--replace-unk", "--no-detokenize", "--report-align"), ("--target-prefix", str(prefix))]
     for extra in flags:
-        outputs = {}
+        outputs, warnings = {}, {}
         for path, engine in (("run", []), ("ct2", ["--engine", "ct2"])):
             result = cli("translate", "-m", str(tmp_path / path), *engine, *extra, "--beam", "1", "--device", "cpu",
                          input=text)
             assert result.exit_code == 0, (extra, path, result.output)
             outputs[path] = result.stdout.splitlines()
+            warnings[path] = [line for line in result.stderr.splitlines() if "target prefix" in line]
         assert len(outputs["ct2"]) == 13 and outputs["ct2"][12] == ""
         same = sum(a == b for a, b in zip(outputs["ct2"], outputs["run"], strict=True))
         assert same >= 12, (extra, outputs)  # a near tie of two source positions may move one replaced word
@@ -331,6 +332,9 @@ def test_replace_unk_align_and_prefix_give_the_same_lines_on_both_engines(export
             assert all(" ||| " in line and "-" in line.split(" ||| ")[1] for line in outputs["ct2"][:12])
         if extra[0] == "--target-prefix":
             assert all(line.startswith("a man") for line in outputs["ct2"][:6])
+            assert warnings["ct2"] == warnings["run"] == [  # (the empty input line's prefix is read all the same)
+                (f"warning: --target-prefix {prefix}: line 13: target prefix 'two ☃': '☃' not in the target "
+                 "vocabulary, forced as <unk>")]
     meta = tmp_path / "ct2" / "nlgkit.json"
     written = json.loads(meta.read_text(encoding="utf-8"))
     del written["alignment"]  # as exports written before this field was

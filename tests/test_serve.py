@@ -186,18 +186,25 @@ def test_translate_constraints_answer_as_translate_constraints(client: TestClien
     assert "warnings" not in answer.json()  # every phrase was kept
 
 
-def test_a_constraint_left_out_is_named_in_the_answer(client: TestClient) -> None:
-    """A phrase with a word outside the target vocabulary cannot be output: the search leaves it out (as
-    ``translate --constraints`` does) and the answer says so, naming the line, the phrase and the word."""
+def test_what_the_target_vocabulary_loses_is_named_in_the_answer(client: TestClient) -> None:
+    """A phrase with a word outside the target vocabulary cannot be output: the search leaves it out; a prefix
+    word outside it is forced as ``<unk>`` (as ``translate`` does both). The answer's warnings say so, in line
+    order, naming the line, the phrase or prefix and the word; an answer that lost nothing has none."""
     wanted = [["ball"], [], ["woman", "Qqxv park"], ["Zzyzx"], []]
-    answer = client.post("/translate", json={"lines": LINES, "constraints": wanted})
+    starts = ["a man", "", "a Wqxz", "", ""]
+    answer = client.post("/translate", json={"lines": LINES, "constraints": wanted, "target_prefix": starts})
     assert answer.status_code == 200, answer.text
     assert answer.json()["warnings"] == [
+        "line 3: target prefix 'a Wqxz': 'wqxz' not in the target vocabulary, forced as <unk>",
         "line 3: constraint 'Qqxv park' left out: 'qqxv' not in the target vocabulary",
         "line 4: constraint 'Zzyzx' left out: 'zzyzx' not in the target vocabulary"]
     kept = [[phrase for phrase in phrases if not phrase[0].isupper()] for phrases in wanted]
-    same = client.post("/translate", json={"lines": LINES, "constraints": kept}).json()
-    assert answer.json()["translations"] == same["translations"] and "warnings" not in same
+    same = client.post("/translate", json={"lines": LINES, "constraints": kept, "target_prefix": starts}).json()
+    assert answer.json()["translations"] == same["translations"]
+    assert same["warnings"] == answer.json()["warnings"][:1]
+    starts[2] = "a"
+    clean = client.post("/translate", json={"lines": LINES, "constraints": kept, "target_prefix": starts}).json()
+    assert "warnings" not in clean
 
 
 def test_translate_target_prefix_answers_as_translate_target_prefix(client: TestClient, runs: dict[str, Path],

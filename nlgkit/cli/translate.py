@@ -190,11 +190,14 @@ def translate(
             if len(lines_of[flag]) != len(group):
                 raise DataError(f"{flag} {path}: {len(values)} lines, fewer than the lines of {name}")
         group_images = None if image_files is None else image_files[first - 1 : first - 1 + len(group)]
+        prefixes, prefixes_name = lines_of.get("--target-prefix"), f"--target-prefix {target_prefix}"
         if "--constraints" not in lines_of:
-            return translator.lines(group, name, first, images=group_images, prefixes=lines_of.get("--target-prefix"))
+            return translator.lines(group, name, first, images=group_images, prefixes=prefixes,
+                                    prefixes_name=prefixes_name)
         assert isinstance(translator, Translator)  # (--engine ct2 refused --constraints above)
-        return translator.lines(group, name, first, images=group_images, prefixes=lines_of.get("--target-prefix"),
-                                constraints=lines_of["--constraints"], constraints_name=f"--constraints {constraints}")
+        return translator.lines(group, name, first, images=group_images, prefixes=prefixes,
+                                prefixes_name=prefixes_name, constraints=lines_of["--constraints"],
+                                constraints_name=f"--constraints {constraints}")
 
     if buffer_size == 0:
         lines, name = read_text_input(input, warn)

@@ -98,17 +98,27 @@ class CT2Translator:
         return True
 
     def lines(self, lines: list[str], name: str = "<stdin>", first_number: int = 1,
-              images: Sequence[Path] | None = None, prefixes: Sequence[str] | None = None) -> list[str]:
+              images: Sequence[Path] | None = None, prefixes: Sequence[str] | None = None,
+              prefixes_name: str = "target prefix") -> list[str]:
         """The output lines for ``lines``: one per input line (``nbest`` per line with n-best output);
-        ``prefixes``: the text each line's outputs start with (split on spaces when pretokenised)."""
+        ``prefixes``: the text each line's outputs start with (tokenised as the training targets; warnings on them
+        name ``prefixes_name``)."""
         read = self._read(lines, name, first_number, images)
-        return self.output.lines(self._search_read(read, prefixes), read, self.options.nbest, first_number - 1)
+        found = self._search_read(read, self._prefix_ids(prefixes, first_number, prefixes_name))
+        return self.output.lines(found, read, self.options.nbest, first_number - 1)
 
     def texts(self, lines: list[str], name: str = "<stdin>", first_number: int = 1,
               images: Sequence[Path] | None = None, prefixes: Sequence[str] | None = None) -> list[list[Rendered]]:
         """Each line's hypotheses, best first, with the text :meth:`lines` writes for each (``nlgkit serve``)."""
         read = self._read(lines, name, first_number, images)
-        return self.output.texts(self._search_read(read, prefixes), read)
+        return self.output.texts(self._search_read(read, self._prefix_ids(prefixes, first_number, name)), read)
+
+    def _prefix_ids(self, prefixes: Sequence[str] | None, first_number: int, name: str) -> list[list[int]] | None:
+        """Each line's prefix as target word ids (``TargetReader.prefix``; warnings name ``name``)."""
+        if prefixes is None:
+            return None
+        return [self.targets.prefix(prefix, self.warn, f"{name}: line {number}")
+                for number, prefix in enumerate(prefixes, start=first_number)]
 
     def reference_scores(self, lines: list[str], references: list[str], name: str = "<stdin>",
                          first_number: int = 1, images: Sequence[Path] | None = None,
@@ -160,11 +170,11 @@ class CT2Translator:
                             "would align by the first): export the run again for alignments or --replace-unk")
 
     def _search_read(self, read: list[list[str] | None],
-                     prefixes: Sequence[str] | None = None) -> list[list[Hypothesis]]:
+                     prefixes: list[list[int]] | None = None) -> list[list[Hypothesis]]:
         self._check_alignment()  # again: `nlgkit serve` asks for alignments per request
         sources = [self.text_input.encode(tokens) if tokens else None for tokens in read]
         todo = [i for i, source in enumerate(sources) if source is not None]
-        prefix_ids = None if prefixes is None else [self.targets.ids(prefixes[i]) for i in todo]
+        prefix_ids = None if prefixes is None else [prefixes[i] for i in todo]
         found = self.search([sources[i] for i in todo], prefixes=prefix_ids,  # type: ignore[misc]
                             alignment=self.output.needs_alignment, token_scores=self.output.report_token_scores)
         return placed(sources, found)

@@ -29,9 +29,19 @@ class TargetReader:
         """Text → target tokens."""
         return str.split if self.pretokenized else self.load_tokenizer()
 
-    def ids(self, text: str) -> list[int]:
-        """A prefix's target word ids (a special token written in the text is an unknown word: ``target_ids``)."""
-        return target_ids(self.vocab, self.tokenize(text))
+    def prefix(self, text: str, warn: Callable[[str], None], where: str) -> list[int]:
+        """A ``--target-prefix`` line's target word ids (a special token written in the text is an unknown word:
+        ``target_ids``). A word outside the target vocabulary can only be forced as ``<unk>``: a warning naming
+        ``where`` says which, and the line is still translated."""
+        tokens = self.tokenize(text)
+        ids = target_ids(self.vocab, tokens)
+        if unknown := self._unknown(tokens, ids):
+            warn(f"{where}: target prefix {text.strip()!r}: {unknown} not in the target vocabulary, forced as <unk>")
+        return ids
+
+    def _unknown(self, tokens: list[str], ids: list[int]) -> str:
+        """The tokens that became ``<unk>``, quoted and comma-separated ("" when none)."""
+        return ", ".join(repr(token) for token, i in zip(tokens, ids, strict=True) if i == self.vocab.unk_index)
 
     def references(self, references: Sequence[str], lines: int, *, name: str, first_number: int,
                    references_name: str, max_tokens: int, warn: Callable[[str], None]) -> list[list[str]]:
@@ -50,10 +60,8 @@ class TargetReader:
         for phrase in (part for part in line.split("\t") if part.strip()):
             tokens = self.tokenize(phrase)
             ids = target_ids(self.vocab, tokens)
-            unknown = [token for token, i in zip(tokens, ids, strict=True) if i == self.vocab.unk_index]
-            if unknown:
-                warn(f"{where}: constraint {phrase.strip()!r} left out: {', '.join(map(repr, unknown))} not in the "
-                     "target vocabulary")
+            if unknown := self._unknown(tokens, ids):
+                warn(f"{where}: constraint {phrase.strip()!r} left out: {unknown} not in the target vocabulary")
             elif ids:
                 found.append(ids)
         return found

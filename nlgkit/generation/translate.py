@@ -48,15 +48,16 @@ class Translator:
 
     def lines(self, lines: list[str], name: str = "<stdin>", first_number: int = 1,
               images: Sequence[Path] | None = None, prefixes: Sequence[str] | None = None,
-              constraints: Sequence[str] | None = None, constraints_name: str = "constraints") -> list[str]:
+              constraints: Sequence[str] | None = None, constraints_name: str = "constraints",
+              prefixes_name: str = "target prefix") -> list[str]:
         """The output lines for ``lines`` (numbered from ``first_number`` in warnings): one per input line,
         ``nbest`` per line with n-best output. ``images``: the image of each line (multimodal models); a line
         whose image is missing or unreadable gets an empty output line and a warning naming both. ``prefixes``:
         the text each line's outputs must start with (tokenised as the training targets; empty: none).
-        ``constraints``: each line's phrases (tab-separated) that its outputs must contain (``TargetReader.phrases``;
-        warnings name ``constraints_name``)."""
+        ``constraints``: each line's phrases (tab-separated) that its outputs must contain (``TargetReader.phrases``).
+        Warnings on them name ``prefixes_name`` and ``constraints_name``."""
         read = self._read(lines, name, first_number, images)
-        results = self._search(read, first_number, self._prefix_ids(prefixes, len(lines)),
+        results = self._search(read, first_number, self._prefix_ids(prefixes, len(lines), first_number, prefixes_name),
                                self._phrases(constraints, len(lines), first_number, constraints_name))
         return self.output.lines(results, self._tokens(read), self.options.nbest, first_number - 1)
 
@@ -70,7 +71,7 @@ class Translator:
         """Each line's hypotheses, best first, with the text :meth:`lines` writes for each (none for an empty line
         or a line whose image is missing): for callers that want scores and text apart (``nlgkit serve``)."""
         read = self._read(lines, name, first_number, images)
-        found = self._search(read, first_number, self._prefix_ids(prefixes, len(lines)),
+        found = self._search(read, first_number, self._prefix_ids(prefixes, len(lines), first_number, name),
                              self._phrases(constraints, len(lines), first_number, name))
         return self.output.texts(found, self._tokens(read))
 
@@ -88,12 +89,14 @@ class Translator:
                              **self.options.search_kwargs())
         return placed(read, found)
 
-    def _prefix_ids(self, prefixes: Sequence[str] | None, count: int) -> list[list[int]] | None:
+    def _prefix_ids(self, prefixes: Sequence[str] | None, count: int, first_number: int,
+                    name: str) -> list[list[int]] | None:
         """Each prefix's target word ids, tokenised as the training targets were (split on spaces when
-        pretokenised); unknown words are ``<unk>``."""
+        pretokenised); unknown words are ``<unk>`` (``TargetReader.prefix``; warnings name ``name``)."""
         if prefixes is None:
             return None
-        return [self.targets.ids(prefix) for prefix in self._each_line(prefixes, count, "prefix")]
+        return [self.targets.prefix(prefix, self.warn, f"{name}: line {number}")
+                for number, prefix in enumerate(self._each_line(prefixes, count, "prefix"), start=first_number)]
 
     def _phrases(self, constraints: Sequence[str] | None, count: int, first_number: int,
                  name: str) -> list[list[list[int]]] | None:

@@ -29,6 +29,7 @@ from nlgkit.export.ct2 import META_FILE
 from nlgkit.generation.caption import caption_images, caption_records, check_captioning_run
 from nlgkit.generation.ensemble import load_ensemble
 from nlgkit.generation.output import SearchOptions
+from nlgkit.generation.targets import TargetReader
 from nlgkit.generation.text import Rendered, TargetText
 from nlgkit.generation.translate import Translator
 from nlgkit.runs.loading import TrainedRun
@@ -55,6 +56,7 @@ class TextTranslator(Protocol):
 
     options: SearchOptions
     output: TargetText
+    targets: TargetReader
 
     def texts(self, lines: list[str], name: str = ..., first_number: int = ..., images: Sequence[Path] | None = ...,
               prefixes: Sequence[str] | None = ...) -> list[list[Rendered]]: ...
@@ -106,14 +108,17 @@ class ServedModel:
             raise DataError(f"beam {default.beam if beam is None else beam} / nbest "
                             f"{default.nbest if nbest is None else nbest}: need 1 <= nbest <= beam") from None
 
-    def constraint_warnings(self, constraints: Sequence[Sequence[str]]) -> list[str]:
-        """Why a line's phrase will not be in its outputs (a word outside the target vocabulary: the search leaves
-        that phrase out, as ``translate --constraints`` does), one message per phrase naming its line: so that the
-        client, not only the server's log, learns why an output lacks it."""
-        assert isinstance(self.translator, Translator)  # (the app refuses constraints for a CTranslate2 export)
-        found: list[str] = []
-        for number, phrases in enumerate(constraints, start=1):
-            self.translator.targets.phrases("\t".join(phrases), found.append, f"line {number}")
+    def request_warnings(self, prefixes: Sequence[str] | None, constraints: Sequence[Sequence[str]] | None) -> list[str]:
+        """What a request's prefixes and phrases lose to the target vocabulary, one message per prefix or phrase
+        naming its line (a word outside it: a prefix forces it as ``<unk>``, a phrase is left out, as ``translate``
+        does): so that the client, not only the server's log, learns why an output reads as it does."""
+        assert self.translator is not None
+        targets, found = self.translator.targets, list[str]()
+        for number in range(1, len(prefixes or constraints or []) + 1):  # (the request has one of each per line)
+            if prefixes is not None:
+                targets.prefix(prefixes[number - 1], found.append, f"line {number}")
+            if constraints is not None:
+                targets.phrases("\t".join(constraints[number - 1]), found.append, f"line {number}")
         return found
 
     def describe(self) -> dict[str, Any]:
