@@ -165,6 +165,21 @@ def test_the_page_translates_a_typed_sentence_and_captions_a_dropped_image(chrom
         "line 1: constraint 'Zzyzx' left out: 'zzyzx' not in the target vocabulary")
     assert shown_texts(chrome) == shown
 
+    # "starts with": every hypothesis begins with the words typed and the model completes it ("target_prefix")
+    chrome.find_element(By.ID, "must-contain").clear()
+    chrome.find_element(By.ID, "starts-with").send_keys("the woman")
+    chrome.find_element(By.ID, "translate-button").click()
+    wait.until(lambda d: shown_texts(d) not in ([], shown))
+    started = shown_texts(chrome)
+    api = httpx.post(f"{server}translate", json={"lines": [sentence], "model": "de-en", "nbest": 3, "scores": True,
+                                                 "target_prefix": ["the woman"]}, timeout=60).json()
+    assert started == [h["text"] for h in api["translations"][0]["nbest"]] and len(started) == 3
+    assert all(text.lower().startswith("the woman") for text in started), started
+    free = httpx.post(f"{server}translate", json={"lines": [sentence], "model": "de-en", "nbest": 3},
+                      timeout=60).json()["translations"][0]["nbest"]
+    assert not any(h["text"].lower().startswith("the woman") for h in free)  # the words are the page's, not the model's
+    assert chrome.find_element(By.ID, "translate-warnings").get_attribute("hidden") is not None
+
     image = picture(7)
     chrome.execute_async_script(DROP, base64.b64encode(image).decode(), "street.jpg")
     wait.until(ready.presence_of_element_located((By.CSS_SELECTOR, "#captions .result .hypothesis")))

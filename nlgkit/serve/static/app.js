@@ -136,6 +136,8 @@ async function translate() {
   const phrases = $("must-contain-label").hidden ? [] :
     $("must-contain").value.split(";").map((p) => p.trim()).filter((p) => p !== "");
   if (phrases.length) request.constraints = lines.map(() => phrases);
+  const start = $("starts-with").value.trim();  // both engines: the API's "target_prefix", the same for every line
+  if (start) request.target_prefix = lines.map(() => start);
   $("translations").classList.add("busy");
   try {
     const answer = await call("/translate", {
