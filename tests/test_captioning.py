@@ -237,6 +237,37 @@ def test_constraints_put_their_words_in_each_caption(trained: tuple[Path, Path],
     assert bad.exit_code != 0 and "not with --sampling" in bad.stderr
 
 
+def test_target_prefix_starts_each_caption_with_its_line(trained: tuple[Path, Path], caption_data: Path,
+                                                          tmp_path: Path) -> None:
+    """``caption --target-prefix``: each caption begins with its line's words and the model completes it (an
+    empty line: the free caption); a word outside the vocabulary is forced as <unk> with a warning naming the line;
+    a file of another length, or with --score-reference, is a one-line error."""
+    _, run_dir = trained
+    train = read_records(caption_data / "train.jsonl")[:4]
+    paths = [str(SMALL / "images" / r["image"]) for r in train]
+    base = ("caption", "--model", str(run_dir), *paths, "--device", "cpu", "--beam", "4")
+    free = cli(*base)
+    assert free.exit_code == 0, free.output
+    starts = ["", "two dogs", "a red", "a Zzyzx"]
+    prefix = tmp_path / "prefix.txt"
+    prefix.write_text("".join(start + "\n" for start in starts))
+    started = cli(*base, "--target-prefix", str(prefix))
+    assert started.exit_code == 0, started.output
+    captions = started.stdout.splitlines()
+    assert len(captions) == 4 and captions[0] == free.stdout.splitlines()[0]
+    assert captions[1].startswith("two dogs ") and captions[2].startswith("a red ")
+    assert captions[3].split()[:2] == ["a", "<unk>"]  # the unknown word forced as <unk>
+    assert not any(caption.startswith(start) for caption, start in zip(free.stdout.splitlines()[1:3], starts[1:3]))
+    warning = (f"warning: --target-prefix {prefix}: line 4: target prefix 'a Zzyzx': 'zzyzx' not in the target "
+               "vocabulary, forced as <unk>")
+    assert started.stderr.splitlines() == [warning]
+    prefix.write_text("two dogs\n")
+    bad = cli(*base, "--target-prefix", str(prefix))
+    assert bad.exit_code != 0 and bad.stdout == "" and "prefix.txt: 1 lines for 4 images" in bad.stderr
+    bad = cli(*base, "--target-prefix", str(prefix), "--score-reference", str(prefix))
+    assert bad.exit_code != 0 and "not with" in bad.stderr and "--target-prefix" in bad.stderr
+
+
 def test_token_scores_of_captions_match_the_scored_references(trained: tuple[Path, Path], caption_data: Path,
                                                               tmp_path: Path) -> None:
     """``caption --token-scores``: each caption's tokens' log-probabilities (the EOS's last) end its line and fill

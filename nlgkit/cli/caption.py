@@ -32,6 +32,10 @@ def error(message: str) -> None:
     typer.echo(f"error: {message}", err=True)
 
 
+def warn(message: str) -> None:
+    typer.echo(f"warning: {message}", err=True)
+
+
 @handle_errors
 def caption(
     images: Annotated[list[Path] | None, typer.Argument(help="Image files (JPEG, PNG, …)")] = None,
@@ -70,6 +74,9 @@ def caption(
                                                           "line (one per image, phrases separated by tabs, in any "
                                                           "order; an empty line: none): constrained beam search")
                            ] = None,
+    target_prefix: Annotated[Path | None, typer.Option(help="Start each caption with this file's line (one per "
+                                                            "image, tokenised as the training captions; an empty "
+                                                            "line: none); the model completes it")] = None,
     token_scores: Annotated[bool, typer.Option(help="Each caption's tokens' log-scores (log-probabilities for "
                                                     "softmax heads), the EOS's last: a last ' ||| ' field, "
                                                     "'token_scores' with --json, a third column with "
@@ -113,9 +120,10 @@ def caption(
     if constraints is not None and sampling:
         raise DataError("--constraints: a beam search (not with --sampling)")
     if score_reference is not None:
-        if sampling or options.nbest > 1 or json_output or attention is not None or constraints is not None:
+        if (sampling or options.nbest > 1 or json_output or attention is not None or constraints is not None
+                or target_prefix is not None):
             raise DataError("--score-reference: scores one given caption per image; not with --sampling, --nbest, "
-                            "--json, --attention or --constraints")
+                            "--json, --attention, --constraints or --target-prefix")
         references, _ = read_text_input(score_reference, error)
         results, scores = caption_reference_scores(run, paths, references, options.batch_size, warn=error,
                                                    references_name=f"--score-reference {score_reference}")
@@ -124,7 +132,9 @@ def caption(
     else:
         results = caption_images(run, paths, options, attention_dir=attention, warn=error,
                                  constraints=None if constraints is None else read_text_input(constraints, error)[0],
-                                 constraints_name=f"--constraints {constraints}")
+                                 constraints_name=f"--constraints {constraints}",
+                                 prefixes=None if target_prefix is None else read_text_input(target_prefix, error)[0],
+                                 prefixes_name=f"--target-prefix {target_prefix}", note=warn)
         detokenize = run.detokenizer()
         write_lines(result_lines(results, options.nbest, json_output,
                                  lambda tokens: detokenize(run.tgt_vocab.decode(tokens)),

@@ -49,10 +49,15 @@ def caption_images(run: TrainedRun, paths: Sequence[str], options: SearchOptions
                    attention_dir: Path | None = None, warn: Callable[[str], None] = print,
                    encoder: ImageEncoder | None = None,
                    load: Callable[[str], Image.Image] = load_image, constraints: Sequence[str] | None = None,
-                   constraints_name: str = "constraints") -> list[CaptionResult]:
+                   constraints_name: str = "constraints", prefixes: Sequence[str] | None = None,
+                   prefixes_name: str = "target prefix",
+                   note: Callable[[str], None] | None = None) -> list[CaptionResult]:
     """One result per path, in order; unreadable images are error results (and a warning), not failures.
     ``constraints``: each image's phrases (tab-separated) that its captions must contain (``caption
-    --constraints``, :meth:`TargetReader.phrases`; warnings name ``constraints_name``).
+    --constraints``, :meth:`TargetReader.phrases`); ``prefixes``: the text each image's captions start with
+    (``caption --target-prefix``, :meth:`TargetReader.prefix`; an empty line: none). Errors and warnings on them
+    name ``constraints_name`` and ``prefixes_name``; the warnings go to ``note`` (default ``warn``, which gets the
+    images that fail).
 
     A server passes the run's ``encoder`` it built once and a ``load`` that returns the pictures it has
     already read and checked (``paths`` are then its names for them); by default both are made here."""
@@ -64,18 +69,21 @@ def caption_images(run: TrainedRun, paths: Sequence[str], options: SearchOptions
     if attention_dir is not None and not hasattr(run.model, "attention"):
         raise DataError(f"--attention: the {run.config.model.type!r} model has no attention to draw "
                         f"(show_attend_tell has)")
-    phrases = None
-    if constraints is not None:
-        if len(constraints) != len(paths):
-            raise DataError(f"{constraints_name}: {len(constraints)} lines for {len(paths)} images")
-        reader = TargetReader(run.tgt_vocab, lambda: run.task.target_tokenizer(run.assets))
-        phrases = [reader.phrases(line, warn, f"{constraints_name}: line {number}")
-                   for number, line in enumerate(constraints, start=1)]
+    for values, name in ((constraints, constraints_name), (prefixes, prefixes_name)):
+        if values is not None and len(values) != len(paths):
+            raise DataError(f"{name}: {len(values)} lines for {len(paths)} images")
+    reader = TargetReader(run.tgt_vocab, lambda: run.task.target_tokenizer(run.assets))  # (tokenizer loaded if used)
+    note = note or warn
+    phrases = None if constraints is None else [reader.phrases(line, note, f"{constraints_name}: line {number}")
+                                                for number, line in enumerate(constraints, start=1)]
+    prefix_ids = None if prefixes is None else [reader.prefix(line, note, f"{prefixes_name}: line {number}")
+                                                for number, line in enumerate(prefixes, start=1)]
     results = [CaptionResult(str(path)) for path in paths]
     for good, sources, pictures in image_sources(run, paths, results, options.batch_size, warn, encoder, load):
         with run.computing():  # the search (the CNN's features stay float32)
             found = generate(run.model, run.task, sources, run.tgt_vocab, device=run.device,
                              constraints=None if phrases is None else [phrases[i] for i in good],
+                             prefixes=None if prefix_ids is None else [prefix_ids[i] for i in good],
                              **options.search_kwargs())
         for j, i in enumerate(good):
             results[i].hypotheses = found[j]
