@@ -232,6 +232,32 @@ def test_translate_target_prefix_answers_as_translate_target_prefix(client: Test
     assert prefixed != free and all(a == b for a, b, start in zip(prefixed, free, starts) if not start)
 
 
+def test_caption_target_prefix_answers_as_caption_target_prefix(client: TestClient, runs: dict[str, Path],
+                                                                tmp_path: Path) -> None:
+    """``target_prefix`` (a form field): every caption of the request starts with it and the model completes it,
+    as ``caption --target-prefix`` gives; a word outside the target vocabulary is named in the answer's
+    warnings."""
+    files = {"one.jpg": picture(1), "two.png": picture(2, (90, 160), "PNG")}
+    uploads = [("image", (name, data, "image/jpeg")) for name, data in files.items()]
+    for name, data in files.items():
+        (tmp_path / name).write_bytes(data)
+    (tmp_path / "prefix.txt").write_text("the woman\n" * len(files), encoding="utf-8")
+    answer = client.post("/caption", data={"nbest": "2", "target_prefix": "the woman"}, files=uploads)
+    assert answer.status_code == 200, answer.text
+    offline = cli("caption", "--model", str(runs["captioning"]), *(str(tmp_path / n) for n in files), "--json",
+                  "--nbest", "2", "--target-prefix", str(tmp_path / "prefix.txt"), "--device", "cpu")
+    assert offline.exit_code == 0, offline.output
+    captions = [r["captions"] for r in answer.json()["results"]]
+    assert captions == [json.loads(line)["captions"] for line in offline.stdout.splitlines()]
+    assert all(c["text"].lower().startswith("the woman") for image in captions for c in image)
+    assert "warnings" not in answer.json()
+    free = client.post("/caption", data={"nbest": "2"}, files=uploads).json()["results"]
+    assert not any(c["text"].lower().startswith("the woman") for r in free for c in r["captions"])
+    odd = client.post("/caption", data={"target_prefix": "the Zzyzx"}, files=uploads)
+    assert odd.status_code == 200 and odd.json()["warnings"] == [
+        "target_prefix: target prefix 'the Zzyzx': 'zzyzx' not in the target vocabulary, forced as <unk>"]
+
+
 def test_caption_answers_as_the_offline_command_does(client: TestClient, runs: dict[str, Path],
                                                      tmp_path: Path) -> None:
     files = {"one.jpg": picture(1), "two.png": picture(2, (90, 160), "PNG")}
@@ -525,10 +551,12 @@ def caption_cases() -> list[tuple[Any, int, str]]:
           "headers": {"content-type": "multipart/form-data; boundary=x"}}, 400, "Invalid multipart data"),
         ({"content": b"--x\r\n", "headers": {"content-type": "multipart/form-data"}}, 400, "Missing boundary"),
         ({"content": jpeg, "headers": {"content-type": "image/jpeg"}}, 415, "expected a multipart/form-data"),
+        ({"data": {"target_prefix": "a " * 151}, "files": [("image", ("a.jpg", jpeg, "image/jpeg"))]}, 413,
+         "target_prefix: 301 characters: at most 300"),
     ]
 
 
-@pytest.mark.parametrize("case", range(13))
+@pytest.mark.parametrize("case", range(14))
 def test_bad_caption_requests_get_a_one_line_4xx(client: TestClient, case: int) -> None:
     request, status, reason = caption_cases()[case]
     answer = client.post("/caption", **request)

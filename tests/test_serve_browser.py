@@ -191,3 +191,18 @@ def test_the_page_translates_a_typed_sentence_and_captions_a_dropped_image(chrom
     assert shown == [c["text"] for c in api["captions"]]
     assert chrome.find_element(By.CSS_SELECTOR, "#captions .image-name").text == "street.jpg"
     assert chrome.find_element(By.ID, "error").get_attribute("hidden") is not None  # no error shown
+
+    # "starts with" for captions: the form's target_prefix; a word the model cannot write is named
+    def shown_captions(driver: Any) -> list[str]:
+        return driver.execute_script(
+            "return [...document.querySelectorAll('#captions .hypothesis .text')].map((e) => e.textContent)")
+
+    chrome.find_element(By.ID, "caption-starts-with").send_keys("the Zzyzx")
+    chrome.execute_async_script(DROP, base64.b64encode(image).decode(), "street.jpg")
+    wait.until(ready.visibility_of_element_located((By.ID, "caption-warnings")))
+    started = shown_captions(chrome)
+    api = httpx.post(f"{server}caption", data={"model": "captioner", "nbest": "3", "target_prefix": "the Zzyzx"},
+                     files={"image": ("street.jpg", image, "image/jpeg")}, timeout=60).json()
+    assert started == [c["text"] for c in api["results"][0]["captions"]] and started != shown
+    assert all(text.lower().startswith("the <unk>") for text in started), started
+    assert chrome.find_element(By.ID, "caption-warnings").text == api["warnings"][0]

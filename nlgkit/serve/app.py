@@ -106,10 +106,11 @@ def create_app(models: Mapping[str, ServedModel], limits: ServeLimits | None = N
         for name, data in body.images:
             async with decoding:
                 pictures.append(await run_in_threadpool(model.read_picture, name, data))
-        answers = await asyncio.wrap_future(model.batcher.submit((options, body.attention, body.token_scores),
-                                                                 pictures))
-        return {"model": model.name,
-                "results": [{"image": p.name, **answer} for p, answer in zip(pictures, answers)]}
+        warnings = await run_in_threadpool(model.prefix_warnings, body.target_prefix) if body.target_prefix else []
+        answers = await asyncio.wrap_future(model.batcher.submit(
+            (options, body.attention, body.token_scores, body.target_prefix), pictures))
+        return {"model": model.name, "results": [{"image": p.name, **answer} for p, answer in zip(pictures, answers)],
+                **({"warnings": warnings} if warnings else {})}
 
     return app
 

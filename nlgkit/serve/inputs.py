@@ -49,7 +49,7 @@ class TranslateRequest(BaseModel):
 @dataclass(frozen=True)
 class CaptionRequest:
     """``POST /caption`` (multipart): the image files in order, and the form's ``model``, ``beam``, ``nbest``,
-    ``attention``, ``min_len`` and ``no_repeat_ngram_size`` fields."""
+    ``attention``, ``min_len``, ``no_repeat_ngram_size``, ``token_scores`` and ``target_prefix`` fields."""
 
     images: list[tuple[str, bytes]]  # (display name, bytes)
     model: str | None = None
@@ -59,6 +59,7 @@ class CaptionRequest:
     min_len: int | None = None
     no_repeat_ngram_size: int | None = None
     token_scores: bool = False  # each caption's tokens and their log-scores (the EOS's last)
+    target_prefix: str = ""  # the words every caption starts with (caption --target-prefix; "": none)
 
 
 async def read_body(request: Request, limit: int) -> bytes:
@@ -139,14 +140,16 @@ async def parse_caption(request: Request, limits: ServeLimits) -> CaptionRequest
     await read_body(request, limits.max_caption_body_bytes)
     if not request.headers.get("content-type", "").startswith("multipart/form-data"):
         raise RequestError(415, "expected a multipart/form-data upload with one or more image files")
-    form = await request.form(max_files=limits.max_images, max_fields=8, max_part_size=64 << 10)
+    form = await request.form(max_files=limits.max_images, max_fields=len(CAPTION_FIELDS) + 1,
+                              max_part_size=64 << 10)
     try:
         return await _caption_request(form, limits)
     finally:
         await form.close()
 
 
-CAPTION_FIELDS = ("model", "beam", "nbest", "attention", "min_len", "no_repeat_ngram_size", "token_scores")
+CAPTION_FIELDS = ("model", "beam", "nbest", "attention", "min_len", "no_repeat_ngram_size", "token_scores",
+                  "target_prefix")
 
 
 async def _caption_request(form: FormData, limits: ServeLimits) -> CaptionRequest:
@@ -169,9 +172,12 @@ async def _caption_request(form: FormData, limits: ServeLimits) -> CaptionReques
                                     f"{', '.join(CAPTION_FIELDS)})")
     if not images:
         raise RequestError(422, "no image uploaded: send one or more files (multipart field 'image')")
+    prefix = fields.get("target_prefix", "").strip()
+    if len(prefix) > limits.max_line_chars:
+        raise RequestError(413, f"target_prefix: {len(prefix):,} characters: at most {limits.max_line_chars:,}")
     return CaptionRequest(images, fields.get("model") or None, _integer(fields, "beam"), _integer(fields, "nbest"),
                           _flag(fields, "attention"), _integer(fields, "min_len"),
-                          _integer(fields, "no_repeat_ngram_size"), _flag(fields, "token_scores"))
+                          _integer(fields, "no_repeat_ngram_size"), _flag(fields, "token_scores"), prefix)
 
 
 def _integer(fields: dict[str, str], key: str) -> int | None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import copy
 import dataclasses
+import functools
 import logging
 import os
 import tempfile
@@ -108,17 +109,31 @@ class ServedModel:
             raise DataError(f"beam {default.beam if beam is None else beam} / nbest "
                             f"{default.nbest if nbest is None else nbest}: need 1 <= nbest <= beam") from None
 
+    @functools.cached_property
+    def targets(self) -> TargetReader:
+        """Target text read as the training targets were: the translator's reader, or a captioning run's."""
+        if self.translator is not None:
+            return self.translator.targets
+        run = self.run
+        assert run is not None
+        return TargetReader(run.tgt_vocab, lambda: run.task.target_tokenizer(run.assets))
+
     def request_warnings(self, prefixes: Sequence[str] | None, constraints: Sequence[Sequence[str]] | None) -> list[str]:
-        """What a request's prefixes and phrases lose to the target vocabulary, one message per prefix or phrase
-        naming its line (a word outside it: a prefix forces it as ``<unk>``, a phrase is left out, as ``translate``
-        does): so that the client, not only the server's log, learns why an output reads as it does."""
-        assert self.translator is not None
-        targets, found = self.translator.targets, list[str]()
+        """What a /translate request's prefixes and phrases lose to the target vocabulary, one message per prefix
+        or phrase naming its line (a word outside it: a prefix forces it as ``<unk>``, a phrase is left out, as
+        ``translate`` does): so that the client, not only the server's log, learns why an output reads as it does."""
+        found = list[str]()
         for number in range(1, len(prefixes or constraints or []) + 1):  # (the request has one of each per line)
             if prefixes is not None:
-                targets.prefix(prefixes[number - 1], found.append, f"line {number}")
+                self.targets.prefix(prefixes[number - 1], found.append, f"line {number}")
             if constraints is not None:
-                targets.phrases("\t".join(constraints[number - 1]), found.append, f"line {number}")
+                self.targets.phrases("\t".join(constraints[number - 1]), found.append, f"line {number}")
+        return found
+
+    def prefix_warnings(self, prefix: str) -> list[str]:
+        """What /caption's one ``target_prefix`` (every image's) loses to the target vocabulary."""
+        found = list[str]()
+        self.targets.prefix(prefix, found.append, "target_prefix")
         return found
 
     def describe(self) -> dict[str, Any]:
@@ -159,6 +174,7 @@ class ServedModel:
         options: SearchOptions = key[0]
         attention: bool = key[1]
         token_scores: bool = key[2]
+        prefix: str = key[3]  # the words every caption of the batch starts with ("": none)
         by_label = {f"upload{i:05d}.png": picture for i, picture in enumerate(pictures)}
         run = self.run
         detokenize = run.detokenizer()
@@ -169,7 +185,9 @@ class ServedModel:
         with tempfile.TemporaryDirectory(prefix="nlgkit-serve-") as tmp:
             results = caption_images(run, list(by_label), options, encoder=self.encoder,
                                      attention_dir=Path(tmp) if attention else None,
-                                     load=lambda label: by_label[label].image, warn=LOG.warning)
+                                     load=lambda label: by_label[label].image, warn=LOG.warning,
+                                     prefixes=[prefix] * len(pictures) if prefix else None,
+                                     prefixes_name=f"request to {self.name}")
             answers = []
             for result in results:
                 if result.error:  # pictures were read before they were queued: this is the model failing

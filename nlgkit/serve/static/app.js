@@ -114,16 +114,16 @@ function updateAttention() {
   $("attention-label").hidden = !(model && model.attention);
 }
 
-// The server's notes on a request it still answered (a "Must contain" phrase it had to leave out, and why).
-function showWarnings(warnings) {
-  const list = $("translate-warnings");
+// The server's notes on a request it still answered (a phrase it left out, a prefix word it forced as <unk>: why).
+function showWarnings(id, warnings) {
+  const list = $(id);
   list.replaceChildren(...(warnings || []).map((text) => element("li", "warning", text)));
   list.hidden = list.children.length === 0;
 }
 
 async function translate() {
   showError("");
-  showWarnings([]);
+  showWarnings("translate-warnings", []);
   const lines = $("source").value.split("\n").filter((line) => line.trim() !== "");
   if (lines.length === 0) return showError("type a sentence first");
   let nbest = numberField("translate-nbest") || 1;
@@ -143,7 +143,7 @@ async function translate() {
     const answer = await call("/translate", {
       method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(request),
     });
-    showWarnings(answer.warnings);
+    showWarnings("translate-warnings", answer.warnings);
     const out = $("translations");
     out.replaceChildren();
     answer.translations.forEach((t, i) => {
@@ -162,6 +162,7 @@ async function translate() {
 
 async function caption(files) {
   showError("");
+  showWarnings("caption-warnings", []);
   const images = [...files].filter((f) => f.type === "" || f.type.startsWith("image/"));
   if (images.length === 0) return showError("drop image files (JPEG, PNG, …)");
   const form = new FormData();
@@ -174,11 +175,14 @@ async function caption(files) {
     nbest = Math.min(nbest, beam);
   }
   form.append("nbest", String(nbest));
+  const start = $("caption-starts-with").value.trim();
+  if (start) form.append("target_prefix", start);
   const attention = !$("attention-label").hidden && $("attention").checked;
   form.append("attention", attention ? "true" : "false");
   $("captions").classList.add("busy");
   try {
     const answer = await call("/caption", { method: "POST", body: form });
+    showWarnings("caption-warnings", answer.warnings);
     const out = $("captions");
     out.replaceChildren();
     answer.results.forEach((result, i) => {
