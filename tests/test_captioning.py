@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from click.testing import Result
 from helpers import with_head
 from typer.testing import CliRunner
 
@@ -210,16 +211,21 @@ def test_score_reference_cuts_an_over_long_caption_with_a_warning(trained: tuple
     assert scored.stdout == cut.stdout
 
 
+def free_captions(run_dir: Path, caption_data: Path) -> tuple[tuple[str, ...], Result]:
+    """The ``caption`` command line for four training images (beam 4) and its result without constraints."""
+    paths = [str(SMALL / "images" / r["image"]) for r in read_records(caption_data / "train.jsonl")[:4]]
+    base = ("caption", "--model", str(run_dir), *paths, "--device", "cpu", "--beam", "4")
+    free = cli(*base)
+    assert free.exit_code == 0, free.output
+    return base, free
+
+
 def test_constraints_put_their_words_in_each_caption(trained: tuple[Path, Path], caption_data: Path,
                                                     tmp_path: Path) -> None:
     """``caption --constraints``: each caption holds its line's phrases (an empty line: the free caption); a
     file of another length, or with --sampling, is a one-line error."""
     _, run_dir = trained
-    train = read_records(caption_data / "train.jsonl")[:4]
-    paths = [str(SMALL / "images" / r["image"]) for r in train]
-    base = ("caption", "--model", str(run_dir), *paths, "--device", "cpu", "--beam", "4")
-    free = cli(*base)
-    assert free.exit_code == 0, free.output
+    base, free = free_captions(run_dir, caption_data)
     words = {line.split("\t")[0] for vocab in (run_dir / "data").glob("vocab*") for line in vocab.read_text().splitlines()}
     wanted = [[], ["dog", "grass"], ["two"], ["a red", "water"]]
     assert all(word in words for line in wanted for phrase in line for word in phrase.split())
@@ -243,11 +249,7 @@ def test_target_prefix_starts_each_caption_with_its_line(trained: tuple[Path, Pa
     empty line: the free caption); a word outside the vocabulary is forced as <unk> with a warning naming the line;
     a file of another length, or with --score-reference, is a one-line error."""
     _, run_dir = trained
-    train = read_records(caption_data / "train.jsonl")[:4]
-    paths = [str(SMALL / "images" / r["image"]) for r in train]
-    base = ("caption", "--model", str(run_dir), *paths, "--device", "cpu", "--beam", "4")
-    free = cli(*base)
-    assert free.exit_code == 0, free.output
+    base, free = free_captions(run_dir, caption_data)
     starts = ["", "two dogs", "a red", "a Zzyzx"]
     prefix = tmp_path / "prefix.txt"
     prefix.write_text("".join(start + "\n" for start in starts))
