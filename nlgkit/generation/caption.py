@@ -74,10 +74,8 @@ def caption_images(run: TrainedRun, paths: Sequence[str], options: SearchOptions
             raise DataError(f"{name}: {len(values)} lines for {len(paths)} images")
     reader = TargetReader(run.tgt_vocab, lambda: run.task.target_tokenizer(run.assets))  # (tokenizer loaded if used)
     note = note or warn
-    phrases = None if constraints is None else [reader.phrases(line, note, f"{constraints_name}: line {number}")
-                                                for number, line in enumerate(constraints, start=1)]
-    prefix_ids = None if prefixes is None else [reader.prefix(line, note, f"{prefixes_name}: line {number}")
-                                                for number, line in enumerate(prefixes, start=1)]
+    phrases = None if constraints is None else reader.phrase_lines(constraints, note, constraints_name)
+    prefix_ids = None if prefixes is None else reader.prefixes(prefixes, note, prefixes_name)
     results = [CaptionResult(str(path)) for path in paths]
     for good, sources, pictures in image_sources(run, paths, results, options.batch_size, warn, encoder, load):
         with run.computing():  # the search (the CNN's features stay float32)

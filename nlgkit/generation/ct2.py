@@ -114,11 +114,8 @@ class CT2Translator:
         return self.output.texts(self._search_read(read, self._prefix_ids(prefixes, first_number, name)), read)
 
     def _prefix_ids(self, prefixes: Sequence[str] | None, first_number: int, name: str) -> list[list[int]] | None:
-        """Each line's prefix as target word ids (``TargetReader.prefix``; warnings name ``name``)."""
-        if prefixes is None:
-            return None
-        return [self.targets.prefix(prefix, self.warn, f"{name}: line {number}")
-                for number, prefix in enumerate(prefixes, start=first_number)]
+        """Each line's prefix as target word ids (``TargetReader.prefixes``; warnings name ``name``)."""
+        return None if prefixes is None else self.targets.prefixes(prefixes, self.warn, name, first_number)
 
     def reference_scores(self, lines: list[str], references: list[str], name: str = "<stdin>",
                          first_number: int = 1, images: Sequence[Path] | None = None,

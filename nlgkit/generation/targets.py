@@ -39,6 +39,18 @@ class TargetReader:
             warn(f"{where}: target prefix {text.strip()!r}: {unknown} not in the target vocabulary, forced as <unk>")
         return ids
 
+    def prefixes(self, lines: Sequence[str], warn: Callable[[str], None], name: str,
+                 first_number: int = 1) -> list[list[int]]:
+        """Each line's prefix (:meth:`prefix`), warnings naming ``name: line N`` from ``first_number``."""
+        return [self.prefix(line, warn, f"{name}: line {number}")
+                for number, line in enumerate(lines, start=first_number)]
+
+    def phrase_lines(self, lines: Sequence[str], warn: Callable[[str], None], name: str,
+                     first_number: int = 1) -> list[list[list[int]]]:
+        """Each line's phrases (:meth:`phrases`), warnings naming ``name: line N`` from ``first_number``."""
+        return [self.phrases(line, warn, f"{name}: line {number}")
+                for number, line in enumerate(lines, start=first_number)]
+
     def _unknown(self, tokens: list[str], ids: list[int]) -> str:
         """The tokens that became ``<unk>``, quoted and comma-separated ("" when none)."""
         return ", ".join(repr(token) for token, i in zip(tokens, ids, strict=True) if i == self.vocab.unk_index)

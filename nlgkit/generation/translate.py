@@ -95,16 +95,15 @@ class Translator:
         pretokenised); unknown words are ``<unk>`` (``TargetReader.prefix``; warnings name ``name``)."""
         if prefixes is None:
             return None
-        return [self.targets.prefix(prefix, self.warn, f"{name}: line {number}")
-                for number, prefix in enumerate(self._each_line(prefixes, count, "prefix"), start=first_number)]
+        return self.targets.prefixes(self._each_line(prefixes, count, "prefix"), self.warn, name, first_number)
 
     def _phrases(self, constraints: Sequence[str] | None, count: int, first_number: int,
                  name: str) -> list[list[list[int]]] | None:
         """Each line's constraint phrases as target word ids (``TargetReader.phrases``; warnings name ``name``)."""
         if constraints is None:
             return None
-        return [self.targets.phrases(line, self.warn, f"{name}: line {number}")
-                for number, line in enumerate(self._each_line(constraints, count, "constraint"), start=first_number)]
+        return self.targets.phrase_lines(self._each_line(constraints, count, "constraint"), self.warn, name,
+                                         first_number)
 
     @staticmethod
     def _each_line(values: Sequence[str], count: int, what: str) -> Sequence[str]:
