@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -152,6 +153,11 @@ def test_caption_keeps_one_line_per_image_and_names_bad_files(trained: tuple[Pat
     plain = cli("caption", "--model", str(run_dir), paths[0], paths[2], "--device", "cpu", "--beam", "3")
     assert plain.exit_code == 0
     assert plain.stdout.splitlines() == [r["captions"][0]["text"] for r in records if "captions" in r]
+    timed = cli("caption", "--model", str(run_dir), paths[0], paths[2], "--device", "cpu", "--beam", "3",
+                "--report-time")
+    assert timed.exit_code == 0 and timed.stdout == plain.stdout
+    assert re.fullmatch(r"captioned 2 images in \d+\.\d\d s \(\d+\.\d images/s\); model loaded in \d+\.\d\d s",
+                        timed.stderr.splitlines()[-1]), timed.stderr
 
 
 def test_score_reference_scores_captions_as_the_search_does(trained: tuple[Path, Path], caption_data: Path,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -98,6 +99,13 @@ def test_translate_keeps_one_line_per_input_whatever_the_input(trained: tuple[Pa
                    "--buffer-size", "2")
     assert streamed.exit_code == 0 and streamed.stdout == whole.stdout and len(whole.stdout.splitlines()) == 5
     assert "line 4: 10000 tokens" in streamed.stderr and "line 5: invalid UTF-8" in streamed.stderr
+    # --report-time: the same output, and a last stderr line counting the input's lines
+    timed = cli("translate", "--model", str(run_dir), "--input", str(source), "--max-input-tokens", "50",
+                "--buffer-size", "2", "--report-time")
+    assert timed.exit_code == 0 and timed.stdout == whole.stdout
+    assert re.fullmatch(r"translated 5 lines in \d+\.\d\d s \(\d+\.\d lines/s\); model loaded in \d+\.\d\d s",
+                        timed.stderr.splitlines()[-1]), timed.stderr
+    assert "lines/s" not in whole.stderr
     result = cli("translate", "--model", str(run_dir), "--nbest", "2", "--beam", "2", "--buffer-size", "1",
                  input="ein hund .\nzwei katzen .\n")
     assert [r.split(" ||| ")[0] for r in result.stdout.splitlines()] == ["0", "0", "1", "1"]

@@ -10,12 +10,13 @@ prints.
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from nlgkit.cli.common import handle_errors
+from nlgkit.cli.common import ReportTime, handle_errors, time_report
 from nlgkit.cli.search_flags import (
     MinLen,
     NoRepeatNgramSize,
@@ -81,8 +82,10 @@ def caption(
                                                     "softmax heads), the EOS's last: a last ' ||| ' field, "
                                                     "'token_scores' with --json, a third column with "
                                                     "--score-reference")] = False,
+    report_time: ReportTime = False,
 ) -> None:
     """Caption images with a trained run."""
+    started = time.perf_counter()
     # lazy: CLI start-up (the library and torch load only when the command runs)
     from nlgkit.core.errors import DataError
     from nlgkit.generation.caption import (
@@ -117,6 +120,7 @@ def caption(
                                     no_repeat_ngram_size=no_repeat_ngram_size, no_unk=no_unk,
                                     sampling=sampling, sampling_topk=sampling_topk,
                                     sampling_topp=sampling_topp, temperature=temperature, seed=seed)
+    loaded = time.perf_counter()
     if constraints is not None and sampling:
         raise DataError("--constraints: a beam search (not with --sampling)")
     if score_reference is not None:
@@ -139,6 +143,9 @@ def caption(
         write_lines(result_lines(results, options.nbest, json_output,
                                  lambda tokens: detokenize(run.tgt_vocab.decode(tokens)),
                                  run.tgt_vocab.decode if token_scores else None), output)
+    if report_time:
+        typer.echo(time_report("scored" if score_reference is not None else "captioned", len(paths), "images",
+                               time.perf_counter() - loaded, loaded - started), err=True)
     failed = sum(1 for r in results if r.error)
     if failed:
         typer.echo(f"error: {failed} of {len(results)} images could not be captioned", err=True)

@@ -22,12 +22,13 @@ instead (``nlgkit serve``'s answer). The work is done in ``nlgkit.generation``; 
 from __future__ import annotations
 
 import functools
+import time
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from nlgkit.cli.common import handle_errors
+from nlgkit.cli.common import ReportTime, handle_errors, time_report
 from nlgkit.cli.search_flags import (
     MinLen,
     NoRepeatNgramSize,
@@ -107,19 +108,21 @@ def translate(
                                                              "and with --report-align / --token-scores the tokens, "
                                                              "alignment and token scores): nlgkit serve's answer")
                            ] = False,
+    report_time: ReportTime = False,
 ) -> None:
     """Translate text with a trained run (stdin → stdout by default)."""
+    started = time.perf_counter()
     # lazy: CLI start-up (the library and torch load only when the command runs)
-    from nlgkit.core.errors import ConfigError, DataError
+    from nlgkit.core.errors import ConfigError
     from nlgkit.generation.ensemble import load_ensemble
     from nlgkit.generation.output import (
         SearchOptions,
-        line_groups,
         read_text_input,
         score_lines,
         score_summary,
         write_lines,
     )
+    from nlgkit.generation.streaming import PerLine, translate_input
     from nlgkit.generation.translate import Translator, read_image_list
     from nlgkit.generation.unknowns import phrase_table_option
 
@@ -169,8 +172,7 @@ def translate(
                                 report_alignment=report_align,
                                 report_token_scores=token_scores and score_reference is None, as_json=json_output)
     image_files = read_image_list(images) if images is not None else None
-    per_line = {flag: (path, read_text_input(path, warn)[0]) for flag, path in  # files of one line per input line
-                (("--target-prefix", target_prefix), ("--constraints", constraints)) if path is not None}
+    loaded = time.perf_counter()
     if score_reference is not None:
         references, _ = read_text_input(score_reference, warn)
         lines, name = read_text_input(input, warn)
@@ -178,46 +180,14 @@ def translate(
                                              references_name=f"--score-reference {score_reference}")
         write_lines(score_lines(scores, token_scores), output)
         typer.echo(score_summary(scores, translator.probabilities), err=True)
-        return
-
-    def translated(group: list[str], name: str, first: int = 1) -> list[str]:
-        """The output lines of ``group`` (input lines ``first``…), each with its lines of the per-line files."""
-        lines_of = {}
-        for flag, (path, values) in per_line.items():
-            lines_of[flag] = values[first - 1 : first - 1 + len(group)]
-            if buffer_size == 0 and len(values) != len(group):
-                raise DataError(f"{flag} {path}: {len(values)} lines for the {len(group)} lines of {name}")
-            if len(lines_of[flag]) != len(group):
-                raise DataError(f"{flag} {path}: {len(values)} lines, fewer than the lines of {name}")
-        group_images = None if image_files is None else image_files[first - 1 : first - 1 + len(group)]
-        prefixes, prefixes_name = lines_of.get("--target-prefix"), f"--target-prefix {target_prefix}"
-        if "--constraints" not in lines_of:
-            return translator.lines(group, name, first, images=group_images, prefixes=prefixes,
-                                    prefixes_name=prefixes_name)
-        assert isinstance(translator, Translator)  # (--engine ct2 refused --constraints above)
-        return translator.lines(group, name, first, images=group_images, prefixes=prefixes,
-                                prefixes_name=prefixes_name, constraints=lines_of["--constraints"],
-                                constraints_name=f"--constraints {constraints}")
-
-    if buffer_size == 0:
-        lines, name = read_text_input(input, warn)
-        write_lines(translated(lines, name), output)
-        return
-    name, kept, count = str(input) if input else "<stdin>", [], 0
-    for first, group in line_groups(input, buffer_size, warn):
-        out = translated(group, name, first)
-        count = first - 1 + len(group)
-        if output is None:  # a pipe: answer each group at once
-            write_lines(out, None)
-        else:  # a file is still written whole, atomically, at the end
-            kept += out
-    # a per-line file longer than the input shows only at its end (a shorter one stopped its group above)
-    counted: dict[str, tuple[Path | None, int, str]] = {
-        flag: (path, len(values), "lines") for flag, (path, values) in per_line.items()}
-    if image_files is not None:
-        counted["--images"] = (images, len(image_files), "images")
-    for flag, (path, length, unit) in counted.items():
-        if length != count:
-            raise DataError(f"{flag} {path}: {length} {unit} for the {count} lines of {name}")
-    if output is not None:
-        write_lines(kept, output)
+        count, verb = len(lines), "scored"
+    else:
+        per_line = {key: PerLine(flag, path, read_text_input(path, warn)[0]) for key, flag, path in (
+            ("prefixes", "--target-prefix", target_prefix), ("constraints", "--constraints", constraints))
+            if path is not None}
+        if image_files is not None:
+            per_line["images"] = PerLine("--images", images or Path(), image_files, "images")
+        count = translate_input(translator, input, output, warn, buffer_size=buffer_size, **per_line)
+        verb = "translated"
+    if report_time:
+        typer.echo(time_report(verb, count, "lines", time.perf_counter() - loaded, loaded - started), err=True)
