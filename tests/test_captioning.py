@@ -14,7 +14,9 @@ from typer.testing import CliRunner
 
 from nlgkit.cli.main import app
 from nlgkit.core.recipes import load_recipe
+from nlgkit.generation.caption import caption_images
 from nlgkit.generation.decode import best_texts, generate
+from nlgkit.generation.output import SearchOptions
 from nlgkit.metrics.captions import caption_scores
 from nlgkit.models import MODELS
 from nlgkit.runs.loading import load_trained
@@ -153,6 +155,14 @@ def test_caption_keeps_one_line_per_image_and_names_bad_files(trained: tuple[Pat
     plain = cli("caption", "--model", str(run_dir), paths[0], paths[2], "--device", "cpu", "--beam", "3")
     assert plain.exit_code == 0
     assert plain.stdout.splitlines() == [r["captions"][0]["text"] for r in records if "captions" in r]
+    # progress after each batch of images, failed ones counted as done; the same captions as without it
+    run = load_trained(run_dir, "best", "cpu")
+    calls: list[tuple[int, int]] = []
+    options = SearchOptions.resolve(run.config.search, beam=3, batch_size=2)
+    watched = caption_images(run, paths, options, warn=lambda _: None, on_batch=lambda *call: calls.append(call))
+    assert calls == [(1, 7), (3, 7), (7, 7)]  # batches [0, 1×], [2, 3×], [4×, 5×] (none readable), [6]
+    assert [r.hypotheses for r in watched] == [r.hypotheses for r in caption_images(run, paths, options,
+                                                                                      warn=lambda _: None)]
     timed = cli("caption", "--model", str(run_dir), paths[0], paths[2], "--device", "cpu", "--beam", "3",
                 "--report-time")
     assert timed.exit_code == 0 and timed.stdout == plain.stdout

@@ -123,6 +123,38 @@ def test_translate_keeps_one_line_per_input_whatever_the_input(trained: tuple[Pa
     assert cli(*draw, "--seed", "5", input=lines).stdout != first.stdout
 
 
+def test_translation_reports_its_progress_after_each_batch(trained: tuple[Path, Path]) -> None:
+    """``Translator(on_batch=…)`` hears (lines searched, lines to search) after each batch, empty lines not counted,
+    and translates as without it; ``translate`` shows it as a bar on a terminal only."""
+    from nlgkit.generation.output import SearchOptions
+    from nlgkit.generation.translate import Translator
+
+    _, run_dir = trained
+    run = load_trained(run_dir, "best", "cpu")
+    lines = ["ein mann fährt fahrrad .", "", "zwei hunde spielen .", "eine frau liest .", "ein kind lacht .",
+             "ein hund läuft ."]
+    calls: list[tuple[int, int]] = []
+    options = SearchOptions.resolve(run.config.search, beam=2, batch_size=2)
+    heard = Translator(run, options, on_batch=lambda done, total: calls.append((done, total))).lines(lines)
+    assert calls == [(2, 5), (4, 5), (5, 5)]
+    assert heard == Translator(run, options).lines(lines)
+
+
+def test_progress_bar_is_drawn_on_a_terminal_only() -> None:
+    import io
+
+    from rich.console import Console
+
+    from nlgkit.cli.common import progress_bar
+
+    for terminal, show in ((True, True), (False, True), (True, False)):
+        screen = io.StringIO()
+        with progress_bar("translating", show, Console(file=screen, force_terminal=terminal, width=100)) as advance:
+            advance(3, 4)
+        assert ("3/4" in screen.getvalue()) == (terminal and show)
+        assert bool(screen.getvalue()) == (terminal and show)
+
+
 def test_score_reference_gives_the_searchs_own_log_probabilities(trained: tuple[Path, Path], paper,  # type: ignore[no-untyped-def]
                                                                  tmp_path: Path) -> None:
     """``--score-reference`` forces the given outputs through the search's steps: a beam output scored again

@@ -16,7 +16,7 @@ from typing import Annotated
 
 import typer
 
-from nlgkit.cli.common import ReportTime, handle_errors, time_report
+from nlgkit.cli.common import ReportTime, handle_errors, progress_bar, time_report
 from nlgkit.cli.search_flags import (
     MinLen,
     NoRepeatNgramSize,
@@ -134,11 +134,14 @@ def caption(
         write_lines(score_lines(scores, token_scores), output)
         typer.echo(score_summary(scores, run.model.head.normalized), err=True)
     else:
-        results = caption_images(run, paths, options, attention_dir=attention, warn=error,
-                                 constraints=None if constraints is None else read_text_input(constraints, error)[0],
-                                 constraints_name=f"--constraints {constraints}",
-                                 prefixes=None if target_prefix is None else read_text_input(target_prefix, error)[0],
-                                 prefixes_name=f"--target-prefix {target_prefix}", note=warn)
+        with progress_bar("captioning") as advance:
+            results = caption_images(run, paths, options, attention_dir=attention, warn=error,
+                                     constraints=None if constraints is None else read_text_input(constraints,
+                                                                                                  error)[0],
+                                     constraints_name=f"--constraints {constraints}",
+                                     prefixes=None if target_prefix is None else read_text_input(target_prefix,
+                                                                                                 error)[0],
+                                     prefixes_name=f"--target-prefix {target_prefix}", note=warn, on_batch=advance)
         detokenize = run.detokenizer()
         write_lines(result_lines(results, options.nbest, json_output,
                                  lambda tokens: detokenize(run.tgt_vocab.decode(tokens)),

@@ -5,12 +5,16 @@ from __future__ import annotations
 import functools
 import os
 import sys
-from collections.abc import Callable, Sequence
-from typing import Annotated, Any, TypeVar
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 
 from nlgkit.core.errors import NlgkitError
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -20,6 +24,31 @@ ENDS_AT_ONCE = frozenset({"translate", "caption"})
 ReportTime = Annotated[bool, typer.Option(help="End with a line on stderr: how many inputs were done in how many "
                                                "seconds (from the loaded model to the last output written), their "
                                                "rate, and the model's loading time")]
+
+
+@contextmanager
+def progress_bar(description: str, show: bool = True,
+                 console: Console | None = None) -> Iterator[Callable[[int, int], None]]:
+    """A transient rich progress bar on stderr, shown on a terminal only (a log or a pipe gets no bar), and the
+    ``(done, total)`` callback that moves it; what is printed meanwhile appears above it."""
+    # lazy: CLI start-up
+    from rich.console import Console
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    console = console or Console(stderr=True)
+    progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                        TimeRemainingColumn(), console=console, disable=not (show and console.is_terminal),
+                        transient=True)
+    with progress:
+        task = progress.add_task(description, total=None)
+        yield lambda done, total: progress.update(task, completed=done, total=total)
 
 
 def time_report(verb: str, count: int, unit: str, seconds: float, loading_seconds: float) -> str:

@@ -22,13 +22,14 @@ instead (``nlgkit serve``'s answer). The work is done in ``nlgkit.generation``; 
 from __future__ import annotations
 
 import functools
+import sys
 import time
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from nlgkit.cli.common import ReportTime, handle_errors, time_report
+from nlgkit.cli.common import ReportTime, handle_errors, progress_bar, time_report
 from nlgkit.cli.search_flags import (
     MinLen,
     NoRepeatNgramSize,
@@ -187,7 +188,14 @@ def translate(
             if path is not None}
         if image_files is not None:
             per_line["images"] = PerLine("--images", images or Path(), image_files, "images")
-        count = translate_input(translator, input, output, warn, buffer_size=buffer_size, **per_line)
+        # a bar while a whole input is searched by nlgkit: not for a stream (it answers its groups as they come), nor
+        # over lines being typed at the terminal
+        typed = input is None and sys.stdin.isatty()
+        show = buffer_size == 0 and not typed and isinstance(translator, Translator)
+        with progress_bar("translating", show=show) as advance:
+            if isinstance(translator, Translator):
+                translator.on_batch = advance
+            count = translate_input(translator, input, output, warn, buffer_size=buffer_size, **per_line)
         verb = "translated"
     if report_time:
         typer.echo(time_report(verb, count, "lines", time.perf_counter() - loaded, loaded - started), err=True)

@@ -51,13 +51,15 @@ def caption_images(run: TrainedRun, paths: Sequence[str], options: SearchOptions
                    load: Callable[[str], Image.Image] = load_image, constraints: Sequence[str] | None = None,
                    constraints_name: str = "constraints", prefixes: Sequence[str] | None = None,
                    prefixes_name: str = "target prefix",
-                   note: Callable[[str], None] | None = None) -> list[CaptionResult]:
+                   note: Callable[[str], None] | None = None,
+                   on_batch: Callable[[int, int], None] | None = None) -> list[CaptionResult]:
     """One result per path, in order; unreadable images are error results (and a warning), not failures.
     ``constraints``: each image's phrases (tab-separated) that its captions must contain (``caption
     --constraints``, :meth:`TargetReader.phrases`); ``prefixes``: the text each image's captions start with
     (``caption --target-prefix``, :meth:`TargetReader.prefix`; an empty line: none). Errors and warnings on them
     name ``constraints_name`` and ``prefixes_name``; the warnings go to ``note`` (default ``warn``, which gets the
-    images that fail).
+    images that fail). ``on_batch(done, total)``: after each batch of images, those done so far (captioned or
+    failed) and all of them (a progress bar).
 
     A server passes the run's ``encoder`` it built once and a ``load`` that returns the pictures it has
     already read and checked (``paths`` are then its names for them); by default both are made here."""
@@ -77,6 +79,7 @@ def caption_images(run: TrainedRun, paths: Sequence[str], options: SearchOptions
     phrases = None if constraints is None else reader.phrase_lines(constraints, note, constraints_name)
     prefix_ids = None if prefixes is None else reader.prefixes(prefixes, note, prefixes_name)
     results = [CaptionResult(str(path)) for path in paths]
+    done = 0
     for good, sources, pictures in image_sources(run, paths, results, options.batch_size, warn, encoder, load):
         with run.computing():  # the search (the CNN's features stay float32)
             found = generate(run.model, run.task, sources, run.tgt_vocab, device=run.device,
@@ -88,6 +91,11 @@ def caption_images(run: TrainedRun, paths: Sequence[str], options: SearchOptions
             if attention_dir is not None and found[j]:
                 results[i].attention_png = str(draw_attention(run, sources[j], found[j][0].tokens, pictures[j],
                                                               attention_dir / f"{i:05d}_{Path(paths[i]).stem}.png"))
+        done = good[-1] + 1  # (with the failed images before it)
+        if on_batch is not None:
+            on_batch(done, len(paths))
+    if on_batch is not None and done < len(paths):  # the last images all failed
+        on_batch(len(paths), len(paths))
     return results
 
 

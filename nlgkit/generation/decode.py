@@ -43,7 +43,7 @@ def generate(
     sampling: Sampling | None = None,
     item_ids: Sequence[int] | None = None,
     device: torch.device | None = None,
-    on_batch: Callable[[int], None] | None = None,
+    on_batch: Callable[[int, int], None] | None = None,
     alignment: bool = False,
     prefixes: Sequence[list[int]] | None = None,
     constraints: Sequence[list[list[int]]] | None = None,
@@ -60,10 +60,12 @@ def generate(
     outputs start with (``translate --target-prefix``); a prefix is never cut by the length limit (which counts
     it), and leaves room for at least one more token. ``constraints``: the phrases (target word ids) each input's
     outputs must contain, in any order (``translate --constraints``; :mod:`nlgkit.search.constrained`); the
-    length limit leaves room for them and the prefix.
+    length limit leaves room for them and the prefix. ``on_batch(done, total)`` is called after each batch with the
+    sources searched so far and all of them (a progress bar).
     """
     device = device or next(model.parameters()).device
     results: list[list[Hypothesis]] = [[] for _ in sources]
+    done = 0
     with evaluating(model):
         for chunk, inputs, lengths in sorted_batches(task, sources, vocab, batch_size):
             state = model.encode({name: value.to(device) for name, value in inputs.items()})
@@ -85,8 +87,9 @@ def generate(
                            item_ids=torch.tensor([item_ids[i] if item_ids else i for i in chunk]))
             for i, hypotheses in zip(chunk, found):
                 results[i] = hypotheses
+            done += len(chunk)
             if on_batch is not None:
-                on_batch(len(chunk))
+                on_batch(done, len(sources))
     return results
 
 

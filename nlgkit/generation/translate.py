@@ -27,19 +27,21 @@ class Translator:
     small groups (``translate --buffer-size``) costs no more than one large batch per line. With a
     ``phrase_table`` (empty: copy), each ``<unk>`` of an output is replaced from the source token its step attended
     to; with ``report_alignment``, each output line ends in `` ||| SRC-TGT …`` pairs, with ``report_token_scores``
-    in its tokens' log-scores (:class:`TargetText`)."""
+    in its tokens' log-scores (:class:`TargetText`). ``on_batch(done, total)``: after each search batch, the lines of
+    the call searched so far and all of them (empty lines are not searched)."""
 
     def __init__(self, run: TrainedRun, options: SearchOptions, *, pretokenized: bool = False,
                  detokenize: bool = True, max_input_tokens: int = 400,
                  warn: Callable[[str], None] = print, phrase_table: Mapping[str, str] | None = None,
-                 report_alignment: bool = False, report_token_scores: bool = False, as_json: bool = False) -> None:
+                 report_alignment: bool = False, report_token_scores: bool = False, as_json: bool = False,
+                 on_batch: Callable[[int, int], None] | None = None) -> None:
         if max_input_tokens <= 0:
             raise DataError(f"--max-input-tokens = {max_input_tokens}: must be positive")
         try:
             self.text_input = run.task.text_input(run.assets, run.vocabs)
         except DataError as exc:
             raise DataError(f"{run.checkpoint}: `nlgkit translate` needs a model that reads text ({exc})") from None
-        self.run, self.options, self.warn = run, options, warn
+        self.run, self.options, self.warn, self.on_batch = run, options, warn, on_batch
         self.pretokenized, self.max_input_tokens = pretokenized, max_input_tokens
         self.targets = TargetReader(run.tgt_vocab, lambda: run.task.target_tokenizer(run.assets), pretokenized)
         self.output = TargetText.build(run.tgt_vocab, run.detokenizer(), detokenize=detokenize,
@@ -86,7 +88,7 @@ class Translator:
                              alignment=self.output.needs_alignment,
                              prefixes=[prefixes[i] for i in todo] if prefixes is not None else None,
                              constraints=[constraints[i] for i in todo] if constraints is not None else None,
-                             **self.options.search_kwargs())
+                             on_batch=self.on_batch, **self.options.search_kwargs())
         return placed(read, found)
 
     def _prefix_ids(self, prefixes: Sequence[str] | None, count: int, first_number: int,
