@@ -52,7 +52,8 @@ def caption_images(run: TrainedRun, paths: Sequence[str], options: SearchOptions
                    constraints_name: str = "constraints", prefixes: Sequence[str] | None = None,
                    prefixes_name: str = "target prefix",
                    note: Callable[[str], None] | None = None,
-                   on_batch: Callable[[int, int], None] | None = None) -> list[CaptionResult]:
+                   on_batch: Callable[[int, int], None] | None = None,
+                   targets: TargetReader | None = None) -> list[CaptionResult]:
     """One result per path, in order; unreadable images are error results (and a warning), not failures.
     ``constraints``: each image's phrases (tab-separated) that its captions must contain (``caption
     --constraints``, :meth:`TargetReader.phrases`); ``prefixes``: the text each image's captions start with
@@ -61,8 +62,9 @@ def caption_images(run: TrainedRun, paths: Sequence[str], options: SearchOptions
     images that fail). ``on_batch(done, total)``: after each batch of images, those done so far (captioned or
     failed) and all of them (a progress bar).
 
-    A server passes the run's ``encoder`` it built once and a ``load`` that returns the pictures it has
-    already read and checked (``paths`` are then its names for them); by default both are made here."""
+    A server passes the run's ``encoder`` it built once, a ``load`` that returns the pictures it has already read
+    and checked (``paths`` are then its names for them) and its ``targets`` reader of the run's target text; by
+    default all three are made here."""
 
     check_captioning_run(run)
     if attention_dir is not None and isinstance(run.model, Ensemble):
@@ -74,7 +76,8 @@ def caption_images(run: TrainedRun, paths: Sequence[str], options: SearchOptions
     for values, name in ((constraints, constraints_name), (prefixes, prefixes_name)):
         if values is not None and len(values) != len(paths):
             raise DataError(f"{name}: {len(values)} lines for {len(paths)} images")
-    reader = TargetReader(run.tgt_vocab, lambda: run.task.target_tokenizer(run.assets))  # (tokenizer loaded if used)
+    reader = targets if targets is not None else TargetReader(run.tgt_vocab,
+                                                              lambda: run.task.target_tokenizer(run.assets))
     note = note or warn
     phrases = None if constraints is None else reader.phrase_lines(constraints, note, constraints_name)
     prefix_ids = None if prefixes is None else reader.prefixes(prefixes, note, prefixes_name)

@@ -187,7 +187,7 @@ class ServedModel:
                                      attention_dir=Path(tmp) if attention else None,
                                      load=lambda label: by_label[label].image, warn=LOG.warning,
                                      prefixes=[prefix] * len(pictures) if prefix else None,
-                                     prefixes_name=f"request to {self.name}")
+                                     prefixes_name=f"request to {self.name}", targets=self.targets)
             answers = []
             for result in results:
                 if result.error:  # pictures were read before they were queued: this is the model failing
