@@ -73,7 +73,7 @@ train = grep -qs '"finished": true' $(RUNS_DIR)/$(1)/summary.json || \
 	$(NLGKIT) train $(2) --run-dir $(RUNS_DIR)/$(1) $(3) $$( [ -d $(RUNS_DIR)/$(1)/checkpoints/last ] && echo --resume )
 
 .PHONY: install demo test test-slow lint bench reproduce-table1 reproduce-table2 reproduce-table3 reproduce-table4 \
-	table1-report table2-report table2-record \
+	table1-report table2-report table2-record table2-status \
 	reproduce-tokarchuk tokarchuk-report tokarchuk-tables $(TOKARCHUK_CONTINUOUS) reproduce-pappas pappas-report \
 	pappas-speed reproduce-hirasawa hirasawa-report reproduce-ensemble pretrained-vectors browser clean
 .PHONY: table2-data $(TABLE2_TRAIN) $(HIRASAWA_TRAIN)
@@ -189,6 +189,11 @@ table2-record: $(STAMP)
 	$(NLGKIT) reproduce table4 $(table2_sources) --records $(RECORDS) \
 	  $(if $(WORDSIM_DIR),--wordsim-dir $(WORDSIM_DIR)) --output results/table4.md
 	$(call archive,$(table2_finished))
+
+# Where each Table 2 run of RUNS_DIR stands against the stopping rule (epochs, best, at most how long left); runs
+# recorded in results/runs but not trained in RUNS_DIR show as not started there.
+table2-status: $(STAMP)
+	@$(NLGKIT) reproduce status $(addprefix $(RUNS_DIR)/,$(TABLE2_RUNS))
 
 # Tables 2 and 4 from the committed files alone, as table1-report (results/table2.json, table4.json).
 table2-report: $(STAMP)

@@ -169,6 +169,16 @@ def log_summary(runs: Runs, output: Output = None, records: Records = None) -> N
     _print(build(_runs(runs, records), output))
 
 
+@app.command("status")
+@handle_errors
+def status(runs: Runs, output: Output = None) -> None:
+    """Where each run stands against its stopping rule: epochs, best, epochs without a gain, at most how long left."""
+    from nlgkit.experiments.common import write_output  # lazy: CLI start-up
+    from nlgkit.experiments.logs import status as build
+
+    _print(write_output(build(runs), output))
+
+
 @app.command("archive")
 @handle_errors
 def archive(runs: Runs,

@@ -1,15 +1,18 @@
 """The run logs behind a table (``nlgkit reproduce log-summary``): per-epoch validation figures, where and with
-which code and settings each run trained, read from its run directory or its committed record."""
+which code and settings each run trained, read from its run directory or its committed record; and where runs
+still training stand against their stopping rule (``nlgkit reproduce status``)."""
 
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
 from nlgkit.evaluate.markdown import md_table
 from nlgkit.experiments.common import write_output
 from nlgkit.runs.metrics_log import MetricsLog
+from nlgkit.runs.progress import RunProgress, read_progress
 from nlgkit.runs.provenance import thread_count
 from nlgkit.runs.records import RECORD_FILE, is_record
 
@@ -118,3 +121,46 @@ def _metric_name(events: list[dict[str, Any]]) -> str:
     """The validation metric a run logged (runs from before tasks logged BLEU only)."""
     metric = next((e.get("metric", "bleu") for e in events if e["event"] == "valid"), "bleu")
     return "BLEU" if metric == "bleu" else metric
+
+
+def status(run_dirs: list[str], now: float | None = None) -> str:
+    """One row per run: done or how far, its best epoch, epochs without a gain against the stopping rule's patience,
+    and at most how many epochs and hours are left (the last epochs' mean length; a better score resets the count).
+    ``now``: the time the log's last event is aged against (default: now)."""
+    now = time.time() if now is None else now
+    progress = [read_progress(Path(run_dir)) for run_dir in run_dirs]
+    on_the_way = [p for p in progress if p.started and not p.finished]
+    known = [p.hours_left for p in on_the_way if p.hours_left is not None]
+    total = (f"{sum(p.finished for p in progress)} finished, {len(on_the_way)} on their way, "
+             f"{sum(not p.started for p in progress)} not started"
+             + (f"; at most {sum(known):.1f} h of training left for those on their way, one after another"
+                if known else "")
+             + (" (besides runs with no epoch yet)" if len(known) < len(on_the_way) else "") + ".")
+    return "\n".join([*md_table(["run", "state", "epochs", "best valid (epoch)", "without gain", "epochs left ≤",
+                                  "min / epoch", "trained (h)", "left ≤ (h)", "last logged"],
+                                 [_status_row(p, now) for p in progress],
+                                 [False, False, True, True, True, True, True, True, True, True]), "", total, ""])
+
+
+def _status_row(progress: RunProgress, now: float) -> list[str]:
+    name = progress.run_dir.name
+    if not progress.started:
+        return [name, "not started (no checkpoint)", *["–"] * 8]
+    state = f"finished: {progress.stop_reason}" if progress.finished else "not finished"
+    best = f"{progress.best_score:.2f} ({progress.best_epoch})" if progress.best_score is not None else "–"
+    minutes, hours = progress.minutes_per_epoch, progress.hours_left
+    ago = "–" if progress.last_logged is None else _age(now - progress.last_logged)
+    return [name, state, str(progress.epochs_done), best,
+            f"{progress.epochs_without_gain} of {progress.patience}" if progress.patience else "–",
+            str(progress.epochs_left), "–" if minutes is None else f"{minutes:.1f}", f"{progress.hours_trained:.2f}",
+            "–" if hours is None else f"{hours:.1f}", ago]
+
+
+def _age(seconds: float) -> str:
+    """How long ago, in the largest whole unit (a run last logged minutes ago is most likely still training)."""
+    seconds = max(0.0, seconds)
+    if seconds < 3600:
+        return f"{seconds / 60:.0f} min ago"
+    if seconds < 2 * 86400:
+        return f"{seconds / 3600:.1f} h ago"
+    return f"{seconds / 86400:.0f} days ago"
