@@ -140,7 +140,7 @@ def test_translation_reports_its_progress_after_each_batch(trained: tuple[Path, 
     assert heard == Translator(run, options).lines(lines)
 
 
-def test_progress_bar_is_drawn_on_a_terminal_only() -> None:
+def test_progress_bar_is_drawn_on_a_terminal_only(capsys: pytest.CaptureFixture[str]) -> None:
     import io
 
     from rich.console import Console
@@ -151,8 +151,10 @@ def test_progress_bar_is_drawn_on_a_terminal_only() -> None:
         screen = io.StringIO()
         with progress_bar("translating", show, Console(file=screen, force_terminal=terminal, width=100)) as advance:
             advance(3, 4)
+            print("an output line")  # written to stdout, a pipe here, during the bar
         assert ("3/4" in screen.getvalue()) == (terminal and show)
         assert bool(screen.getvalue()) == (terminal and show)
+        assert capsys.readouterr().out == "an output line\n"  # still in stdout, not moved to the bar's stderr
 
 
 def test_score_reference_gives_the_searchs_own_log_probabilities(trained: tuple[Path, Path], paper,  # type: ignore[no-untyped-def]

@@ -30,7 +30,9 @@ ReportTime = Annotated[bool, typer.Option(help="End with a line on stderr: how m
 def progress_bar(description: str, show: bool = True,
                  console: Console | None = None) -> Iterator[Callable[[int, int], None]]:
     """A transient rich progress bar on stderr, shown on a terminal only (a log or a pipe gets no bar), and the
-    ``(done, total)`` callback that moves it; what is printed meanwhile appears above it."""
+    ``(done, total)`` callback that moves it; what is printed to stderr meanwhile appears above it. Standard output
+    is left alone (rich would move its lines to stderr, a pipe's too): a command that writes to a terminal's stdout
+    while the bar is drawn asks for none."""
     # lazy: CLI start-up
     from rich.console import Console
     from rich.progress import (
@@ -45,7 +47,7 @@ def progress_bar(description: str, show: bool = True,
     console = console or Console(stderr=True)
     progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                         TimeRemainingColumn(), console=console, disable=not (show and console.is_terminal),
-                        transient=True)
+                        transient=True, redirect_stdout=False)
     with progress:
         task = progress.add_task(description, total=None)
         yield lambda done, total: progress.update(task, completed=done, total=total)

@@ -189,9 +189,9 @@ def translate(
         if image_files is not None:
             per_line["images"] = PerLine("--images", images or Path(), image_files, "images")
         # a bar while a whole input is searched by nlgkit: not for a stream (it answers its groups as they come), nor
-        # over lines being typed at the terminal
-        typed = input is None and sys.stdin.isatty()
-        show = buffer_size == 0 and not typed and isinstance(translator, Translator)
+        # over lines being typed at the terminal or beside the translations written to it
+        on_terminal = (input is None and sys.stdin.isatty()) or (output is None and sys.stdout.isatty())
+        show = buffer_size == 0 and not on_terminal and isinstance(translator, Translator)
         with progress_bar("translating", show=show) as advance:
             if isinstance(translator, Translator):
                 translator.on_batch = advance
