@@ -26,6 +26,7 @@ from nlgkit.experiments.papers import load_table
 from nlgkit.metrics.captions import caption_scores
 from nlgkit.metrics.meteor import MeteorSession
 from nlgkit.metrics.vocabulary import vocabulary_usage
+from nlgkit.runs.progress import read_progress
 
 MODEL_NAMES = {"show_tell": "tell", "show_attend_tell": "attend"}
 COLUMNS = ("BLEU-4", "BLEU-3", "VU", "ROUGE-L", "METEOR", "CIDEr")
@@ -33,11 +34,9 @@ PAPER_COLUMNS = {"BLEU-4": "bleu4", "BLEU-3": "bleu3", "VU": "vocab_usage", "ROU
 
 
 def run_status(run_dir: Path) -> str:
-    meta = json.loads((run_dir / "checkpoints" / "last" / "meta.json").read_text(encoding="utf-8"))
-    loop = meta.get("loop", {})
-    done = loop.get("epoch", 1) if loop.get("finished") else loop.get("epoch", 1) - 1
-    state = "finished" if loop.get("finished") else "not finished"
-    return f"{state}, best epoch {loop.get('best_epoch', '?')} of {done}"
+    progress = read_progress(run_dir)
+    state = "finished" if progress.finished else "not finished"
+    return f"{state}, best epoch {progress.best_epoch} of {progress.epochs_done}"
 
 
 def score(captions: SplitCaptions, meteor: MeteorSession | None = None) -> dict[str, Any]:

@@ -29,7 +29,6 @@ class RunProgress:
     epochs_done: int = 0
     best_epoch: int = 0
     best_score: float | None = None
-    metric: str = "bleu"
     epochs_without_gain: int = 0
     patience: int = 0
     epochs_left: int = 0  # at most, if no epoch gains
@@ -69,7 +68,6 @@ def read_progress(run_dir: Path) -> RunProgress:
     return RunProgress(
         run_dir, started=True, finished=finished, stop_reason=str(loop.get("stop_reason", "")), epochs_done=done,
         best_epoch=int(loop.get("best_epoch", 0)), best_score=float(best) if loop.get("best_epoch") else None,
-        metric=next((str(e.get("metric", "bleu")) for e in events if e["event"] == "valid"), "bleu"),
         epochs_without_gain=bad, patience=patience, epochs_left=0 if finished else max(0, min(limits, default=0)),
         minutes_per_epoch=sum(recent) / len(recent) / 60 if recent else None,
         hours_trained=float(loop.get("wall_seconds", 0.0)) / 3600,
