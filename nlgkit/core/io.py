@@ -12,6 +12,7 @@ import hashlib
 import json
 import os
 import shutil
+import stat
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -73,6 +74,23 @@ def write_json(path: str | Path, obj: Any) -> None:
         handle.write("\n")
 
 
+def require_readable(path: str | Path, what: str = "file") -> None:
+    """A DataError naming ``path`` unless it can be read as a stream of bytes: a regular file, or a pipe or
+    terminal such as bash's ``<(…)`` (``/dev/fd/N``) or ``/dev/stdin``, which ``Path.is_file()`` would refuse, so that
+    ``nlgkit evaluate --hyp <(sed … hyp) --ref ref`` reads the pipe as sacrebleu does. ``what`` names the file's
+    role in the message (e.g. "phrase table")."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        raise DataError(f"{path}: {what} not found") from None
+    except OSError as exc:  # a permission denied on a folder above it, a name too long, …
+        raise DataError(f"{path}: {exc.strerror}") from None
+    if stat.S_ISDIR(mode):
+        raise DataError(f"{path}: a directory, not a {what}")
+    if not (stat.S_ISREG(mode) or stat.S_ISFIFO(mode) or stat.S_ISCHR(mode)):
+        raise DataError(f"{path}: not a {what} (a socket or a block device)")
+
+
 def read_json(path: str | Path) -> Any:
     path = Path(path)
     if not path.is_file():
@@ -84,13 +102,12 @@ def read_json(path: str | Path) -> Any:
 
 
 def read_lines(path: str | Path) -> list[str]:
-    """Read a UTF-8 text file (optionally gzipped) into lines without their newline.
+    """Read a UTF-8 text file (optionally gzipped) or a pipe into lines without their newline.
 
     Undecodable bytes are an error naming the file and line, not a silent replacement.
     """
     path = Path(path)
-    if not path.is_file():
-        raise DataError(f"{path}: file not found")
+    require_readable(path)
     opener = gzip.open if path.suffix == ".gz" else open
     with opener(path, "rb") as handle:
         raw = handle.read()

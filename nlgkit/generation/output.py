@@ -16,7 +16,7 @@ from typing import Any
 
 from nlgkit.core.config import SearchConfig
 from nlgkit.core.errors import DataError
-from nlgkit.core.io import atomic_write, decode_lines
+from nlgkit.core.io import atomic_write, decode_lines, require_readable
 from nlgkit.generation.decode import ReferenceScore
 from nlgkit.search import Hypothesis, Sampling
 
@@ -77,8 +77,7 @@ def read_text_input(path: Path | None, warn: Callable[[str], None]) -> tuple[lis
     """Lines of the input (stdin when ``path`` is None), decoding leniently with a warning per bad line."""
     name = str(path) if path else "<stdin>"
     if path is not None:
-        if not path.is_file():
-            raise DataError(f"{path}: file not found")
+        require_readable(path)
         raw = path.read_bytes()
     else:
         raw = sys.stdin.buffer.read()
@@ -94,8 +93,8 @@ def line_groups(path: Path | None, size: int, warn: Callable[[str], None]) -> It
     """``(first line number, lines)`` groups of up to ``size`` lines, read as they arrive (stdin when ``path``
     is None): a group is handed on as soon as it is complete, so a pipe gets answers before its EOF."""
     name = str(path) if path else "<stdin>"
-    if path is not None and not path.is_file():
-        raise DataError(f"{path}: file not found")
+    if path is not None:
+        require_readable(path)
     handle = open(path, "rb") if path is not None else sys.stdin.buffer  # noqa: SIM115 - closed below
     try:
         group: list[str] = []

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from nlgkit.core.errors import DataError
+from nlgkit.core.io import require_readable
 from nlgkit.generation.decode import ReferenceScore, generate, score_references
 from nlgkit.generation.output import SearchOptions, cut_tokens, placed
 from nlgkit.generation.targets import TargetReader
@@ -192,8 +193,7 @@ def read_image_list(spec: Path) -> list[Path]:
         if not files:
             raise DataError(f"{spec}: no image files ({', '.join(IMAGE_SUFFIXES)}) in this directory")
         return files
-    if not spec.is_file():
-        raise DataError(f"{spec}: no such image list or directory")
+    require_readable(spec, "image list or directory")
     try:
         names = spec.read_text(encoding="utf-8").splitlines()
     except UnicodeDecodeError as exc:

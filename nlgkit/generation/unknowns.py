@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from nlgkit.core.errors import ConfigError, DataError
+from nlgkit.core.io import require_readable
 
 
 @dataclass(frozen=True)
@@ -49,8 +50,7 @@ def phrase_table_option(replace_unk: bool, phrase_table: Path | None) -> dict[st
 def read_phrase_table(path: Path) -> dict[str, str]:
     """``source|||target`` lines (OpenNMT's phrase table; spaces around the fields ignored) as a dict: the first
     line of a source token wins. A malformed line is a DataError naming the file and line."""
-    if not path.is_file():
-        raise DataError(f"{path}: phrase table not found")
+    require_readable(path, "phrase table")
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
