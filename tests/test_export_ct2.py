@@ -412,6 +412,21 @@ def test_int8_weights_translate(exported: tuple[Path, Path], data_dir: Path) -> 
         assert len(found) == len(sources) and all(h and h[0].tokens for h in found)
 
 
+def test_the_ct2_engine_reports_its_progress_after_each_batch(exported: tuple[Path, Path]) -> None:
+    """``CT2Translator(on_batch=…)`` hears (sentences searched, sentences to search) as ``Translator`` does, empty
+    lines not counted, and translates as without it (``translate --engine ct2`` draws its bar from it)."""
+    _, export_dir = exported
+    lines = ["ein mann fährt fahrrad .", "", "zwei hunde spielen .", "eine frau liest .", "ein kind lacht .",
+             "ein hund läuft ."]
+    options = SearchOptions(beam=2, nbest=1, length_penalty=1.0, max_len_a=1.5, max_len_b=10, batch_size=2)
+    calls: list[tuple[int, int]] = []
+    heard = CT2Translator(load_export(export_dir), options, threads=1,
+                          on_batch=lambda done, total: calls.append((done, total))).lines(lines)
+    assert calls == [(2, 5), (4, 5), (5, 5)]
+    assert heard == CT2Translator(load_export(export_dir), options, threads=1).lines(lines)
+    assert heard[1] == "" and all(heard[i] for i in (0, 2, 3, 4, 5))
+
+
 def test_translate_with_the_ct2_engine_keeps_one_line_per_input(exported: tuple[Path, Path],
                                                                 tmp_path: Path) -> None:
     run_dir, export_dir = exported

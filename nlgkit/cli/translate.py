@@ -191,10 +191,8 @@ def translate(
         # a bar while a whole input is searched by nlgkit: not for a stream (it answers its groups as they come), nor
         # over lines being typed at the terminal or beside the translations written to it
         on_terminal = (input is None and sys.stdin.isatty()) or (output is None and sys.stdout.isatty())
-        show = buffer_size == 0 and not on_terminal and isinstance(translator, Translator)
-        with progress_bar("translating", show=show) as advance:
-            if isinstance(translator, Translator):
-                translator.on_batch = advance
+        with progress_bar("translating", show=buffer_size == 0 and not on_terminal) as advance:
+            translator.on_batch = advance
             count = translate_input(translator, input, output, warn, buffer_size=buffer_size, **per_line)
         verb = "translated"
     if report_time:

@@ -60,13 +60,15 @@ from nlgkit.search import Hypothesis
 
 
 class CT2Translator:
-    """An exported model ready for text, with the interface of :class:`nlgkit.generation.translate.Translator`."""
+    """An exported model ready for text, with the interface of :class:`nlgkit.generation.translate.Translator`
+    (``on_batch(done, total)`` too: after each batch, the sentences searched so far, empty lines not counted)."""
 
     def __init__(self, export: ExportedModel, options: SearchOptions, *, compute_type: str = "default",
                  device: str = "cpu", threads: int = 0, pretokenized: bool = False, detokenize: bool = True,
                  max_input_tokens: int = 400, warn: Callable[[str], None] = print,
                  phrase_table: Mapping[str, str] | None = None, report_alignment: bool = False,
-                 report_token_scores: bool = False, as_json: bool = False) -> None:
+                 report_token_scores: bool = False, as_json: bool = False,
+                 on_batch: Callable[[int, int], None] | None = None) -> None:
         if max_input_tokens <= 0:
             raise DataError(f"--max-input-tokens = {max_input_tokens}: must be positive")
         ct2 = ctranslate2_module()
@@ -79,7 +81,7 @@ class CT2Translator:
         except (RuntimeError, ValueError) as exc:
             reason = " ".join(str(exc).split())
             raise ConfigError(f"{export.directory}: CTranslate2 cannot load it ({reason})") from None
-        self.export, self.options, self.warn = export, options, warn
+        self.export, self.options, self.warn, self.on_batch = export, options, warn, on_batch
         self.pretokenized, self.max_input_tokens = pretokenized, max_input_tokens
         self.text_input = export.task.text_input(export.assets, export.vocabs)
         self.targets = TargetReader(export.tgt_vocab, lambda: export.task.target_tokenizer(export.assets),
@@ -205,6 +207,8 @@ class CT2Translator:
         for start in range(0, len(order), options.batch_size):
             chunk = order[start : start + options.batch_size]
             settle(chunk, max(limits[i] for i in chunk), False)
+            if self.on_batch is not None:  # (the few searched again below are not counted twice)
+                self.on_batch(start + len(chunk), len(order))
         while again:  # each sentence at most twice more: its own limit, then suppression (neither comes back)
             (limit, suppress), indices = again.popitem()
             settle(indices, limit, suppress)
