@@ -157,6 +157,23 @@ def test_progress_bar_is_drawn_on_a_terminal_only(capsys: pytest.CaptureFixture[
         assert capsys.readouterr().out == "an output line\n"  # still in stdout, not moved to the bar's stderr
 
 
+def test_the_word_vector_bar_leaves_stdout_alone_too(capsys: pytest.CaptureFixture[str]) -> None:
+    """``embed debias`` / ``embed report``'s bar (wordvectors.knn) draws on a terminal and keeps stdout as it is."""
+    import io
+
+    from rich.console import Console
+
+    from nlgkit.wordvectors.knn import progress_bar, row_blocks
+
+    screen = io.StringIO()
+    with progress_bar(True, Console(file=screen, force_terminal=True, width=100)) as bar:
+        blocks = list(row_blocks(10, 4, "neighbours", bar))
+        print("an output line")
+    assert blocks == [slice(0, 4), slice(4, 8), slice(8, 10)]
+    assert "neighbours" in screen.getvalue()
+    assert capsys.readouterr().out == "an output line\n"
+
+
 def test_score_reference_gives_the_searchs_own_log_probabilities(trained: tuple[Path, Path], paper,  # type: ignore[no-untyped-def]
                                                                  tmp_path: Path) -> None:
     """``--score-reference`` forces the given outputs through the search's steps: a beam output scored again

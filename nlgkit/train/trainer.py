@@ -189,6 +189,7 @@ class Trainer:
             TextColumn("loss {task.fields[loss]:.3f}"), TextColumn("{task.fields[tps]:,.0f} tok/s"),
             TextColumn("lr {task.fields[lr]:.2e}"), TimeElapsedColumn(), TimeRemainingColumn(),
             console=self.console, disable=not (self.show_progress and self.console.is_terminal), transient=True,
+            redirect_stdout=False,  # what a plug-in prints stays on stdout, not moved into the bar's console
         )
 
     # -- one epoch's pieces -------------------------------------------------------------------------------

@@ -22,12 +22,14 @@ from nlgkit.core.errors import ConfigError
 BLOCK_BYTES = 256 * 2**20  # similarity scores held at once (one block of rows against the whole table)
 
 
-def progress_bar(show: bool = True) -> Progress:
-    """A transient rich progress bar on stderr, hidden when ``show`` is false or stderr is not a terminal."""
-    console = Console(stderr=True)
+def progress_bar(show: bool = True, console: Console | None = None) -> Progress:
+    """A transient rich progress bar on stderr (or ``console``), hidden when ``show`` is false or that is not a
+    terminal."""
+    console = console or Console(stderr=True)
     return Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed:,}/{task.total:,}"),
                     TimeElapsedColumn(), TimeRemainingColumn(), console=console,
-                    disable=not (show and console.is_terminal), transient=True)
+                    disable=not (show and console.is_terminal), transient=True,
+                    redirect_stdout=False)  # stdout stays stdout (rich would move it to this stderr console)
 
 
 def row_blocks(rows: int, size: int, description: str, progress: Progress | None) -> Iterator[slice]:
