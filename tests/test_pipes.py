@@ -18,6 +18,7 @@ import pytest
 from nlgkit.core.errors import DataError
 from nlgkit.core.io import read_lines, require_readable
 from nlgkit.generation.output import line_groups, read_text_input
+from nlgkit.generation.translate import read_image_list
 
 HYPS = "a dog runs on the grass .\ntwo men are talking .\na girl in a red coat .\n"
 REFS = "a dog runs in the grass .\ntwo men talk .\na girl wearing a red coat .\n"
@@ -56,6 +57,8 @@ def test_a_directory_a_missing_path_and_a_socket_are_named(tmp_path: Path) -> No
         server.bind(str(tmp_path / "sock"))
         with pytest.raises(DataError, match=r"sock: not a file \(a socket or a block device\)"):
             read_text_input(tmp_path / "sock", print)
+        with pytest.raises(DataError, match=r"sock: not an image list or directory \(a socket"):
+            read_image_list(tmp_path / "sock")
     finally:
         server.close()
 

@@ -86,9 +86,14 @@ def require_readable(path: str | Path, what: str = "file") -> None:
     except OSError as exc:  # a permission denied on a folder above it, a name too long, …
         raise DataError(f"{path}: {exc.strerror}") from None
     if stat.S_ISDIR(mode):
-        raise DataError(f"{path}: a directory, not a {what}")
+        raise DataError(f"{path}: a directory, not {_article(what)} {what}")
     if not (stat.S_ISREG(mode) or stat.S_ISFIFO(mode) or stat.S_ISCHR(mode)):
-        raise DataError(f"{path}: not a {what} (a socket or a block device)")
+        raise DataError(f"{path}: not {_article(what)} {what} (a socket or a block device)")
+
+
+def _article(noun: str) -> str:
+    """"an" before a vowel ("an image list"), else "a"."""
+    return "an" if noun[:1].lower() in "aeiou" else "a"
 
 
 def read_json(path: str | Path) -> Any:
