@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from nlgkit.core.errors import DataError
+from nlgkit.data.subword import BpeSegmenter, learn_bpe
 from nlgkit.generation.unknowns import UnknownReplacement, read_phrase_table
 
 
@@ -47,3 +48,23 @@ def test_a_missing_or_binary_phrase_table_is_named(tmp_path: Path) -> None:
     binary.write_bytes(b"hund|||\xff\n")
     with pytest.raises(DataError, match="binary.txt: not UTF-8"):
         read_phrase_table(binary)
+
+
+def test_a_subword_unknown_becomes_the_whole_source_word_as_a_word_of_its_own() -> None:
+    replace = UnknownReplacement("<unk>", {"tisch": "table"})
+    bpe = ["der", "zy@@", "xw@@", "v", "und", "ti@@", "sch", "@@"]
+    # the middle piece of "zyxwv" and the last of "tisch" (through the phrase table); a bare "@@" is a word
+    assert replace.words(["the", "<unk>", "and", "<unk>", "<unk>"], [0, 2, 4, 6, 7], bpe) == \
+        ["the", "zyxwv", "and", "table", "@@"]
+    spm = ["\u2581der", "\u2581zy", "xw", "v", "\u2581", "42", "\u2581ti", "sch"]
+    assert replace.words(["\u2581the", "<unk>", "<unk>", "<unk>"], [0, 3, 5, 6], spm) == \
+        ["\u2581the", "\u2581zyxwv", "\u258142", "\u2581table"]
+
+
+def test_replaced_subwords_detokenise_to_whole_words(tmp_path: Path) -> None:
+    codes = tmp_path / "bpe.codes"
+    learn_bpe(["tisch tische tischlein der die das"] * 5, codes, 10)
+    pieces = BpeSegmenter(codes).segment(["ein", "zyxwv", "namens", "tischlein"])
+    unknown = pieces.index("x@@")  # unseen letters: zyxwv is z@@ y@@ x@@ w@@ v
+    words = UnknownReplacement("<unk>").words(["a", "<unk>", "sits"], [0, unknown, len(pieces)], pieces)
+    assert BpeSegmenter(codes).desegment(words) == ["a", "zyxwv", "sits"]

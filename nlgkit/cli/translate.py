@@ -88,8 +88,9 @@ def translate(
     score_reference: Annotated[Path | None, typer.Option(help="Score these references (one per input line) "
                                                               "instead of searching: LOG_PROB<TAB>TOKENS per "
                                                               "line, a summary on stderr")] = None,
-    replace_unk: Annotated[bool, typer.Option(help="Replace each <unk> of an output by the source token its step "
-                                                   "attended to most (models with source attention)")] = False,
+    replace_unk: Annotated[bool, typer.Option(help="Replace each <unk> of an output by the source word its step "
+                                                   "attended to most (the whole word with subwords; models with "
+                                                   "source attention)")] = False,
     phrase_table: Annotated[Path | None, typer.Option(help="--replace-unk through this table of 'source|||target' "
                                                            "lines (a source token not in it is copied)")] = None,
     report_align: Annotated[bool, typer.Option(help="End each output line in ' ||| SRC-TGT …': the source token each "
