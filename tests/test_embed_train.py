@@ -7,6 +7,7 @@ import gzip
 import importlib.util
 import shlex
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -217,3 +218,15 @@ def test_the_hirasawa_tables_read_task_1_and_task_2_training_text(tmp_path: Path
         assert corpora == expected
         pair = "en-fr" if lang == "fr" else "en-de"
         assert words[words.index("--tokenize-like") + 1] == f"data/multi30k_images_{pair}"
+
+
+@pytest.mark.parametrize("stream", ["zcat", "cat"])  # plain text, and a gzip stream (its magic bytes tell)
+def test_a_piped_corpus_trains_the_vectors_its_file_does(corpus: Path, tables: dict[str, Path], tmp_path: Path,
+                                                         stream: str) -> None:
+    out = tmp_path / "piped.safetensors"
+    command = (f"{shlex.quote(sys.executable)} -m nlgkit embed train --method word2vec -o {shlex.quote(str(out))} "
+               f"--corpus <({stream} {shlex.quote(str(corpus))}) {' '.join(OPTIONS)}")
+    result = subprocess.run(["bash", "-c", command], check=False, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    (vectors, words), (from_file, file_words) = load_table(out), load_table(tables["word2vec"])
+    assert words == file_words and torch.equal(vectors, from_file)

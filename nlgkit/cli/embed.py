@@ -102,8 +102,9 @@ def load_cmd(vectors_file: Annotated[Path, typer.Argument(
 def train_cmd(output: OutputOption,
               method: Annotated[str, typer.Option(help="word2vec (CBOW), fasttext (CBOW, character 3-5-grams) or "
                                                        "glove")],
-              corpus: Annotated[list[str], typer.Option(help="text, one sentence a line (.gz allowed): a file or "
-                                                             "an http(s) URL (downloaded once into --download-dir); "
+              corpus: Annotated[list[str], typer.Option(help="text, one sentence a line (.gz allowed): a file, "
+                                                             "a pipe such as <(zcat …) or an http(s) URL "
+                                                             "(downloaded once into --download-dir); "
                                                              "repeat the option for more files")],
               tokenize_like: Annotated[Path | None, typer.Option(
                   "--tokenize-like", help="a prepared data directory: the corpus is raw text, tokenised (lowercased, "
@@ -133,6 +134,7 @@ def train_cmd(output: OutputOption,
         TrainSettings,
         fetch_corpus,
         save_trained,
+        spool_streams,
         tokenize_corpus,
         train_vectors,
     )
@@ -144,6 +146,7 @@ def train_cmd(output: OutputOption,
     settings.resolved()  # a bad option fails before any download or tokenisation
     files = fetch_corpus(corpus, download_dir)
     with tempfile.TemporaryDirectory(prefix="nlgkit-corpus-") as scratch:
+        files = spool_streams(files, Path(scratch))
         if tokenize_like is not None and lang is not None:
             files = tokenize_corpus(files, tokenize_like, lang, Path(scratch), log=lambda line: typer.echo(line, err=True))
         trained = train_vectors(files, settings, corpus_name=corpus[0])

@@ -17,6 +17,7 @@ words under the minimum count are dropped from the sentence.
 from __future__ import annotations
 
 import importlib.util
+import shutil
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
@@ -28,11 +29,13 @@ import torch
 from torch import Tensor
 
 from nlgkit.core.errors import ConfigError, DataError
-from nlgkit.core.io import atomic_write, read_lines
+from nlgkit.core.io import atomic_write, read_lines, require_readable
 from nlgkit.data.download import download, is_url
 from nlgkit.data.tokenize import load_pipeline
 from nlgkit.wordvectors.sources import fasttext_model_path
 from nlgkit.wordvectors.tables import save_table
+
+GZIP_MAGIC = b"\x1f\x8b"
 
 TRAIN_METHODS = ("word2vec", "fasttext", "glove")
 GLOVE_BACKENDS = ("auto", "mittens", "glovpy")
@@ -121,6 +124,26 @@ def fetch_corpus(sources: Sequence[str], download_dir: Path) -> list[Path]:
         else:
             files.append(Path(source))
     return files
+
+
+def spool_streams(files: Sequence[Path], into: Path) -> list[Path]:
+    """The corpus files with each pipe (bash's ``<(…)``, ``/dev/stdin``) copied into ``into`` first, so that
+    ``embed train --corpus <(zcat …)`` works: every backend reads its corpus once per pass, a pipe only once. A
+    piped gzip stream is kept gzipped (its magic bytes say so) and read as a ``.gz`` file is."""
+    spooled = []
+    for number, path in enumerate(files):
+        require_readable(path)
+        if Path(path).is_file():
+            spooled.append(Path(path))
+            continue
+        with open(path, "rb") as source:
+            head = source.read(2)
+            copy = into / f"stream{number}.txt{'.gz' if head == GZIP_MAGIC else ''}"
+            with open(copy, "wb") as target:
+                target.write(head)
+                shutil.copyfileobj(source, target)
+        spooled.append(copy)
+    return spooled
 
 
 def tokenize_corpus(files: Sequence[Path], data_dir: Path, lang: str, into: Path,
