@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -16,10 +17,11 @@ import typer
 from typer.testing import CliRunner
 
 from nlgkit.cli.report import register
+from nlgkit.core.errors import DataError
 from nlgkit.core.recipes import load_recipe
 from nlgkit.evaluate.collect import RunResult, collect_runs, group_key
 from nlgkit.evaluate.render import render_html, render_markdown
-from nlgkit.evaluate.report import build_report, report_to_dict
+from nlgkit.evaluate.report import build_report, first_of_each_test_set, report_from_dict, report_to_dict
 from nlgkit.experiments.papers import available_tables, load_table
 
 REFS = [
@@ -220,6 +222,36 @@ def test_significance_against_a_baseline(tmp_path: Path, data_dir: Path) -> None
     assert report_to_dict(report)["rows"][0]["significance"]["delta"] > 0
 
 
+def test_each_run_is_compared_with_the_baseline_of_its_test_set(tmp_path: Path, data_dir: Path) -> None:
+    """Table 2's DE-EN rows against DE-EN learned, its EN-DE rows against EN-DE learned: another test set's
+    baseline cannot be paired with a run, so a report takes one baseline per test set."""
+    other = tmp_path / "data" / "multi30k_other"
+    shutil.copytree(data_dir, other)
+    (other / "test.ref.en").write_text("\n".join(reversed(REFS)) + "\n", encoding="utf-8")
+    base = fake_run(tmp_path, data_dir, "base", hyps=HALF, head="learned")
+    good = fake_run(tmp_path, data_dir, "good", hyps=REFS)
+    other_base = fake_run(tmp_path, other, "other_base", hyps=list(reversed(REFS)), head="learned")
+    other_worse = fake_run(tmp_path, other, "other_worse", hyps=list(reversed(HALF)))
+    results = collect_runs([base, good, other_base, other_worse])
+    bases = first_of_each_test_set(results)
+    assert [run.name for run in bases] == ["base", "other_base"]
+    report = build_report(results, baseline=bases, samples=50)
+    significance = {row.runs[0].name: row.significance for row in report.rows}
+    assert significance["good"].delta > 0 and significance["other_worse"].delta < 0  # each against its own
+    assert significance["base"] is None and significance["other_base"] is None
+    assert [row.is_baseline for row in report.rows] == [True, False, True, False]
+    markdown = render_markdown(report)
+    assert "against the baseline of its test set (" in markdown and "n/a" not in markdown
+    again = report_from_dict(report_to_dict(report))
+    assert [run.run_dir for run in again.baselines] == [base, other_base]
+    assert "against the baseline of its test set (" in render_markdown(again)
+    with pytest.raises(DataError, match="a second baseline on the test set of"):
+        build_report(results, baseline=[base, good])
+    kept = report_to_dict(report) | {"baseline": str(base)}  # figures kept before several baselines
+    del kept["baselines"]
+    assert [run.run_dir for run in report_from_dict(kept).baselines] == [base]
+
+
 def test_stale_hypotheses_are_translated_again_and_written(tmp_path: Path, data_dir: Path) -> None:
     """A (tiny, untrained) real checkpoint newer than test.hyp.en translates test.de and replaces the file."""
     import torch
@@ -314,7 +346,7 @@ def test_cli_writes_markdown_html_and_json(tmp_path: Path, data_dir: Path) -> No
     assert out.exit_code == 0, out.output
     data = json.loads(out.stdout)
     assert data["paper"]["id"] == "shalev2020_table2" and data["metrics"] == ["bleu", "chrf"]
-    assert len(data["rows"]) == 2 and data["baseline"] == str(base)  # the baseline joins the report
+    assert len(data["rows"]) == 2 and data["baselines"] == [str(base)]  # the baseline joins the report
     assert "33.17" in md.read_text(encoding="utf-8") and "</table>" in page.read_text(encoding="utf-8")
 
 

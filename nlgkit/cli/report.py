@@ -25,7 +25,8 @@ def report(
         str | None, typer.Option(help="Paper table to compare with, e.g. shalev2020_table2")
     ] = None,
     baseline: Annotated[
-        Path | None, typer.Option(metavar="RUN_DIR", help="Run every other run is tested against (bootstrap)")
+        list[Path] | None, typer.Option(metavar="RUN_DIR", help="Run every other run on its test set is tested "
+                                                                "against (bootstrap); repeat it for more test sets")
     ] = None,
     metrics: Annotated[str, typer.Option(help="Comma-separated metrics, the first one primary")] = "bleu",
     samples: Annotated[int, typer.Option(help="Bootstrap samples for the significance test")] = 1000,
@@ -52,14 +53,14 @@ def report(
         raise ConfigError(f"--samples {samples}: must be positive")
     table = load_table(paper) if paper else None
     dirs = list(run_dirs)
-    if baseline is not None and all(d.resolve() != baseline.resolve() for d in dirs):
-        dirs.append(baseline)
+    baselines = baseline or []
+    dirs += [base for base in baselines if all(d.resolve() != base.resolve() for d in dirs)]
     for run_dir in dirs:
         best_meta(run_dir)
     results = collect_runs(
         dirs, metrics=names, device=device, log=lambda message: print(message, file=sys.stderr)
     )
-    built = build_report(results, table, baseline=baseline, samples=samples, metrics=names)
+    built = build_report(results, table, baseline=baselines, samples=samples, metrics=names)
     markdown = render_markdown(built)
     if output:
         with atomic_write(output) as handle:

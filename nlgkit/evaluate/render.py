@@ -74,7 +74,7 @@ def table_cells(report: Report) -> tuple[list[str], list[list[str]], list[bool]]
         headers += [f"{metric.label} {arrows[metric.name]} (paper)", f"Δ {metric.label}"]
         numeric += [True, True]
     headers.append("seeds (n, mean ± sd)")
-    if report.baseline is not None:
+    if report.baselines:
         headers.append(f"vs baseline ({report.metrics[0]}: Δ [95% CI], p)")
     headers += ["best epoch / epochs", "hardware, wall time", "status", "run directory"]
     numeric += [False] * (len(headers) - len(numeric))
@@ -84,7 +84,7 @@ def table_cells(report: Report) -> tuple[list[str], list[list[str]], list[bool]]
         for metric in report.compared:
             cells += [_paper_cell(row, metric), _num(delta(row, metric), metric.nlgkit or "", signed=True)]
         cells.append(_seeds(row))
-        if report.baseline is not None:
+        if report.baselines:
             cells.append(_significance(row))
         cells += [_epochs(row), _hardware(row), row.status, "" if row.summary else str(row.runs[0].run_dir)]
         body.append(cells)
@@ -121,10 +121,12 @@ def _texts(report: Report, title: str | None) -> dict[str, Any]:
         )
         lines += [""] + [f"- {note}" for note in table.notes] if table.notes else []
     legend = ["Δ = nlgkit − paper; ↑ higher is better, ↓ lower is better."] if report.compared else []
-    if report.baseline is not None:
+    if report.baselines:
+        against = (f"the baseline {report.baselines[0].run_dir}" if len(report.baselines) == 1 else
+                   "the baseline of its test set (" + ", ".join(str(base.run_dir) for base in report.baselines) + ")")
         legend.append(
             f"Significance: paired bootstrap resampling ({report.samples} samples) of each run against "
-            f"the baseline {report.baseline.run_dir} on {report.metrics[0]}: Δ = run − baseline with its 95% "
+            f"{against} on {report.metrics[0]}: Δ = run − baseline with its 95% "
             "percentile interval; p = share of resamples where the run is not better (one-sided)."
         )
     default = f"{table.id}: {table.table}" if table else "nlgkit runs"

@@ -1,8 +1,9 @@
 """Reports: nlgkit's runs beside a paper's table, with seeds, significance and provenance.
 
 ``collect_runs`` reads (or produces) each run's test hypotheses and scores them; ``build_report`` groups seed
-repetitions (mean ± sd), matches each run to its paper row by keys, and compares every run with a chosen baseline
-run by paired bootstrap; ``render_markdown`` / ``render_html`` print it. A number in a report therefore always
+repetitions (mean ± sd), matches each run to its paper row by keys, and compares every run with the chosen baseline
+run of its test set by paired bootstrap (one baseline per test set: Table 2's DE-EN rows against DE-EN learned, its
+EN-DE rows against EN-DE learned); ``render_markdown`` / ``render_html`` print it. A number in a report therefore always
 comes with the runs, hardware and wall time behind it, and with how far it is from the published one.
 """
 
@@ -26,8 +27,12 @@ __all__ = [
     "RunResult",
     "build_report",
     "collect_runs",
+    "first_of_each_test_set",
     "report_to_dict",
 ]
+
+
+Baselines = RunResult | str | Path | Sequence[RunResult | str | Path] | None
 
 
 @dataclass
@@ -41,7 +46,7 @@ class ReportRow:
     group_size: int  # runs in this row's seed group
     spread: tuple[float, float] | None = None  # (mean, sd) of the primary metric over the group
     paper: PaperRow | None = None
-    significance: BootstrapResult | None = None  # this run (B) against the baseline (A)
+    significance: BootstrapResult | None = None  # this run (B) against its test set's baseline (A)
     is_baseline: bool = False
 
     @property
@@ -68,7 +73,7 @@ class Report:
     rows: list[ReportRow]
     table: PaperTable | None = None
     uncovered: list[PaperRow] = field(default_factory=list)  # paper rows no run matched
-    baseline: RunResult | None = None
+    baselines: list[RunResult] = field(default_factory=list)  # at most one per test set
     samples: int = 1000
     signatures: dict[str, str] = field(default_factory=dict)
 
@@ -76,11 +81,13 @@ class Report:
 def build_report(
     results: Sequence[RunResult],
     table: PaperTable | None = None,
-    baseline: RunResult | str | Path | None = None,
+    baseline: Baselines = None,
     samples: int = 1000,
     metrics: Sequence[str] | None = None,
 ) -> Report:
-    """Group, match and compare ``results``; ``metrics`` defaults to the scores the first run carries."""
+    """Group, match and compare ``results``; ``metrics`` defaults to the scores the first run carries. ``baseline``:
+    one run, or several on different test sets; each run is compared with the baseline that shares its references
+    (none: no comparison)."""
     if not results:
         raise DataError("no runs to report")
     shown = list(metrics or [name for name in results[0].values if name != "params"])
@@ -88,7 +95,7 @@ def build_report(
         m for m in (table.metrics.values() if table else []) if m.nlgkit and _available(m.nlgkit, results)
     ]
     shown += [m.nlgkit for m in compared if m.nlgkit is not None and m.nlgkit not in shown]
-    base = _find_baseline(results, baseline)
+    bases = _find_baselines(results, baseline)
     rows: list[ReportRow] = []
     groups = group_runs(results)
     settings = distinguishing_settings(groups)
@@ -103,9 +110,10 @@ def build_report(
                 len(group),
                 spread=summary.spread if summary else None,
                 paper=table.match(run.keys) if table else None,
-                is_baseline=run is base,
+                is_baseline=any(run is base for base in bases),
             )
-            if base is not None and run is not base and run.ref_streams == base.ref_streams and shown[0] in METRICS:
+            base = next((base for base in bases if base.ref_streams == run.ref_streams), None)
+            if base is not None and run is not base and shown[0] in METRICS:
                 # A = baseline, B = this run: delta = run − baseline, p = P(run not better)
                 row.significance = paired_bootstrap(
                     base.hyps, run.hyps, run.ref_streams, metric=shown[0], samples=samples
@@ -116,21 +124,43 @@ def build_report(
     matched = {id(row.paper) for row in rows if row.paper is not None}
     uncovered = [row for row in (table.rows if table else ()) if id(row) not in matched]
     signatures = {name: sig for run in results for name, sig in run.signatures.items()}
-    return Report(shown, compared, rows, table, uncovered, base, samples, signatures)
+    return Report(shown, compared, rows, table, uncovered, bases, samples, signatures)
 
 
 def _available(name: str, results: Sequence[RunResult]) -> bool:
     return all(name in run.values for run in results)
 
 
-def _find_baseline(results: Sequence[RunResult], baseline: RunResult | str | Path | None) -> RunResult | None:
-    if baseline is None or isinstance(baseline, RunResult):
-        return baseline
-    wanted = Path(baseline).resolve()
+def _find_baselines(results: Sequence[RunResult], baseline: Baselines) -> list[RunResult]:
+    """The baseline runs asked for, each one of ``results``; two on one test set would leave a run two answers."""
+    if baseline is None:
+        return []
+    found = []
+    for wanted in [baseline] if isinstance(baseline, RunResult | str | Path) else baseline:
+        found.append(wanted if isinstance(wanted, RunResult) else _reported_run(results, Path(wanted)))
+    for i, run in enumerate(found):
+        twin = next((other for other in found[:i] if other.ref_streams == run.ref_streams), None)
+        if twin is not None:
+            raise DataError(f"{run.run_dir}: a second baseline on the test set of {twin.run_dir}")
+    return found
+
+
+def first_of_each_test_set(results: Sequence[RunResult]) -> list[RunResult]:
+    """The first run on each test set (its references), in order: the baselines when each direction or dataset of
+    a table lists its reference head first."""
+    firsts: list[RunResult] = []
+    for run in results:
+        if all(run.ref_streams != first.ref_streams for first in firsts):
+            firsts.append(run)
+    return firsts
+
+
+def _reported_run(results: Sequence[RunResult], run_dir: Path) -> RunResult:
+    wanted = run_dir.resolve()
     for run in results:
         if run.run_dir.resolve() == wanted:
             return run
-    raise DataError(f"{baseline}: baseline is not one of the reported runs")
+    raise DataError(f"{run_dir}: baseline is not one of the reported runs")
 
 
 def distinguishing_settings(groups: Sequence[Sequence[RunResult]]) -> dict[str, str]:
@@ -218,7 +248,7 @@ def report_to_dict(report: Report) -> dict[str, Any]:
         "metrics": report.metrics,
         "signatures": report.signatures,
         "samples": report.samples,
-        "baseline": str(report.baseline.run_dir) if report.baseline else None,
+        "baselines": [str(base.run_dir) for base in report.baselines],
         "rows": rows,
         "uncovered": [{"keys": row.keys, "values": row.values} for row in report.uncovered],
     }
@@ -247,8 +277,10 @@ def report_from_dict(data: dict[str, Any], table: PaperTable | None = None) -> R
     compared = [m for m in table.metrics.values() if m.nlgkit in metrics] if table else []
     uncovered = [table.match(entry["keys"]) or PaperRow(entry["keys"], entry["values"])
                  for entry in data["uncovered"]] if table else []
-    baseline = runs.get(data["baseline"]) if data["baseline"] else None
-    return Report(metrics, compared, rows, table, [row for row in uncovered if row is not None], baseline,
+    # (figures kept before several baselines name their one baseline as "baseline")
+    named = data["baselines"] if "baselines" in data else [data["baseline"]] if data.get("baseline") else []
+    baselines = [runs[name] for name in named if name in runs]
+    return Report(metrics, compared, rows, table, [row for row in uncovered if row is not None], baselines,
                   data["samples"], dict(data["signatures"]))
 
 
