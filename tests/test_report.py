@@ -21,7 +21,12 @@ from nlgkit.core.errors import DataError
 from nlgkit.core.recipes import load_recipe
 from nlgkit.evaluate.collect import RunResult, collect_runs, group_key
 from nlgkit.evaluate.render import render_html, render_markdown
-from nlgkit.evaluate.report import build_report, first_of_each_test_set, report_from_dict, report_to_dict
+from nlgkit.evaluate.report import (
+    build_report,
+    first_group_of_each_test_set,
+    report_from_dict,
+    report_to_dict,
+)
 from nlgkit.experiments.papers import available_tables, load_table
 
 REFS = [
@@ -233,7 +238,7 @@ def test_each_run_is_compared_with_the_baseline_of_its_test_set(tmp_path: Path, 
     other_base = fake_run(tmp_path, other, "other_base", hyps=list(reversed(REFS)), head="learned")
     other_worse = fake_run(tmp_path, other, "other_worse", hyps=list(reversed(HALF)))
     results = collect_runs([base, good, other_base, other_worse])
-    bases = first_of_each_test_set(results)
+    bases = first_group_of_each_test_set(results)
     assert [run.name for run in bases] == ["base", "other_base"]
     report = build_report(results, baseline=bases, samples=50)
     significance = {row.runs[0].name: row.significance for row in report.rows}
@@ -245,11 +250,42 @@ def test_each_run_is_compared_with_the_baseline_of_its_test_set(tmp_path: Path, 
     again = report_from_dict(report_to_dict(report))
     assert [run.run_dir for run in again.baselines] == [base, other_base]
     assert "against the baseline of its test set (" in render_markdown(again)
-    with pytest.raises(DataError, match="a second baseline on the test set of"):
+    with pytest.raises(DataError, match="a second baseline on the test set and seed of"):
         build_report(results, baseline=[base, good])
     kept = report_to_dict(report) | {"baseline": str(base)}  # figures kept before several baselines
     del kept["baselines"]
     assert [run.run_dir for run in report_from_dict(kept).baselines] == [base]
+
+
+def test_each_seed_is_paired_with_the_baseline_of_its_seed_and_a_mean_row_compares_seed_means(
+        tmp_path: Path, data_dir: Path) -> None:
+    """The paper's claim (fixed ≈ learned) is about seed means: fixed seed 2 is paired with learned seed 2, a seed
+    learned lacks with learned's first, and the fixed mean row gives its seeds' Δ as mean ± sd."""
+    five = REFS[:5] + WRONG[5:]
+    learned = fake_run(tmp_path, data_dir, "learned", head="learned", hyps=HALF)
+    learned2 = fake_run(tmp_path, data_dir, "learned_seed2", head="learned", seed=2, hyps=five)
+    fixed = [fake_run(tmp_path, data_dir, f"fixed_seed{seed}", seed=seed, hyps=REFS) for seed in (1, 2, 3)]
+    results = collect_runs([learned, learned2, *fixed])
+    bases = first_group_of_each_test_set(results)
+    assert [run.run_dir for run in bases] == [learned, learned2]
+    report = build_report(results, baseline=bases, samples=50)
+    rows = {row.runs[0].name: row for row in report.rows if not row.summary}
+    bleu = {name: row.values["bleu"] for name, row in rows.items()}
+    assert bleu["learned"] < bleu["learned_seed2"] < bleu["fixed_seed1"]
+    deltas = {name: rows[name].significance.delta for name in ("fixed_seed1", "fixed_seed2", "fixed_seed3")}
+    assert deltas["fixed_seed1"] == pytest.approx(bleu["fixed_seed1"] - bleu["learned"])
+    assert deltas["fixed_seed2"] == pytest.approx(bleu["fixed_seed2"] - bleu["learned_seed2"])  # its own seed's
+    assert deltas["fixed_seed3"] == pytest.approx(bleu["fixed_seed3"] - bleu["learned"])  # learned has no seed 3
+    learned_mean, fixed_mean = [row for row in report.rows if row.summary]
+    assert learned_mean.is_baseline and learned_mean.seed_deltas is None
+    mean, sd = fixed_mean.seed_deltas
+    assert mean == pytest.approx(sum(deltas.values()) / 3) and sd > 0
+    markdown = render_markdown(report)
+    assert f"seeds' Δ {mean:+.2f} ± {sd:.2f}" in markdown
+    assert "the baseline of its test set and seed" in markdown and "A mean row's seeds' Δ" in markdown
+    assert render_markdown(report_from_dict(report_to_dict(report))) == markdown  # kept figures say the same
+    with pytest.raises(DataError, match="a second baseline on the test set and seed of"):
+        build_report(results, baseline=[learned, fixed[0]])
 
 
 def test_stale_hypotheses_are_translated_again_and_written(tmp_path: Path, data_dir: Path) -> None:

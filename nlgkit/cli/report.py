@@ -26,7 +26,9 @@ def report(
     ] = None,
     baseline: Annotated[
         list[Path] | None, typer.Option(metavar="RUN_DIR", help="Run every other run on its test set is tested "
-                                                                "against (bootstrap); repeat it for more test sets")
+                                                                "against (bootstrap); repeat it for more test sets, "
+                                                                "or for the baseline's seeds (each run is then "
+                                                                "paired with the baseline of its seed)")
     ] = None,
     metrics: Annotated[str, typer.Option(help="Comma-separated metrics, the first one primary")] = "bleu",
     samples: Annotated[int, typer.Option(help="Bootstrap samples for the significance test")] = 1000,

@@ -46,6 +46,9 @@ def _seeds(row: ReportRow) -> str:
 def _significance(row: ReportRow) -> str:
     if row.is_baseline:
         return "baseline"
+    if row.seed_deltas is not None:
+        mean, sd = row.seed_deltas
+        return f"seeds' Δ {mean:+.2f} ± {sd:.2f}"
     result = row.significance
     if result is None:
         return "–" if row.summary else "n/a (other test set)"
@@ -122,13 +125,20 @@ def _texts(report: Report, title: str | None) -> dict[str, Any]:
         lines += [""] + [f"- {note}" for note in table.notes] if table.notes else []
     legend = ["Δ = nlgkit − paper; ↑ higher is better, ↓ lower is better."] if report.compared else []
     if report.baselines:
+        listed = ", ".join(str(base.run_dir) for base in report.baselines)
+        seeds = {base.keys.get("seed") for base in report.baselines}
         against = (f"the baseline {report.baselines[0].run_dir}" if len(report.baselines) == 1 else
-                   "the baseline of its test set (" + ", ".join(str(base.run_dir) for base in report.baselines) + ")")
+                   f"the baseline of its test set ({listed})" if len(seeds) == 1 else
+                   f"the baseline of its test set and seed, or the first baseline of its test set where none has "
+                   f"its seed ({listed})")
         legend.append(
             f"Significance: paired bootstrap resampling ({report.samples} samples) of each run against "
             f"{against} on {report.metrics[0]}: Δ = run − baseline with its 95% "
             "percentile interval; p = share of resamples where the run is not better (one-sided)."
         )
+        if any(row.seed_deltas for row in report.rows):
+            legend.append("A mean row's seeds' Δ: the mean ± sd of its averaged seeds' Δ, that is the difference of "
+                          "the seed means from the baselines they were paired with.")
     default = f"{table.id}: {table.table}" if table else "nlgkit runs"
     return {"title": title or default, "lines": lines, "legend": legend}
 

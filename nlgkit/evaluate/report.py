@@ -2,8 +2,10 @@
 
 ``collect_runs`` reads (or produces) each run's test hypotheses and scores them; ``build_report`` groups seed
 repetitions (mean ± sd), matches each run to its paper row by keys, and compares every run with the chosen baseline
-run of its test set by paired bootstrap (one baseline per test set: Table 2's DE-EN rows against DE-EN learned, its
-EN-DE rows against EN-DE learned); ``render_markdown`` / ``render_html`` print it. A number in a report therefore always
+run of its test set by paired bootstrap (Table 2's DE-EN rows against DE-EN learned, its EN-DE rows against EN-DE
+learned). Where a test set's baseline has several seeds, each run is paired with the baseline of its own seed, and a
+mean row gives its seeds' differences as mean ± sd: a difference of seed means, which is what a claim such as
+"fixed ≈ learned" is about, with the seeds' spread beside it. ``render_markdown`` / ``render_html`` print it. A number in a report therefore always
 comes with the runs, hardware and wall time behind it, and with how far it is from the published one.
 """
 
@@ -27,7 +29,7 @@ __all__ = [
     "RunResult",
     "build_report",
     "collect_runs",
-    "first_of_each_test_set",
+    "first_group_of_each_test_set",
     "report_to_dict",
 ]
 
@@ -46,8 +48,9 @@ class ReportRow:
     group_size: int  # runs in this row's seed group
     spread: tuple[float, float] | None = None  # (mean, sd) of the primary metric over the group
     paper: PaperRow | None = None
-    significance: BootstrapResult | None = None  # this run (B) against its test set's baseline (A)
+    significance: BootstrapResult | None = None  # this run (B) against its baseline (A)
     is_baseline: bool = False
+    seed_deltas: tuple[float, float] | None = None  # a mean row: (mean, sd) of its counted seeds' Δ against baselines
 
     @property
     def hardware(self) -> str:
@@ -86,8 +89,9 @@ def build_report(
     metrics: Sequence[str] | None = None,
 ) -> Report:
     """Group, match and compare ``results``; ``metrics`` defaults to the scores the first run carries. ``baseline``:
-    one run, or several on different test sets; each run is compared with the baseline that shares its references
-    (none: no comparison)."""
+    one run, or several: on different test sets, or seeds of one baseline on a test set. Each run is compared with
+    the baseline that shares its references and its seed, else with the first baseline on its references (none:
+    no comparison)."""
     if not results:
         raise DataError("no runs to report")
     shown = list(metrics or [name for name in results[0].values if name != "params"])
@@ -101,6 +105,7 @@ def build_report(
     settings = distinguishing_settings(groups)
     for group in groups:
         summary = _summary_row(group, shown, table, settings[group[0].group]) if len(group) > 1 else None
+        seed_rows: list[ReportRow] = []
         for run in group:
             row = ReportRow(
                 _run_label(run, len(group), settings[run.group]),
@@ -112,14 +117,16 @@ def build_report(
                 paper=table.match(run.keys) if table else None,
                 is_baseline=any(run is base for base in bases),
             )
-            base = next((base for base in bases if base.ref_streams == run.ref_streams), None)
+            base = _baseline_of(run, bases)
             if base is not None and run is not base and shown[0] in METRICS:
                 # A = baseline, B = this run: delta = run − baseline, p = P(run not better)
                 row.significance = paired_bootstrap(
                     base.hyps, run.hyps, run.ref_streams, metric=shown[0], samples=samples
                 )
-            rows.append(row)
+            seed_rows.append(row)
+        rows += seed_rows
         if summary:
+            _compare_seed_means(summary, seed_rows)
             rows.append(summary)
     matched = {id(row.paper) for row in rows if row.paper is not None}
     uncovered = [row for row in (table.rows if table else ()) if id(row) not in matched]
@@ -131,28 +138,50 @@ def _available(name: str, results: Sequence[RunResult]) -> bool:
     return all(name in run.values for run in results)
 
 
+def _baseline_of(run: RunResult, bases: Sequence[RunResult]) -> RunResult | None:
+    """The baseline ``run`` is compared with: on its test set, of its seed where one is, else the first there."""
+    same_test = [base for base in bases if base.ref_streams == run.ref_streams]
+    return next((base for base in same_test if base.keys.get("seed") == run.keys.get("seed")),
+                same_test[0] if same_test else None)
+
+
+def _compare_seed_means(summary: ReportRow, seed_rows: Sequence[ReportRow]) -> None:
+    """A mean row is the baseline where all its seeds are; else, where each seed it averages was compared, its
+    seeds' Δ as mean ± sd (two seeds at least: one Δ has no spread to show)."""
+    counted = {id(run) for run in counted_seeds(summary.runs)}
+    summary.is_baseline = all(row.is_baseline for row in seed_rows)
+    deltas = [row.significance.delta for row in seed_rows
+              if id(row.runs[0]) in counted and row.significance is not None]
+    if len(deltas) == len(counted) >= 2:
+        summary.seed_deltas = mean_sd(deltas)
+
+
 def _find_baselines(results: Sequence[RunResult], baseline: Baselines) -> list[RunResult]:
-    """The baseline runs asked for, each one of ``results``; two on one test set would leave a run two answers."""
+    """The baseline runs asked for, each one of ``results``; two on one test set and seed would leave a run two
+    answers."""
     if baseline is None:
         return []
     found = []
     for wanted in [baseline] if isinstance(baseline, RunResult | str | Path) else baseline:
         found.append(wanted if isinstance(wanted, RunResult) else _reported_run(results, Path(wanted)))
     for i, run in enumerate(found):
-        twin = next((other for other in found[:i] if other.ref_streams == run.ref_streams), None)
+        twin = next((other for other in found[:i] if other.ref_streams == run.ref_streams
+                     and other.keys.get("seed") == run.keys.get("seed")), None)
         if twin is not None:
-            raise DataError(f"{run.run_dir}: a second baseline on the test set of {twin.run_dir}")
+            raise DataError(f"{run.run_dir}: a second baseline on the test set and seed of {twin.run_dir}")
     return found
 
 
-def first_of_each_test_set(results: Sequence[RunResult]) -> list[RunResult]:
-    """The first run on each test set (its references), in order: the baselines when each direction or dataset of
-    a table lists its reference head first."""
+def first_group_of_each_test_set(results: Sequence[RunResult]) -> list[RunResult]:
+    """Every seed of the first run's group on each test set (its references), in order: the baselines when each
+    direction or dataset of a table lists its reference head first, each seed of another head then paired with
+    the baseline of its seed."""
     firsts: list[RunResult] = []
     for run in results:
         if all(run.ref_streams != first.ref_streams for first in firsts):
             firsts.append(run)
-    return firsts
+    return [run for run in results if any(run.group == first.group and run.ref_streams == first.ref_streams
+                                          for first in firsts)]
 
 
 def _reported_run(results: Sequence[RunResult], run_dir: Path) -> RunResult:
@@ -236,6 +265,8 @@ def report_to_dict(report: Report) -> dict[str, Any]:
                 "delta": {m.name: delta(row, m) for m in report.compared} if row.paper else None,
                 "significance": asdict(row.significance) if row.significance is not None else None,
                 "baseline": row.is_baseline,
+                "seed": None if row.summary else row.runs[0].keys.get("seed"),
+                "seed_deltas": list(row.seed_deltas) if row.seed_deltas else None,
                 "hardware": row.hardware,
                 "wall_seconds": row.wall_seconds,
                 "status": row.status,
@@ -271,7 +302,8 @@ def report_from_dict(data: dict[str, Any], table: PaperTable | None = None) -> R
                       spread=(row["mean_sd"][0], row["mean_sd"][1]) if row["mean_sd"] else None,
                       paper=PaperRow({}, dict(row["paper"])) if row["paper"] else None,
                       significance=BootstrapResult(**row["significance"]) if row["significance"] else None,
-                      is_baseline=row["baseline"])
+                      is_baseline=row["baseline"],
+                      seed_deltas=(row["seed_deltas"][0], row["seed_deltas"][1]) if row.get("seed_deltas") else None)
             for row in data["rows"]]
     metrics = list(data["metrics"])
     compared = [m for m in table.metrics.values() if m.nlgkit in metrics] if table else []

@@ -15,7 +15,7 @@ from nlgkit.evaluate.render import render_markdown
 from nlgkit.evaluate.report import (
     build_report,
     collect_runs,
-    first_of_each_test_set,
+    first_group_of_each_test_set,
     report_from_dict,
     report_to_dict,
 )
@@ -82,9 +82,10 @@ def table2(run_dirs: list[str], output: str | None) -> str:
         text = "\n".join([f"# {TABLE2_TITLE}", "", *intro, ""])
         write_output(text, output)
         return text
-    # each run against the first run on its test set: the learned head of its direction, in the Makefile's order
+    # each run against the learned head of its direction and seed (the first group on its test set, in the
+    # Makefile's order; seed 1's where learned has no run of that seed)
     results = collect_runs(ready, log=log)
-    report = build_report(results, load_table("shalev2020_table2"), baseline=first_of_each_test_set(results))
+    report = build_report(results, load_table("shalev2020_table2"), baseline=first_group_of_each_test_set(results))
     text = render_markdown(report, title=TABLE2_TITLE, intro=intro)
     write_output(text, output)
     if output:
