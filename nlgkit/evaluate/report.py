@@ -5,8 +5,9 @@ repetitions (mean ± sd), matches each run to its paper row by keys, and compare
 run of its test set by paired bootstrap (Table 2's DE-EN rows against DE-EN learned, its EN-DE rows against EN-DE
 learned). Where a test set's baseline has several seeds, each run is paired with the baseline of its own seed, and a
 mean row gives its seeds' differences as mean ± sd: a difference of seed means, which is what a claim such as
-"fixed ≈ learned" is about, with the seeds' spread beside it. ``render_markdown`` / ``render_html`` print it. A number in a report therefore always
-comes with the runs, hardware and wall time behind it, and with how far it is from the published one.
+"fixed ≈ learned" is about, with the seeds' spread beside it. ``render_markdown`` / ``render_html`` print it. A
+number in a report therefore always comes with the runs, hardware and wall time behind it, and with how far it is
+from the published one.
 """
 
 from __future__ import annotations
@@ -126,7 +127,7 @@ def build_report(
             seed_rows.append(row)
         rows += seed_rows
         if summary:
-            _compare_seed_means(summary, seed_rows)
+            _compare_mean_row(summary, seed_rows)
             rows.append(summary)
     matched = {id(row.paper) for row in rows if row.paper is not None}
     uncovered = [row for row in (table.rows if table else ()) if id(row) not in matched]
@@ -145,7 +146,7 @@ def _baseline_of(run: RunResult, bases: Sequence[RunResult]) -> RunResult | None
                 same_test[0] if same_test else None)
 
 
-def _compare_seed_means(summary: ReportRow, seed_rows: Sequence[ReportRow]) -> None:
+def _compare_mean_row(summary: ReportRow, seed_rows: Sequence[ReportRow]) -> None:
     """A mean row is the baseline where all its seeds are; else, where each seed it averages was compared, its
     seeds' Δ as mean ± sd (two seeds at least: one Δ has no spread to show)."""
     counted = {id(run) for run in counted_seeds(summary.runs)}
