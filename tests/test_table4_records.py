@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
+import statistics
 from pathlib import Path
 
 import pytest
@@ -43,16 +44,21 @@ def analysed(paper, wordsim: Path, tmp_path_factory: pytest.TempPathFactory):  #
     for path in data.glob("test*"):  # reports translate the test split: keep it short
         path.write_text("".join(path.read_text(encoding="utf-8").splitlines(keepends=True)[:60]), encoding="utf-8")
     run_dir = tmp / "runs" / "tiny_learned"
-    recipe = tiny_recipe(tmp, data, run_dir, dropout=0.0, model=SMALL_RNN, head='type = "learned"', beam=2,
-                         valid_limit=30, batch_size=25, schedule="none", max_updates=12, log_every=6, seed=2,
-                         num_threads=1)
-    nlgkit_command(["train", str(recipe)])
+    train_tiny(tmp, data, run_dir, seed=2)
     from_runs = tmp / "from_runs.md"
     reproduce(["table4", str(run_dir), "--wordsim-dir", str(wordsim), "--output", str(from_runs)])
     reproduce(["table2", str(run_dir), "--output", str(tmp / "table2.md")])  # keeps the test outputs a record needs
     records = tmp / "records"
     reproduce(["archive", str(run_dir), "--into", str(records)])
     return run_dir, records, from_runs.read_text(encoding="utf-8")
+
+
+def train_tiny(tmp: Path, data: Path, run_dir: Path, seed: int) -> None:
+    """The tiny learned-head run of ``analysed``, with this seed (12 updates)."""
+    recipe = tiny_recipe(tmp, data, run_dir, dropout=0.0, model=SMALL_RNN, head='type = "learned"', beam=2,
+                         valid_limit=30, batch_size=25, schedule="none", max_updates=12, log_every=6, seed=seed,
+                         num_threads=1)
+    nlgkit_command(["train", str(recipe)])
 
 
 def table_rows(text: str, heading: str | None = None) -> list[list[str]]:
@@ -77,6 +83,32 @@ def test_table4_from_a_record_equals_table4_from_the_weights(analysed, tmp_path:
     reproduce(["table4", str(gone), "--records", str(records), "--output", str(from_records),
                "--wordsim-dir", str(tmp_path / "no-wordsim")])  # a record needs no benchmark files
     assert from_records.read_bytes() == from_runs.encode("utf-8")
+
+
+def test_a_heads_seeds_end_in_a_mean_row_of_mean_and_sd(analysed, wordsim: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    run_dir, _, _ = analysed
+    other_seed = tmp_path / "tiny_learned_seed3"
+    train_tiny(tmp_path, run_dir.parents[1] / "data", other_seed, seed=3)  # the same recipe but for its seed
+    output = tmp_path / "table4.md"
+    reproduce(["table4", str(run_dir), str(other_seed), "--wordsim-dir", str(wordsim), "--output", str(output)])
+    text = output.read_text(encoding="utf-8")
+    analyses = [json.loads((run / ANALYSIS_FILE).read_text(encoding="utf-8")) for run in (run_dir, other_seed)]
+    label = "mean of `tiny_learned`, `tiny_learned_seed3`"
+
+    rows = table_rows(text)
+    assert [row[0] for row in rows] == ["`tiny_learned`"] * 3 + ["`tiny_learned_seed3`"] * 3 + [label] * 3
+    for row in rows[6:]:
+        for kind, column in (("target", 3), ("input", 5)):
+            rhos = [analysis["word_similarity"]["benchmarks"][row[2]][kind]["rho"] for analysis in analyses]
+            assert rhos[0] != rhos[1]  # two seeds, two models
+            assert row[column] == f"{statistics.fmean(rhos):.2f} ± {statistics.stdev(rhos):.2f}"
+    fig2 = table_rows(text, "Fig. 2")
+    rhos = [analysis["norm_frequency"]["target"]["rho"] for analysis in analyses]
+    assert [row[0] for row in fig2] == ["`tiny_learned`", "`tiny_learned_seed3`", label]
+    assert fig2[2][2] == f"{statistics.fmean(rhos):.2f} ± {statistics.stdev(rhos):.2f}"
+
+    reproduce(["table4", str(run_dir), "--wordsim-dir", str(wordsim), "--output", str(output)])
+    assert "mean of" not in output.read_text(encoding="utf-8")  # one seed: no mean row
 
 
 def test_the_kept_analysis_equals_a_direct_computation(analysed, wordsim: Path) -> None:  # type: ignore[no-untyped-def]

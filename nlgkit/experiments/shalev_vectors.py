@@ -7,6 +7,9 @@ are gone (trained on another machine, only the record came back) the same table 
 byte: both paths render the same JSON-shaped figures. A run with neither weights nor a current analysis keeps the
 cells re-emitted from ``results/table4.json`` (:mod:`nlgkit.experiments.kept`) where it has some, and is listed as
 not run yet otherwise.
+
+Runs whose resolved configs differ only in their seed are one head's seeds: after the last of them, a mean row gives
+each ρ as mean ± sample sd over the seeds, since the paper's claims are about heads, not about one seed.
 """
 
 from __future__ import annotations
@@ -26,7 +29,9 @@ from nlgkit.evaluate.analysis.wordsim import (
     read_benchmark,
     word_similarity,
 )
+from nlgkit.evaluate.collect import group_key
 from nlgkit.evaluate.markdown import md_table
+from nlgkit.evaluate.significance import mean_sd
 from nlgkit.experiments.common import log, write_output
 from nlgkit.experiments.kept import kept_figures, unrecorded_note
 from nlgkit.experiments.papers import load_table
@@ -42,6 +47,7 @@ KINDS = ("target", "input")
 # vectors (0.84, 0.93) and its direction: "target vectors with large magnitude are representing less frequent words",
 # a negative ρ in this table's convention.
 PAPER_NORM_RHO = {"de-en": -0.84, "en-de": -0.93}  # Multi30K
+Analysed = tuple[str, Path, dict[str, Any]]  # a run's name, its directory or record, and its figures
 
 INTRO = [
     "# Shalev et al., Table 4: word similarity (Spearman ρ), target / input vectors", "",
@@ -51,7 +57,8 @@ INTRO = [
     "rows and input = the decoder's input embeddings; for EN-DE, the encoder's input embeddings (the paper has no",
     "EN-DE row). A run with weights is analysed and its figures kept in `RUN/vector_analysis.json`, which its run",
     "record carries; a run whose weights are gone is read from that file (`make table2-report` reads the records).",
-    ""]
+    "A head's seeds (runs whose resolved configs differ only in the seed) end in a mean row: each ρ is the mean ±",
+    "sample sd over them.", ""]
 FIG2_INTRO = [
     "## Fig. 2: vector norm against training frequency", "",
     "Spearman ρ between each word's vector L2 norm and its count in the training data (non-special words counted",
@@ -158,8 +165,7 @@ def table4(run_dirs: list[str], output: str | None, wordsim_dir: str | None = No
     paper = load_table("shalev2020_table4")
     kept = kept_figures(output)
     benchmarks: dict[str, tuple[Path, list[Pair]]] | None = None
-    body: list[list[str]] = []
-    norms_body: list[list[str]] = []
+    parts: list[Analysed | list[list[str]]] = []  # an analysed run, or the rows kept for an unrecorded one
     kept_names: set[str] = set()
     missing: dict[str, list[str]] = {"waiting": [], "unanalysed": []}
     for run_dir in run_dirs:
@@ -170,14 +176,12 @@ def table4(run_dirs: list[str], output: str | None, wordsim_dir: str | None = No
         else:
             analysis = recorded_analysis(path) if _trained(path) else None
         if analysis is not None:
-            rows, norm_row = _rows(name, path, analysis, paper)
-            body += rows
-            norms_body.append(norm_row)
+            parts.append((name, path, analysis))
             continue
         cells = [row for row in kept["rows"] if Path(row["run"]).name == name] if kept else []
         if cells:  # the cells kept from the original runs, marked so
             kept_names.add(name)
-            body += [[f"`{name}` (unrecorded)", row["head"], row["benchmark"], *row["cells"]] for row in cells]
+            parts.append([[f"`{name}` (unrecorded)", row["head"], row["benchmark"], *row["cells"]] for row in cells])
         else:
             missing["unanalysed" if _trained(path) else "waiting"].append(name)
             log(f"{run_dir}: no weights and no current {ANALYSIS_FILE}; listed, not analysed")
@@ -188,7 +192,35 @@ def table4(run_dirs: list[str], output: str | None, wordsim_dir: str | None = No
                    kept | {"rows": [row for row in kept["rows"] if Path(row["run"]).name in names]})
         if kept_names:
             notes = unrecorded_note(kept, "table4")
+    body, norms_body = _table_rows(parts, paper)
     return write_output(_text(body, norms_body, notes, missing), output)
+
+
+def _table_rows(parts: list[Analysed | list[list[str]]], paper: Any) -> tuple[list[list[str]], list[list[str]]]:
+    """Table 4's and Fig. 2's rows in the runs' order, each seed group's mean rows after its last analysed seed."""
+    groups: dict[str, list[Analysed]] = {}
+    keys: dict[int, str] = {}
+    for index, part in enumerate(parts):
+        if isinstance(part, tuple):
+            keys[index] = group_key(run_config(part[1]))
+            groups.setdefault(keys[index], []).append(part)
+    body: list[list[str]] = []
+    norms_body: list[list[str]] = []
+    for index, part in enumerate(parts):
+        if not isinstance(part, tuple):
+            body += part
+            continue
+        name, path, analysis = part
+        rows, norm_row = _rows(f"`{name}`", path, [analysis], paper)
+        body += rows
+        norms_body.append(norm_row)
+        seeds = groups[keys[index]]
+        if len(seeds) > 1 and seeds[-1] is part:
+            label = "mean of " + ", ".join(f"`{seed_name}`" for seed_name, _, _ in seeds)
+            rows, norm_row = _rows(label, path, [seed_analysis for _, _, seed_analysis in seeds], paper)
+            body += rows
+            norms_body.append(norm_row)
+    return body, norms_body
 
 
 def _trained(run_dir: Path) -> bool:
@@ -200,30 +232,41 @@ def _trained(run_dir: Path) -> bool:
     return True
 
 
-def _rows(name: str, run_dir: Path, analysis: dict[str, Any], paper: Any) -> tuple[list[list[str]], list[str]]:
-    """Table 4's rows (one per benchmark) and Fig. 2's row of one analysed run, from its figures and config alone,
-    so that a run read from its record gives the same text as the run analysed from its weights."""
+def _rows(label: str, run_dir: Path, analyses: list[dict[str, Any]],
+          paper: Any) -> tuple[list[list[str]], list[str]]:
+    """Table 4's rows (one per benchmark) and Fig. 2's row of one analysed run, or of a head's seeds (mean ± sd),
+    from their figures and config alone, so that a run read from its record gives the same text as the run
+    analysed from its weights."""
     config = run_config(run_dir)
     head = config.head.type
     pair = build_task(config).report_keys({}).get("pair")
     row = paper.match({"dataset": "multi30k", "pair": pair, "model": config.model.type}) if head == "learned" else None
     rows = []
-    for benchmark, cells in analysis["word_similarity"]["benchmarks"].items():
+    for benchmark in analyses[0]["word_similarity"]["benchmarks"]:
         figures, covered = [], ""
         for kind in KINDS:
+            cells = [analysis["word_similarity"]["benchmarks"].get(benchmark, {}).get(kind) for analysis in analyses]
             theirs = row.values.get(f"{benchmark}_{kind}") if row else None
-            figures += [_rho(cells[kind]), _number(theirs)]
-            if cells[kind] is not None:
-                covered = f"{cells[kind]['covered']}/{cells[kind]['total']}"
-        rows.append([f"`{name}`", head, benchmark, *figures, covered])
-    norms = analysis["norm_frequency"]
+            figures += [_rho(cells), _number(theirs)]
+            if cells[0] is not None:
+                covered = f"{cells[0]['covered']}/{cells[0]['total']}"
+        rows.append([label, head, benchmark, *figures, covered])
+    norms = [analysis["norm_frequency"] for analysis in analyses]
     theirs = PAPER_NORM_RHO.get(str(pair)) if head == "learned" else None
-    words = next((str(norms[kind]["words"]) for kind in KINDS if norms[kind] is not None), "")
-    return rows, [f"`{name}`", head, _rho(norms["target"]), _number(theirs), _rho(norms["input"]), words]
+    words = next((str(norms[0][kind]["words"]) for kind in KINDS if norms[0][kind] is not None), "")
+    figures = [_rho([norm[kind] for norm in norms]) for kind in KINDS]
+    return rows, [label, head, figures[0], _number(theirs), figures[1], words]
 
 
-def _rho(cell: dict[str, Any] | None) -> str:
-    return "–" if cell is None else _number(cell["rho"])
+def _rho(cells: list[dict[str, Any] | None]) -> str:
+    """One run's ρ, or several seeds' mean ± sample sd; "–" where a run has no such vectors or no ρ."""
+    values = [None if cell is None else cell["rho"] for cell in cells]
+    if any(value is None for value in values):
+        return "–"
+    if len(values) == 1:
+        return _number(values[0])
+    mean, sd = mean_sd([float(value) for value in values if value is not None])
+    return f"{mean:.2f} ± {sd:.2f}"
 
 
 def _number(value: float | None) -> str:
