@@ -10,6 +10,7 @@ import dataclasses
 import json
 import os
 import shutil
+import statistics
 from pathlib import Path
 
 import pytest
@@ -28,6 +29,7 @@ from nlgkit.evaluate.report import (
     report_to_dict,
 )
 from nlgkit.experiments.papers import available_tables, load_table
+from nlgkit.experiments.shalev_claim import claim_section
 
 REFS = [
     "a man is riding a red bike down the street .",
@@ -286,6 +288,39 @@ def test_each_seed_is_paired_with_the_baseline_of_its_seed_and_a_mean_row_compar
     assert render_markdown(report_from_dict(report_to_dict(report))) == markdown  # kept figures say the same
     with pytest.raises(DataError, match="a second baseline on the test set and seed of"):
         build_report(results, baseline=[learned, fixed[0]])
+
+
+def test_the_claim_section_sets_each_head_against_learned_over_its_finished_seeds(
+        tmp_path: Path, data_dir: Path) -> None:
+    """Shalev et al.'s "fixed ≈ learned ≈ tied": per head other than learned, the seeds it averages (finished ones
+    only), the learned seed each was paired with, Δ as mean ± sd of those pairs, the paper's own Δ, and how many
+    seeds' 95 % intervals exclude 0."""
+    learned = [fake_run(tmp_path, data_dir, f"learned_seed{seed}", head="learned", seed=seed, hyps=HALF)
+               for seed in (1, 2)]
+    fixed = [fake_run(tmp_path, data_dir, f"fixed_seed{seed}", seed=seed, hyps=REFS, finished=seed < 3)
+             for seed in (1, 2, 3)]
+    tied = fake_run(tmp_path, data_dir, "tied", head="tied", seed=3, hyps=HALF)
+    results = collect_runs([*learned, *fixed, tied])
+    report = build_report(results, load_table("shalev2020_table2"), baseline=first_group_of_each_test_set(results),
+                          samples=50)
+    lines = claim_section(report)
+    assert lines[0] == "## The claim: fixed ≈ learned ≈ tied"
+    cells = {row[1]: row for row in (line.strip("| ").split(" | ") for line in lines[lines.index("") + 1:]
+                                     if line.startswith("| multi30k"))}
+    assert set(cells) == {"fixed", "tied"}  # learned is what they are set against
+    tests = {row.runs[0].name: row.significance for row in report.rows if not row.summary and row.significance}
+    deltas = [tests[f"fixed_seed{seed}"].delta for seed in (1, 2)]  # seed 3 is not finished: not counted
+    mean, sd = statistics.fmean(deltas), statistics.stdev(deltas)
+    below = sum(tests[f"fixed_seed{seed}"].ci_high < 0 for seed in (1, 2))
+    above = sum(tests[f"fixed_seed{seed}"].ci_low > 0 for seed in (1, 2))
+    assert mean > 0 and cells["fixed"] == [
+        "multi30k DE-EN", "fixed", "1, 2", "1, 2", f"{mean:+.2f} ± {sd:.2f}", "+0.15", str(below), str(above),
+        "not told apart" if below == above == 0 else f"above on {above} of 2"]
+    test = tests["tied"]  # seed 3, which learned lacks: paired with learned's first seed, and no different
+    assert test.delta == 0 and cells["tied"] == [
+        "multi30k DE-EN", "tied", "3", "1", f"+0.00 [{test.ci_low:+.2f}, {test.ci_high:+.2f}]", "+0.06", "0", "0",
+        "not told apart"]
+    assert claim_section(report_from_dict(report_to_dict(report))) == []  # kept figures have no heads to group
 
 
 def test_stale_hypotheses_are_translated_again_and_written(tmp_path: Path, data_dir: Path) -> None:

@@ -143,14 +143,17 @@ def _texts(report: Report, title: str | None) -> dict[str, Any]:
     return {"title": title or default, "lines": lines, "legend": legend}
 
 
-def render_markdown(report: Report, title: str | None = None, intro: list[str] | None = None) -> str:
-    """The report as Markdown; ``intro`` lines go under the title (e.g. the command that wrote it)."""
+def render_markdown(report: Report, title: str | None = None, intro: list[str] | None = None,
+                    sections: list[str] | None = None) -> str:
+    """The report as Markdown; ``intro`` lines go under the title (e.g. the command that wrote it), ``sections``
+    (a paper's own reading of the table, say) after the legend."""
     texts = _texts(report, title)
     parts = [f"# {texts['title']}", "", *(intro or []), *([""] if intro else [])]
     parts += [*texts["lines"], *([""] if texts["lines"] else [])]
     headers, body, numeric = table_cells(report)
     parts += [*md_table(headers, body, numeric), ""]
     parts += [*texts["legend"], *([""] if texts["legend"] else [])]
+    parts += sections or []
     uncovered_headers, uncovered = _uncovered_cells(report)
     if uncovered:
         parts += ["## Paper rows without a run", "", *md_table(uncovered_headers, uncovered, [False] * len(uncovered_headers)), ""]

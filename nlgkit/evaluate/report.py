@@ -28,6 +28,7 @@ __all__ = [
     "Report",
     "ReportRow",
     "RunResult",
+    "baseline_of",
     "build_report",
     "collect_runs",
     "first_group_of_each_test_set",
@@ -118,7 +119,7 @@ def build_report(
                 paper=table.match(run.keys) if table else None,
                 is_baseline=any(run is base for base in bases),
             )
-            base = _baseline_of(run, bases)
+            base = baseline_of(run, bases)
             if base is not None and run is not base and shown[0] in METRICS:
                 # A = baseline, B = this run: delta = run − baseline, p = P(run not better)
                 row.significance = paired_bootstrap(
@@ -139,7 +140,7 @@ def _available(name: str, results: Sequence[RunResult]) -> bool:
     return all(name in run.values for run in results)
 
 
-def _baseline_of(run: RunResult, bases: Sequence[RunResult]) -> RunResult | None:
+def baseline_of(run: RunResult, bases: Sequence[RunResult]) -> RunResult | None:
     """The baseline ``run`` is compared with: on its test set, of its seed where one is, else the first there."""
     same_test = [base for base in bases if base.ref_streams == run.ref_streams]
     return next((base for base in same_test if base.keys.get("seed") == run.keys.get("seed")),

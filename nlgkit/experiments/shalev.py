@@ -22,6 +22,7 @@ from nlgkit.evaluate.report import (
 from nlgkit.experiments.common import log, trained_runs, write_output
 from nlgkit.experiments.kept import kept_figures, unrecorded_labels, unrecorded_note
 from nlgkit.experiments.papers import load_table
+from nlgkit.experiments.shalev_claim import claim_section
 from nlgkit.experiments.shalev_vectors import table4 as build_table4
 from nlgkit.experiments.table1 import build_table1, render
 from nlgkit.experiments.table3 import build_table3
@@ -86,7 +87,7 @@ def table2(run_dirs: list[str], output: str | None) -> str:
     # Makefile's order; seed 1's where learned has no run of that seed)
     results = collect_runs(ready, log=log)
     report = build_report(results, load_table("shalev2020_table2"), baseline=first_group_of_each_test_set(results))
-    text = render_markdown(report, title=TABLE2_TITLE, intro=intro)
+    text = render_markdown(report, title=TABLE2_TITLE, intro=intro, sections=claim_section(report))
     write_output(text, output)
     if output:
         write_json(Path(output).with_suffix(".json"), report_to_dict(report))
