@@ -189,18 +189,23 @@ table2-record: $(STAMP)
 	$(NLGKIT) reproduce table4 $(table2_sources) --records $(RECORDS) \
 	  $(if $(WORDSIM_DIR),--wordsim-dir $(WORDSIM_DIR)) --output results/table4.md
 	$(call archive,$(table2_finished))
+	$(NLGKIT) reproduce log-summary $(addprefix $(RECORDS)/,$(TABLE2_RUNS)) --records $(RECORDS) \
+	  --output results/table2_runs.md
 
 # Where each Table 2 run of RUNS_DIR stands against the stopping rule (epochs, best, at most how long left); runs
 # recorded in results/runs but not trained in RUNS_DIR show as not started there.
 table2-status: $(STAMP)
 	@$(NLGKIT) reproduce status $(addprefix $(RUNS_DIR)/,$(TABLE2_RUNS))
 
-# Tables 2 and 4 from the committed files alone, as table1-report (results/table2.json, table4.json).
+# Tables 2 and 4 from the committed files alone, as table1-report (results/table2.json, table4.json), and the
+# per-epoch logs of their runs (results/table2_runs.md).
 table2-report: $(STAMP)
 	$(NLGKIT) reproduce table2 $(addprefix $(RUNS_DIR)/,$(TABLE2_RUNS)) --records $(RECORDS) \
 	  --output results/table2.md
 	$(NLGKIT) reproduce table4 $(addprefix $(RUNS_DIR)/,$(TABLE2_RUNS)) --records $(RECORDS) \
 	  --output results/table4.md
+	$(NLGKIT) reproduce log-summary $(addprefix $(RUNS_DIR)/,$(TABLE2_RUNS)) --records $(RECORDS) \
+	  --output results/table2_runs.md
 
 # Shalev et al. Table 4 and Fig. 2's norm–frequency ρ for every Table 2 run: a run with weights is analysed and keeps
 # its figures in RUN/vector_analysis.json, then re-archived with them (after reproduce-table2, which keeps the test

@@ -109,8 +109,9 @@ def test_table1_report_regenerates_from_the_kept_figures(tmp_path: Path) -> None
 
 @needs_make
 def test_table2_report_regenerates_tables_2_and_4_from_the_records(tmp_path: Path) -> None:
-    """`make table2-report`: Tables 2 and 4 (with Fig. 2) from the weightless records in results/runs alone."""
-    assert check_regenerates("table2-report", tmp_path) == ["table2", "table4"]
+    """`make table2-report`: Tables 2 and 4 (with Fig. 2) and the runs' logs from the weightless records in
+    results/runs alone."""
+    assert check_regenerates("table2-report", tmp_path) == ["table2", "table4", "log-summary"]
     recorded = sorted(path.parent.name for path in (ROOT / "results" / "runs").glob("multi30k_*/record.json")
                       if not path.parent.name.endswith(("_fp32", "_bf16")))  # the precision check's runs
     table2 = (ROOT / "results" / "table2.md").read_text(encoding="utf-8")
@@ -120,6 +121,8 @@ def test_table2_report_regenerates_tables_2_and_4_from_the_records(tmp_path: Pat
     table4 = (ROOT / "results" / "table4.md").read_text(encoding="utf-8")
     fig2 = table4[table4.index("## Fig. 2"):]
     assert sorted(line.split("`")[1] for line in fig2.splitlines() if line.startswith("| `")) == recorded
+    logs = (ROOT / "results" / "table2_runs.md").read_text(encoding="utf-8")
+    assert sorted(name for name in recorded if f"Read from its record `results/runs/{name}`" in logs) == recorded
 
 
 @needs_make
