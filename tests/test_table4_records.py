@@ -107,6 +107,14 @@ def test_a_heads_seeds_end_in_a_mean_row_of_mean_and_sd(analysed, wordsim: Path,
     assert [row[0] for row in fig2] == ["`tiny_learned`", "`tiny_learned_seed3`", label]
     assert fig2[2][2] == f"{statistics.fmean(rhos):.2f} ± {statistics.stdev(rhos):.2f}"
 
+    last = other_seed / "checkpoints" / "last" / "meta.json"  # one seed finished, the other not (as Table 2:
+    meta = json.loads(last.read_text(encoding="utf-8"))      # a mean counts the finished seeds where some finished)
+    seed_finished = json.loads((run_dir / "checkpoints" / "last" / "meta.json").read_text(encoding="utf-8"))
+    meta["loop"]["finished"] = not seed_finished["loop"].get("finished", False)
+    last.write_text(json.dumps(meta), encoding="utf-8")
+    reproduce(["table4", str(run_dir), str(other_seed), "--wordsim-dir", str(wordsim), "--output", str(output)])
+    assert "mean of" not in output.read_text(encoding="utf-8")  # one counted seed: no mean row
+
     reproduce(["table4", str(run_dir), "--wordsim-dir", str(wordsim), "--output", str(output)])
     assert "mean of" not in output.read_text(encoding="utf-8")  # one seed: no mean row
 

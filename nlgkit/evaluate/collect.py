@@ -12,7 +12,7 @@ import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from nlgkit.core.config import RunConfig, to_dict
 from nlgkit.core.io import read_json, sha256_file
@@ -92,7 +92,17 @@ class RunResult:
         return bool(completed) and not early_stop and self.progress.get("best_epoch") == completed
 
 
-def counted_seeds(results: Sequence[RunResult]) -> list[RunResult]:
+class Finishable(Protocol):
+    """A run, or a run's progress, that knows whether it trained to its recipe's end."""
+
+    @property
+    def finished(self) -> bool: ...
+
+
+SeedRun = TypeVar("SeedRun", bound=Finishable)
+
+
+def counted_seeds(results: Sequence[SeedRun]) -> list[SeedRun]:
     """The seeds a mean counts: the finished ones where some finished (a run stopped by a cap is interim and,
     averaged in, would pull the mean towards its training budget), else all of them."""
     finished = [result for result in results if result.finished]

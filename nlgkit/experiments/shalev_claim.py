@@ -67,7 +67,8 @@ def _cells(report: Report, rows: Sequence[ReportRow]) -> list[str]:
     below = sum(test.ci_high < 0 for test in tests)
     above = sum(test.ci_low > 0 for test in tests)
     bases = [baseline_of(row.runs[0], report.baselines) for row in rows]
-    return [f"{keys.get('dataset', '?')} {str(keys.get('pair', '?')).upper()}", str(keys.get("head")), _seeds([row.runs[0] for row in rows]),
+    direction = f"{keys.get('dataset', '?')} {str(keys.get('pair', '?')).upper()}"
+    return [direction, str(keys.get("head")), _seeds([row.runs[0] for row in rows]),
             _seeds([base for base in bases if base is not None]), ours, _paper_delta(report, rows[0], bases[0]),
             str(below), str(above), _verdict(below, above, len(tests))]
 

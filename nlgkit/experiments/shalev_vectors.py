@@ -9,7 +9,8 @@ cells re-emitted from ``results/table4.json`` (:mod:`nlgkit.experiments.kept`) w
 not run yet otherwise.
 
 Runs whose resolved configs differ only in their seed are one head's seeds: after the last of them, a mean row gives
-each ρ as mean ± sample sd over the seeds, since the paper's claims are about heads, not about one seed.
+each ρ as mean ± sample sd over the seeds Table 2's mean counts (the finished ones where some finished), since the
+paper's claims are about heads, not about one seed.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from nlgkit.evaluate.analysis.wordsim import (
     read_benchmark,
     word_similarity,
 )
-from nlgkit.evaluate.collect import group_key
+from nlgkit.evaluate.collect import counted_seeds, group_key
 from nlgkit.evaluate.markdown import md_table
 from nlgkit.evaluate.significance import mean_sd
 from nlgkit.experiments.common import log, write_output
@@ -38,6 +39,7 @@ from nlgkit.experiments.papers import load_table
 from nlgkit.runs.checkpoint import find_checkpoint
 from nlgkit.runs.loading import load_trained
 from nlgkit.runs.outputs import best_meta, is_record, run_config
+from nlgkit.runs.progress import read_progress
 from nlgkit.runs.records import check_record
 from nlgkit.tasks import build_task
 
@@ -58,7 +60,7 @@ INTRO = [
     "EN-DE row). A run with weights is analysed and its figures kept in `RUN/vector_analysis.json`, which its run",
     "record carries; a run whose weights are gone is read from that file (`make table2-report` reads the records).",
     "A head's seeds (runs whose resolved configs differ only in the seed) end in a mean row: each ρ is the mean ±",
-    "sample sd over them.", ""]
+    "sample sd over them (the finished ones where some finished, as Table 2 counts them).", ""]
 FIG2_INTRO = [
     "## Fig. 2: vector norm against training frequency", "",
     "Spearman ρ between each word's vector L2 norm and its count in the training data (non-special words counted",
@@ -215,12 +217,19 @@ def _table_rows(parts: list[Analysed | list[list[str]]], paper: Any) -> tuple[li
         body += rows
         norms_body.append(norm_row)
         seeds = groups[keys[index]]
-        if len(seeds) > 1 and seeds[-1] is part:
-            label = "mean of " + ", ".join(f"`{seed_name}`" for seed_name, _, _ in seeds)
-            rows, norm_row = _rows(label, path, [seed_analysis for _, _, seed_analysis in seeds], paper)
+        counted = _counted(seeds)
+        if len(counted) > 1 and seeds[-1] is part:
+            label = "mean of " + ", ".join(f"`{seed_name}`" for seed_name, _, _ in counted)
+            rows, norm_row = _rows(label, path, [seed_analysis for _, _, seed_analysis in counted], paper)
             body += rows
             norms_body.append(norm_row)
     return body, norms_body
+
+
+def _counted(seeds: list[Analysed]) -> list[Analysed]:
+    """The seeds a mean row averages, as Table 2's mean rows count them (:func:`counted_seeds`)."""
+    counted = {progress.run_dir for progress in counted_seeds([read_progress(path) for _, path, _ in seeds])}
+    return [seed for seed in seeds if seed[1] in counted]
 
 
 def _trained(run_dir: Path) -> bool:
