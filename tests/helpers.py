@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from pathlib import Path
@@ -53,25 +54,23 @@ def check_one_search(model: Generator, inputs: dict[str, Any], batch_size: int, 
     outputs hold them and score as forced decoding scores them."""
     import torch
 
-    from nlgkit.search import beam_search, greedy_search
+    from nlgkit.search import Rules, beam_search, greedy_search
     from nlgkit.search.constrained import constrained_search
     from nlgkit.search.forced import forced_hypotheses
 
     max_lens = torch.full((batch_size,), max_len)
     if batch_size > 1:  # sentences of different lengths leave the batch at different steps
         max_lens[0] = max(1, max_len // 2)
-    greedy = greedy_search(model, model.encode(inputs), batch_size=batch_size, bos=bos, eos=eos, max_lens=max_lens)
-    beam1 = beam_search(model, model.encode(inputs), batch_size=batch_size, bos=bos, eos=eos, beam_size=1,
-                        max_lens=max_lens)
+    rules = Rules(batch_size=batch_size, bos=bos, eos=eos, max_lens=max_lens)
+    greedy = greedy_search(model, model.encode(inputs), rules)
+    beam1 = beam_search(model, model.encode(inputs), rules, beam_size=1)
     assert [h[0].tokens for h in greedy] == [h[0].tokens for h in beam1]
-    beam4 = beam_search(model, model.encode(inputs), batch_size=batch_size, bos=bos, eos=eos, beam_size=4,
-                        max_lens=max_lens, nbest=4)
+    beam4 = beam_search(model, model.encode(inputs), rules, beam_size=4, nbest=4)
     for hyps in beam4:
         assert len(hyps) == 4 and [h.score for h in hyps] == sorted((h.score for h in hyps), reverse=True)
     static, model.static_state = model.static_state, frozenset()  # copy every entry at every step
     try:
-        copied = beam_search(model, model.encode(inputs), batch_size=batch_size, bos=bos, eos=eos, beam_size=4,
-                             max_lens=max_lens, nbest=4)
+        copied = beam_search(model, model.encode(inputs), rules, beam_size=4, nbest=4)
     finally:
         model.static_state = static
     assert [[h.tokens for h in hyps] for hyps in copied] == [[h.tokens for h in hyps] for hyps in beam4]
@@ -94,14 +93,14 @@ def check_one_search(model: Generator, inputs: dict[str, Any], batch_size: int, 
         assert hyps[0].token_scores is not None
         assert math.isclose(sum(hyps[0].token_scores), hyps[0].log_prob, rel_tol=1e-5, abs_tol=1e-4)
 
-    free = constrained_search(model, model.encode(inputs), batch_size=batch_size, bos=bos, eos=eos, beam_size=4,
-                              max_lens=max_lens, nbest=4, constraints=[[] for _ in range(batch_size)])
+    free = constrained_search(model, model.encode(inputs), rules, beam_size=4, nbest=4,
+                              constraints=[[] for _ in range(batch_size)])
     assert [[(h.tokens, h.score) for h in hyps] for hyps in free] == [[(h.tokens, h.score) for h in hyps]
                                                                       for hyps in beam4], (free, beam4)
     vocab = model.head.vocab_size
     phrases = [[vocab - 1, vocab - 2], [max(bos, eos) + 1]]
-    held = constrained_search(model, model.encode(inputs), batch_size=batch_size, bos=bos, eos=eos, beam_size=4,
-                              max_lens=max_lens + 3, nbest=1, constraints=[phrases] * batch_size)
+    held = constrained_search(model, model.encode(inputs), dataclasses.replace(rules, max_lens=max_lens + 3),
+                              beam_size=4, nbest=1, constraints=[phrases] * batch_size)
     best = [hyps[0] for hyps in held]
     for h in best:
         assert all(any(h.tokens[i : i + len(p)] == p for i in range(len(h.tokens))) for p in phrases), h.tokens
@@ -123,7 +122,7 @@ def check_alignment(model: Generator, inputs: dict[str, Any], batch_size: int, b
     import torch
 
     from nlgkit.core.alignment import ALIGNMENT
-    from nlgkit.search import beam_search, greedy_search, sample_search
+    from nlgkit.search import Rules, beam_search, greedy_search, sample_search
     from nlgkit.search.sampling import Sampling
 
     lengths = inputs["src_lengths"].tolist()
@@ -132,10 +131,10 @@ def check_alignment(model: Generator, inputs: dict[str, Any], batch_size: int, b
     searches = [(beam_search, {"beam_size": 4, "nbest": 4}), (greedy_search, {}),
                 (sample_search, {"sampling": Sampling(seed=3), "samples": 2})]
     for search, options in searches:
-        plain = search(model, model.encode(inputs), batch_size=batch_size, bos=bos, eos=eos, max_lens=max_lens,
-                       **options)  # type: ignore[operator]
-        aligned = search(model, model.encode(inputs), batch_size=batch_size, bos=bos, eos=eos, max_lens=max_lens,
-                         alignment=True, **options)  # type: ignore[operator]
+        rules = Rules(batch_size=batch_size, bos=bos, eos=eos, max_lens=max_lens)
+        plain = search(model, model.encode(inputs), rules, **options)  # type: ignore[operator]
+        aligned = search(model, model.encode(inputs), dataclasses.replace(rules, alignment=True),
+                         **options)  # type: ignore[operator]
         assert [[(h.tokens, h.score) for h in hyps] for hyps in plain] == \
             [[(h.tokens, h.score) for h in hyps] for hyps in aligned]
         assert all(h.alignment is None for hyps in plain for h in hyps)

@@ -10,7 +10,7 @@ from nlgkit.core.registry import HEADS
 from nlgkit.data.batching import Batch
 from nlgkit.models import MODELS
 from nlgkit.models.base import Generator, ModelContext
-from nlgkit.search import beam_search, greedy_search, search
+from nlgkit.search import Rules, beam_search, greedy_search, search
 
 V, L, C, P = 23, 6, 10, 12  # vocabulary, regions, channels, pooled size
 BOS, EOS, PAD = 2, 3, 1
@@ -86,10 +86,10 @@ def test_captioners_decode_through_the_one_search(name: str, head: str) -> None:
     model = captioner(name, head).eval()
     inputs = images(4)
     max_lens = torch.full((4,), 7)
-    greedy = greedy_search(model, model.encode(inputs), batch_size=4, bos=BOS, eos=EOS, max_lens=max_lens)
+    rules = Rules(batch_size=4, bos=BOS, eos=EOS, max_lens=max_lens)
+    greedy = greedy_search(model, model.encode(inputs), rules)
     beam1 = search(model, model.encode(inputs), batch_size=4, bos=BOS, eos=EOS, beam_size=1, max_lens=max_lens)
-    beam4 = beam_search(model, model.encode(inputs), batch_size=4, bos=BOS, eos=EOS, beam_size=4,
-                        max_lens=max_lens, nbest=4)
+    beam4 = beam_search(model, model.encode(inputs), rules, beam_size=4, nbest=4)
     assert [h[0].tokens for h in greedy] == [h[0].tokens for h in beam1]
     for hyps in beam4:
         assert len(hyps) == 4 and all(len(h.tokens) <= 7 for h in hyps)
@@ -97,8 +97,8 @@ def test_captioners_decode_through_the_one_search(name: str, head: str) -> None:
     # batched equals one at a time
     for i in range(4):
         one = {k: v[i : i + 1] for k, v in inputs.items()}
-        alone = beam_search(model, model.encode(one), batch_size=1, bos=BOS, eos=EOS, beam_size=4,
-                            max_lens=max_lens[:1], nbest=4)
+        alone = beam_search(model, model.encode(one), Rules(batch_size=1, bos=BOS, eos=EOS, max_lens=max_lens[:1]),
+                            beam_size=4, nbest=4)
         assert [h.tokens for h in alone[0]] == [h.tokens for h in beam4[i]]
     check_one_search(model, inputs, batch_size=4, bos=BOS, eos=EOS, max_len=7)
 
@@ -146,5 +146,5 @@ def test_a_search_for_source_alignments_names_a_model_without_source_words(name:
 
     model = captioner(name).eval()
     with pytest.raises(ConfigError, match="reports no attention over source positions"):
-        beam_search(model, model.encode(images()), batch_size=3, bos=BOS, eos=EOS, beam_size=2,
-                    max_lens=torch.full((3,), 4), alignment=True)
+        beam_search(model, model.encode(images()),
+                    Rules(batch_size=3, bos=BOS, eos=EOS, max_lens=torch.full((3,), 4), alignment=True), beam_size=2)

@@ -10,7 +10,7 @@ import torch
 from test_search import BOS, EOS, GREEDY_TRAP, A, C, assert_same, decode, run, teacher_forced, toy_batch
 
 from nlgkit.core.errors import ConfigError
-from nlgkit.search import Sampling, beam_search, search
+from nlgkit.search import Rules, Sampling, beam_search, search
 from nlgkit.search.constrained import Progress, constrained_search
 
 
@@ -84,9 +84,8 @@ def test_constraints_after_a_prefix() -> None:
     model, src, _ = toy_batch(1)
     max_lens = torch.full((len(src),), 10)
     state = model.encode(src)
-    found = constrained_search(model, state, batch_size=len(src), bos=BOS, eos=EOS, beam_size=3,
-                               max_lens=max_lens, constraints=[[[9, 9]]] * len(src), nbest=3,
-                               prefix=torch.tensor([[5, 6]] * len(src)))
+    rules = Rules(batch_size=len(src), bos=BOS, eos=EOS, max_lens=max_lens, prefix=torch.tensor([[5, 6]] * len(src)))
+    found = constrained_search(model, state, rules, beam_size=3, constraints=[[[9, 9]]] * len(src), nbest=3)
     for hyps in found:
         assert contains(hyps[0].tokens, [9, 9]) and all(h.tokens[:2] == [5, 6] for h in hyps)
 

@@ -14,7 +14,7 @@ from nlgkit.cli.main import app
 from nlgkit.core.errors import ConfigError
 from nlgkit.heads import HEADS, HeadContext, build_head
 from nlgkit.heads.vmf import log_bessel_iv, log_vmf_normaliser
-from nlgkit.search import beam_search, greedy_search
+from nlgkit.search import Rules, beam_search, greedy_search
 
 PAD, V = 1, 20
 WORDS = tuple(f"w{i}" for i in range(V))
@@ -77,9 +77,9 @@ def test_vmf_beam_of_one_is_greedy_nearest_neighbour() -> None:
     rows = h.table[wanted] + 0.05 * torch.randn(4, 8, generator=torch.Generator().manual_seed(0))
     model = Echo(h, rows)
     state = model.encode({"x": torch.zeros(1)})
-    greedy = greedy_search(model, state, batch_size=1, bos=2, eos=3, max_lens=torch.tensor([6]))
-    beam = beam_search(model, model.encode({"x": torch.zeros(1)}), batch_size=1, bos=2, eos=3, beam_size=1,
-                       max_lens=torch.tensor([6]))
+    greedy = greedy_search(model, state, Rules(batch_size=1, bos=2, eos=3, max_lens=torch.tensor([6])))
+    beam = beam_search(model, model.encode({"x": torch.zeros(1)}),
+                       Rules(batch_size=1, bos=2, eos=3, max_lens=torch.tensor([6])), beam_size=1)
     assert greedy[0][0].tokens == beam[0][0].tokens == [5, 9, 13]
 
 

@@ -23,7 +23,7 @@ from nlgkit.models import MODELS
 from nlgkit.models.base import Generator, ModelContext
 from nlgkit.models.rnn import RNNConfig
 from nlgkit.models.transformer import TransformerConfig
-from nlgkit.search import beam_search, greedy_search
+from nlgkit.search import Rules, beam_search, greedy_search
 
 SRC_V, TGT_V = 30, 25
 
@@ -48,12 +48,11 @@ def inputs() -> dict[str, torch.Tensor]:
 
 def hypotheses(model: Generator, beam: int) -> list[list[tuple[list[int], float]]]:
     """Every sentence's n-best (tokens, score) with beam ``beam`` (greedy for 1)."""
-    max_lens = torch.tensor([7, 5, 6])
+    rules = Rules(batch_size=3, bos=2, eos=3, max_lens=torch.tensor([7, 5, 6]))
     if beam == 1:
-        found = greedy_search(model, model.encode(inputs()), batch_size=3, bos=2, eos=3, max_lens=max_lens)
+        found = greedy_search(model, model.encode(inputs()), rules)
     else:
-        found = beam_search(model, model.encode(inputs()), batch_size=3, bos=2, eos=3, beam_size=beam,
-                            max_lens=max_lens, nbest=beam)
+        found = beam_search(model, model.encode(inputs()), rules, beam_size=beam, nbest=beam)
     return [[(h.tokens, h.score) for h in hyps] for hyps in found]
 
 

@@ -16,7 +16,7 @@ from nlgkit.data.batching import Batch
 from nlgkit.models.base import Generator, ModelContext
 from nlgkit.models.grounding import cosine_matrix, ranking_loss
 from nlgkit.runs.build import build_model, count_parameters, placeholder_vocabulary
-from nlgkit.search import beam_search, greedy_search, search
+from nlgkit.search import Rules, beam_search, greedy_search, search
 
 V_SRC, V, L, C, P = 30, 25, 5, 6, 12  # source and target vocabularies, image regions, channels, pooled size
 PAD, BOS, EOS = 1, 2, 3
@@ -99,11 +99,11 @@ def test_every_model_with_every_head_decodes_through_the_one_search(name: str, h
     model = build(name, head).eval()
     source = inputs(4)
     max_lens = torch.full((4,), 7)
-    greedy = greedy_search(model, model.encode(source), batch_size=4, bos=BOS, eos=EOS, max_lens=max_lens)
+    rules = Rules(batch_size=4, bos=BOS, eos=EOS, max_lens=max_lens)
+    greedy = greedy_search(model, model.encode(source), rules)
     beam1 = search(model, model.encode(source), batch_size=4, bos=BOS, eos=EOS, beam_size=1, max_lens=max_lens)
     assert [h[0].tokens for h in greedy] == [h[0].tokens for h in beam1]
-    beam5 = beam_search(model, model.encode(source), batch_size=4, bos=BOS, eos=EOS, beam_size=5,
-                        max_lens=max_lens, nbest=5)
+    beam5 = beam_search(model, model.encode(source), rules, beam_size=5, nbest=5)
     for hyps in beam5:
         assert len(hyps) == 5 and [h.score for h in hyps] == sorted((h.score for h in hyps), reverse=True)
         assert all(len(h.tokens) <= 7 and all(0 <= t < V for t in h.tokens) for h in hyps)

@@ -8,6 +8,7 @@ Unlisted prefixes put all mass on EOS.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections import Counter
 from collections.abc import Sequence
@@ -21,7 +22,7 @@ from torch import Tensor, nn
 from nlgkit.core.errors import ConfigError
 from nlgkit.heads.base import HeadContext, OutputHead
 from nlgkit.models.base import Generator, State
-from nlgkit.search import Hypothesis, Sampling, beam_search, greedy_search, search
+from nlgkit.search import Hypothesis, Rules, Sampling, beam_search, greedy_search, search
 
 PAD, BOS, EOS, A, B, C = range(6)
 VOCAB = 6
@@ -98,9 +99,15 @@ def decode(
     log-probability of that token after the hypothesis's own prefix (the EOS's last when it ended with one)."""
     state = model.encode(inputs)
     max_lens = torch.as_tensor(max_lens)
-    found = run(
-        model, state, batch_size=len(inputs), bos=BOS, eos=EOS, beam_size=beam, max_lens=max_lens, **options
-    )
+    if run is search:
+        found = run(model, state, batch_size=len(inputs), bos=BOS, eos=EOS, beam_size=beam, max_lens=max_lens,
+                    **options)
+    else:  # one strategy: the rules apart from its own options
+        rule_names = {f.name for f in dataclasses.fields(Rules)}
+        rules = Rules(batch_size=len(inputs), bos=BOS, eos=EOS, max_lens=max_lens,
+                      **{name: value for name, value in options.items() if name in rule_names})
+        own = {name: value for name, value in options.items() if name not in rule_names}
+        found = run(model, state, rules, beam_size=beam, **own)
     for sentence, hyps in enumerate(found):
         for h in hyps:
             assert h.token_scores is not None and len(h.token_scores) in (len(h.tokens), len(h.tokens) + 1)
@@ -203,7 +210,7 @@ def test_scripted_batch_equals_one_at_a_time_and_drops_finished_sentences() -> N
 def test_greedy_drops_finished_sentences() -> None:
     model = ScriptedModel([GREEDY_TRAP, EOS_FIRST, LENGTH])
     state = model.encode(torch.arange(3))
-    hyps = greedy_search(model, state, batch_size=3, bos=BOS, eos=EOS, max_lens=torch.tensor([10, 10, 1]))
+    hyps = greedy_search(model, state, Rules(batch_size=3, bos=BOS, eos=EOS, max_lens=torch.tensor([10, 10, 1])))
     assert [outputs(h) for h in hyps] == [[([A, A], log(0.3))], [([], log(0.7))], [([A], log(0.55))]]
     assert model.batch_sizes == [3, 1, 1]
 
@@ -276,7 +283,8 @@ def assert_same(got: list[list[Hypothesis]], expected: list[list[Hypothesis]]) -
 @pytest.mark.parametrize("seed", range(5))
 def test_beam_one_equals_greedy(seed: int) -> None:
     model, src, max_lens = toy_batch(seed)
-    greedy = greedy_search(model, model.encode(src), batch_size=len(src), bos=BOS, eos=EOS, max_lens=max_lens)
+    rules = Rules(batch_size=len(src), bos=BOS, eos=EOS, max_lens=max_lens)
+    greedy = greedy_search(model, model.encode(src), rules)
     assert_same(decode(model, src, max_lens, 1, beam_search), greedy)
 
 

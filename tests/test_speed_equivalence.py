@@ -30,7 +30,7 @@ from nlgkit.data.moses import _without_tokenizer
 from nlgkit.models.base import Generator
 from nlgkit.models.rnn import RNNConfig
 from nlgkit.search import Hypothesis, search
-from nlgkit.search.beam import normalise
+from nlgkit.search.steps import normalise
 
 PAD, UNK, BOS, EOS = 1, 0, 2, 3
 ROOT = Path(__file__).resolve().parents[1]

@@ -3,5 +3,6 @@ constrained form, and sampling."""
 
 from nlgkit.search.beam import Hypothesis, beam_search, greedy_search, search
 from nlgkit.search.sampling import Sampling, sample_search
+from nlgkit.search.steps import Rules
 
-__all__ = ["Hypothesis", "Sampling", "beam_search", "greedy_search", "sample_search", "search"]
+__all__ = ["Hypothesis", "Rules", "Sampling", "beam_search", "greedy_search", "sample_search", "search"]

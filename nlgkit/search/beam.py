@@ -38,16 +38,11 @@ from nlgkit.search.constrained import constrained_search
 from nlgkit.search.sampling import Sampling, sample_search
 from nlgkit.search.steps import (
     Hypothesis,
+    Rules,
     aligned_positions,
-    ask_alignment,
-    check_options,
-    forced_words,
-    normalise,
     one_word_at_a_time,
     prefix_table,
     search_device,
-    start_outputs,
-    step_scores,
 )
 
 if TYPE_CHECKING:
@@ -85,78 +80,38 @@ def search(
     ``never``: token ids that are not words (padding, BOS) and are never output. A softmax head learns to give
     them no mass, but a score head ranks every row of its table: continuous output against targets extracted
     from a softmax model (whose padding and BOS rows were never trained) would otherwise emit them."""
-    shared = {"batch_size": batch_size, "bos": bos, "eos": eos, "max_lens": max_lens,
-              "length_penalty": length_penalty, "min_len": min_len,
-              "no_repeat_ngram_size": no_repeat_ngram_size, "never": never, "alignment": alignment,
-              "prefix": prefix_table(prefixes, batch_size, search_device(state, max_lens))}
+    rules = Rules(batch_size, bos, eos, max_lens, length_penalty, min_len, no_repeat_ngram_size, never, alignment,
+                  prefix_table(prefixes, batch_size, search_device(state, max_lens)))
     if constraints is not None and any(constraints):
         if sampling is not None:
             raise ConfigError("lexical constraints need beam search: not with sampling")
-        return constrained_search(model, state, beam_size=beam_size, nbest=nbest, constraints=constraints,
-                                  **shared)  # type: ignore[arg-type]
+        return constrained_search(model, state, rules, beam_size=beam_size, nbest=nbest, constraints=constraints)
     if sampling is not None:
-        return sample_search(model, state, sampling=sampling, samples=nbest, item_ids=item_ids,
-                             **shared)  # type: ignore[arg-type]
-    check_options(batch_size, beam_size, nbest, max_lens, min_len, no_repeat_ngram_size)
+        return sample_search(model, state, rules, sampling=sampling, samples=nbest, item_ids=item_ids)
+    rules.check(beam_size, nbest)
     if beam_size == 1:
-        return greedy_search(model, state, **shared)  # type: ignore[arg-type]
-    return beam_search(model, state, beam_size=beam_size, nbest=nbest, **shared)  # type: ignore[arg-type]
+        return greedy_search(model, state, rules)
+    return beam_search(model, state, rules, beam_size=beam_size, nbest=nbest)
 
 
 @torch.inference_mode()
-def greedy_search(
-    model: Generator,
-    state: State,
-    *,
-    batch_size: int,
-    bos: int,
-    eos: int,
-    max_lens: Tensor,
-    length_penalty: float = 1.0,
-    min_len: int = 0,
-    no_repeat_ngram_size: int = 0,
-    never: tuple[int, ...] = (),
-    alignment: bool = False,
-    prefix: Tensor | None = None,
-) -> list[list[Hypothesis]]:
+def greedy_search(model: Generator, state: State, rules: Rules) -> list[list[Hypothesis]]:
     """Argmax decoding, batched; each sentence stops at its EOS or its max_len and leaves the batch."""
-    check_options(batch_size, 1, 1, max_lens, min_len, no_repeat_ngram_size)
-    return one_word_at_a_time(model, state, lambda scores, _outputs, _step: scores.argmax(dim=1, keepdim=True), copies=1,
-                              batch_size=batch_size, bos=bos, eos=eos, max_lens=max_lens,
-                              length_penalty=length_penalty, min_len=min_len,
-                              no_repeat_ngram_size=no_repeat_ngram_size, never=never, aligned=alignment,
-                              prefix=prefix)
+    rules.check()
+    return one_word_at_a_time(model, state, lambda scores, _outputs, _step: scores.argmax(dim=1, keepdim=True), rules,
+                              copies=1)
 
 
 @torch.inference_mode()
-def beam_search(
-    model: Generator,
-    state: State,
-    *,
-    batch_size: int,
-    bos: int,
-    eos: int,
-    beam_size: int,
-    max_lens: Tensor,
-    length_penalty: float = 1.0,
-    nbest: int = 1,
-    min_len: int = 0,
-    no_repeat_ngram_size: int = 0,
-    never: tuple[int, ...] = (),
-    alignment: bool = False,
-    prefix: Tensor | None = None,
-) -> list[list[Hypothesis]]:
-    """Batched beam search; returns per sentence its ``nbest`` best hypotheses, best first. ``prefix`` (B, P):
-    forced first words (:func:`nlgkit.search.steps.prefix_table`); while a sentence is inside its prefix one beam
-    holds it and the others stay at −inf."""
-    check_options(batch_size, beam_size, nbest, max_lens, min_len, no_repeat_ngram_size)
-    k = beam_size
-    device = search_device(state, max_lens)
-    max_lens = max_lens.to(device=device, dtype=torch.long)
-    if alignment:
-        state = ask_alignment(state, batch_size, device)
-    finished: list[list[Hypothesis]] = [[] for _ in range(batch_size)]
-    active = start_outputs(finished, max_lens)  # (n,) sentence ids still decoding
+def beam_search(model: Generator, state: State, rules: Rules, *, beam_size: int,
+                nbest: int = 1) -> list[list[Hypothesis]]:
+    """Batched beam search; returns per sentence its ``nbest`` best hypotheses, best first. While a sentence is
+    inside its prefix (``rules.prefix``) one beam holds it and the others stay at −inf."""
+    rules.check(beam_size, nbest)
+    k, eos = beam_size, rules.eos
+    finished: list[list[Hypothesis]] = [[] for _ in range(rules.batch_size)]
+    state, max_lens, active = rules.begin(state, finished)  # (n,) sentence ids still decoding
+    device = max_lens.device
     ids = active.tolist()
     n = len(ids)
     beam_range = torch.arange(k, device=device)
@@ -164,21 +119,20 @@ def beam_search(
     # it runs on n rows and the state grows to n·k rows after it. A vocabulary smaller than the beam
     # cannot fill k beams from one row: then all k rows run from the start, beams 1… at −inf.
     beams = 1 if model.head.vocab_size >= k else k
-    if beams > 1 or len(ids) < batch_size:  # (with one row per sentence and none left out, nothing moves)
+    if beams > 1 or len(ids) < rules.batch_size:  # (with one row per sentence and none left out, nothing moves)
         state = model.reorder(state, active.repeat_interleave(beams))  # every tensor (n·beams, …)
     scores = torch.full((n, beams), -math.inf, device=device)  # (n, beams) float32 cumulative log-probs
     scores[:, 0] = 0.0
     tokens = torch.empty(n * beams, 0, dtype=torch.long, device=device)  # (n·beams, t)
-    positions = torch.empty(n * beams, 0, dtype=torch.long, device=device)  # (n·beams, t) with ``alignment``
+    positions = torch.empty(n * beams, 0, dtype=torch.long, device=device)  # (n·beams, t) with alignment
     token_scores = torch.empty(n * beams, 0, device=device)  # (n·beams, t) float32: each step's log-score
-    prev = torch.full((n * beams,), bos, dtype=torch.long, device=device)  # (n·beams,)
+    prev = torch.full((n * beams,), rules.bos, dtype=torch.long, device=device)  # (n·beams,)
     step = 0
     while n:
         features, state = model.step(prev, state)  # (n·beams, d)
-        looked = aligned_positions(model, state) if alignment else None  # (n·beams,)
-        forced = forced_words(prefix, active.repeat_interleave(beams) if beams > 1 else active, step)
-        word_scores, offset = step_scores(model, features, eos, step < min_len, never, tokens,  # (n·beams, V)
-                                          no_repeat_ngram_size, forced)
+        looked = aligned_positions(model, state) if rules.alignment else None  # (n·beams,)
+        sentences = active.repeat_interleave(beams) if beams > 1 else active  # (n·beams,)
+        word_scores, offset = rules.scores(model, features, tokens, sentences, step)  # (n·beams, V), (n·beams,)
         # A sentence's best 2k extensions are among each of its rows' best 2k words: rank those only.
         row_width = min(2 * k, word_scores.size(1))
         row_scores, row_words = word_scores.topk(row_width, dim=1)  # (n·beams, w)
@@ -197,14 +151,13 @@ def beam_search(
         if bool(ending.any()):
             sent, rank = ending.nonzero(as_tuple=True)
             rows = top_rows[sent, rank]
-            ended_positions = positions[rows].tolist() if alignment else None
+            ended_positions = positions[rows].tolist() if rules.alignment else None
             ended_scores = torch.cat([token_scores[rows], top_token_scores[sent, rank].unsqueeze(1)], dim=1)
             for j, (pos, row, lp, per_token) in enumerate(zip(sent.tolist(), tokens[rows].tolist(),
                                                               top_scores[sent, rank].tolist(), ended_scores.tolist())):
                 if len(finished[ids[pos]]) < k:
                     found = ended_positions[j] if ended_positions is not None else None
-                    finished[ids[pos]].append(Hypothesis(row, normalise(lp, step, length_penalty), lp, found,
-                                                         per_token))
+                    finished[ids[pos]].append(rules.hypothesis(row, lp, step, found, per_token))
 
         # The first k non-EOS candidates stay active: EOS ones are pushed behind all others.
         width = top_scores.size(1)
@@ -225,14 +178,14 @@ def beam_search(
         beams = k
         if bool(done.any()):
             same_sentences = False
-            _finalise_at_limit(finished, ids, at_limit & ~full, tokens, scores, token_scores, step, length_penalty,
-                               positions if alignment else None)
+            _finalise_at_limit(finished, ids, at_limit & ~full, tokens, scores, token_scores, step, rules,
+                               positions if rules.alignment else None)
             live = (~done).nonzero().flatten()  # (n',)
             live_rows = (live.unsqueeze(1) * k + beam_range).view(-1)  # (n'·k,)
             active, scores = active[live], scores[live]
             keep_rows, tokens, prev = keep_rows[live_rows], tokens[live_rows], prev[live_rows]
             token_scores = token_scores[live_rows]
-            positions = positions[live_rows] if alignment else positions
+            positions = positions[live_rows] if rules.alignment else positions
             ids = active.tolist()
             n = len(ids)
         if n:  # state rows follow their hypotheses
@@ -259,7 +212,7 @@ def _finalise_at_limit(
     scores: Tensor,
     token_scores: Tensor,
     step: int,
-    length_penalty: float,
+    rules: Rules,
     positions: Tensor | None = None,
 ) -> None:
     """Sentences that reached max_len keep their live active hypotheses as they are, without EOS, with their
@@ -271,5 +224,4 @@ def _finalise_at_limit(
         aligned = positions[pos * k : (pos + 1) * k].tolist() if positions is not None else [None] * k
         for row, lp, found, row_scores in zip(rows, scores[pos].tolist(), aligned, per_token):
             if math.isfinite(lp):
-                finished[ids[pos]].append(Hypothesis(row, normalise(lp, step, length_penalty), lp, found,
-                                                     row_scores))
+                finished[ids[pos]].append(rules.hypothesis(row, lp, step, found, row_scores))

@@ -28,17 +28,7 @@ import torch
 from torch import Tensor
 
 from nlgkit.core.errors import ConfigError
-from nlgkit.search.steps import (
-    Hypothesis,
-    aligned_positions,
-    ask_alignment,
-    check_options,
-    forced_words,
-    normalise,
-    search_device,
-    start_outputs,
-    step_scores,
-)
+from nlgkit.search.steps import Hypothesis, Rules, aligned_positions
 
 if TYPE_CHECKING:
     from nlgkit.models.base import Generator, State
@@ -124,36 +114,17 @@ def _round_robin(candidates: list[_Candidate], count: int) -> list[_Candidate]:
 
 
 @torch.inference_mode()
-def constrained_search(
-    model: Generator,
-    state: State,
-    *,
-    batch_size: int,
-    bos: int,
-    eos: int,
-    beam_size: int,
-    max_lens: Tensor,
-    constraints: Sequence[Sequence[Sequence[int]]],
-    length_penalty: float = 1.0,
-    nbest: int = 1,
-    min_len: int = 0,
-    no_repeat_ngram_size: int = 0,
-    never: tuple[int, ...] = (),
-    alignment: bool = False,
-    prefix: Tensor | None = None,
-) -> list[list[Hypothesis]]:
+def constrained_search(model: Generator, state: State, rules: Rules, *, beam_size: int,
+                       constraints: Sequence[Sequence[Sequence[int]]], nbest: int = 1) -> list[list[Hypothesis]]:
     """Beam search whose outputs contain each sentence's ``constraints`` (phrases of word ids, any order); returns
     per sentence its ``nbest`` best hypotheses: those that met more constraint words first, then the best first."""
-    check_options(batch_size, beam_size, nbest, max_lens, min_len, no_repeat_ngram_size)
-    if len(constraints) != batch_size:
-        raise ValueError(f"{len(constraints)} constraint lists for a batch of {batch_size}")
-    k = beam_size
-    device = search_device(state, max_lens)
-    max_lens = max_lens.to(device=device, dtype=torch.long)
-    if alignment:
-        state = ask_alignment(state, batch_size, device)
-    empty: list[list[Hypothesis]] = [[] for _ in range(batch_size)]
-    active = start_outputs(empty, max_lens)  # (n,) sentence ids still decoding
+    rules.check(beam_size, nbest)
+    if len(constraints) != rules.batch_size:
+        raise ValueError(f"{len(constraints)} constraint lists for a batch of {rules.batch_size}")
+    k, eos = beam_size, rules.eos
+    empty: list[list[Hypothesis]] = [[] for _ in range(rules.batch_size)]
+    state, max_lens, active = rules.begin(state, empty)  # (n,) sentence ids still decoding
+    device = max_lens.device
     finished: list[list[tuple[int, Hypothesis]]] = [[(0, h) for h in hyps] for hyps in empty]  # words met
     ids = active.tolist()
     n = len(ids)
@@ -165,16 +136,14 @@ def constrained_search(
     scores = torch.full((n * beams,), -math.inf, device=device)  # (n·beams,) float32 cumulative log-scores
     scores[::beams] = 0.0  # one live hypothesis per sentence at first
     tokens = torch.empty(n * beams, 0, dtype=torch.long, device=device)  # (n·beams, t)
-    positions = torch.empty(n * beams, 0, dtype=torch.long, device=device)  # (n·beams, t) with ``alignment``
+    positions = torch.empty(n * beams, 0, dtype=torch.long, device=device)  # (n·beams, t) with alignment
     token_scores = torch.empty(n * beams, 0, device=device)  # (n·beams, t)
-    prev = torch.full((n * beams,), bos, dtype=torch.long, device=device)  # (n·beams,)
+    prev = torch.full((n * beams,), rules.bos, dtype=torch.long, device=device)  # (n·beams,)
     step = 0
     while n:
         features, state = model.step(prev, state)  # (n·beams, d)
-        looked = aligned_positions(model, state) if alignment else None  # (n·beams,)
-        forced = forced_words(prefix, active.repeat_interleave(beams), step)
-        word_scores, offset = step_scores(model, features, eos, step < min_len, never, tokens,  # (n·beams, V)
-                                          no_repeat_ngram_size, forced)
+        looked = aligned_positions(model, state) if rules.alignment else None  # (n·beams,)
+        word_scores, offset = rules.scores(model, features, tokens, active.repeat_interleave(beams), step)
         unmet = [row for row, p in enumerate(progress) if not p.complete]
         if unmet:  # no output ends before it holds every constraint
             word_scores[torch.tensor(unmet, device=device), eos] = -math.inf
@@ -185,10 +154,9 @@ def constrained_search(
             sentence = ids[pos]
             for c in ending:
                 if len(finished[sentence]) < k:
-                    found = positions[c.row].tolist() if alignment else None
-                    finished[sentence].append((c.progress.words_met, Hypothesis(
-                        tokens[c.row].tolist(), normalise(c.score, step, length_penalty), c.score, found,
-                        [*token_scores[c.row].tolist(), c.word_score])))
+                    found = positions[c.row].tolist() if rules.alignment else None
+                    finished[sentence].append((c.progress.words_met, rules.hypothesis(
+                        tokens[c.row].tolist(), c.score, step, found, [*token_scores[c.row].tolist(), c.word_score])))
             dead = _Candidate(pos * beams, eos, -math.inf, -math.inf, progress[pos * beams])
             for c in staying + [dead] * (k - len(staying)):  # dead slots (−inf) keep the shapes
                 keep_rows.append(c.row)
@@ -209,8 +177,8 @@ def constrained_search(
         at_limit = max_lens[active].le(step).tolist()
         for pos in range(n):
             if at_limit[pos] and not full[pos]:
-                _keep_at_limit(finished[ids[pos]], pos, k, tokens, scores, token_scores, progress, step,
-                               length_penalty, positions if alignment else None)
+                _keep_at_limit(finished[ids[pos]], pos, k, tokens, scores, token_scores, progress, step, rules,
+                               positions if rules.alignment else None)
         live = [pos for pos in range(n) if not (full[pos] or at_limit[pos])]
         if len(live) < n:
             live_rows = [pos * k + j for pos in live for j in range(k)]
@@ -218,7 +186,7 @@ def constrained_search(
             active = active[torch.tensor(live, dtype=torch.long, device=device)]
             rows, prev, scores, tokens = rows[index], prev[index], scores[index], tokens[index]
             token_scores = token_scores[index]
-            positions = positions[index] if alignment else positions
+            positions = positions[index] if rules.alignment else positions
             progress = [progress[row] for row in live_rows]
             ids = active.tolist()
             n = len(ids)
@@ -271,7 +239,7 @@ def _choose(word_scores: Tensor, offset: Tensor, scores: Tensor, progress: list[
 
 
 def _keep_at_limit(finished: list[tuple[int, Hypothesis]], pos: int, k: int, tokens: Tensor, scores: Tensor,
-                   token_scores: Tensor, progress: list[Progress], step: int, length_penalty: float,
+                   token_scores: Tensor, progress: list[Progress], step: int, rules: Rules,
                    positions: Tensor | None) -> None:
     """A sentence at its length limit keeps its live hypotheses as they are (no EOS), with their constraint words
     met."""
@@ -279,6 +247,5 @@ def _keep_at_limit(finished: list[tuple[int, Hypothesis]], pos: int, k: int, tok
         log_prob = float(scores[row])
         if math.isfinite(log_prob):
             found = positions[row].tolist() if positions is not None else None
-            finished.append((progress[row].words_met, Hypothesis(
-                tokens[row].tolist(), normalise(log_prob, step, length_penalty), log_prob, found,
-                token_scores[row].tolist())))
+            finished.append((progress[row].words_met, rules.hypothesis(
+                tokens[row].tolist(), log_prob, step, found, token_scores[row].tolist())))

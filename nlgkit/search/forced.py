@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import torch
 from torch import Tensor
 
-from nlgkit.search.steps import Hypothesis, one_word_at_a_time, search_device
+from nlgkit.search.steps import Hypothesis, Rules, one_word_at_a_time, search_device
 
 if TYPE_CHECKING:
     from nlgkit.models.base import Generator, State
@@ -36,9 +36,8 @@ def forced_hypotheses(model: Generator, state: State, targets: list[list[int]], 
     def feed(_scores: Tensor, outputs: Tensor, step: int) -> Tensor:
         return padded[outputs, step].unsqueeze(1)  # (r, 1): each row's next target token
 
-    found: list[list[Hypothesis]] = one_word_at_a_time(
-        model, state, feed, copies=1, batch_size=len(targets), bos=bos, eos=eos, max_lens=lengths,
-        length_penalty=0.0, min_len=0, no_repeat_ngram_size=0, never=())
+    rules = Rules(batch_size=len(targets), bos=bos, eos=eos, max_lens=lengths, length_penalty=0.0)
+    found: list[list[Hypothesis]] = one_word_at_a_time(model, state, feed, rules, copies=1)
     return [hyps[0] for hyps in found]
 
 

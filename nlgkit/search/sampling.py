@@ -20,7 +20,7 @@ import torch
 from torch import Tensor
 
 from nlgkit.core.errors import ConfigError
-from nlgkit.search.steps import Hypothesis, check_options, one_word_at_a_time, search_device
+from nlgkit.search.steps import Hypothesis, Rules, one_word_at_a_time, search_device
 
 if TYPE_CHECKING:
     from nlgkit.models.base import Generator, State
@@ -77,48 +77,29 @@ def uniforms(seed: int, items: Tensor, copies: Tensor, step: int) -> Tensor:
 
 
 @torch.inference_mode()
-def sample_search(
-    model: Generator,
-    state: State,
-    *,
-    batch_size: int,
-    bos: int,
-    eos: int,
-    max_lens: Tensor,
-    sampling: Sampling,
-    samples: int = 1,
-    item_ids: Tensor | None = None,
-    length_penalty: float = 1.0,
-    min_len: int = 0,
-    no_repeat_ngram_size: int = 0,
-    never: tuple[int, ...] = (),
-    alignment: bool = False,
-    prefix: Tensor | None = None,
-) -> list[list[Hypothesis]]:
+def sample_search(model: Generator, state: State, rules: Rules, *, sampling: Sampling, samples: int = 1,
+                  item_ids: Tensor | None = None) -> list[list[Hypothesis]]:
     """``samples`` drawn outputs per sentence, best (length-normalised log-probability) first.
 
     ``item_ids`` (B,) number the sentences for the draws (default: their place in the batch): the k-th sample of
     item i at step t inverts the word distribution's CDF at ``uniforms(seed, i, k, t)``, so an item's samples do
     not depend on what else is in its batch, and the first k of n samples are the k samples of ``samples = k``."""
-    check_options(batch_size, samples, samples, max_lens, min_len, no_repeat_ngram_size)
-    device = search_device(state, max_lens)
-    items = (torch.arange(batch_size) if item_ids is None else item_ids).to(device=device, dtype=torch.long)
-    if tuple(items.shape) != (batch_size,):
-        raise ValueError(f"item_ids has shape {tuple(items.shape)}, expected ({batch_size},)")
+    rules.check(samples, samples)
+    device = search_device(state, rules.max_lens)
+    items = (torch.arange(rules.batch_size) if item_ids is None else item_ids).to(device=device, dtype=torch.long)
+    if tuple(items.shape) != (rules.batch_size,):
+        raise ValueError(f"item_ids has shape {tuple(items.shape)}, expected ({rules.batch_size},)")
 
     def draw(scores: Tensor, outputs: Tensor, step: int) -> Tensor:
         logits = restrict(scores, sampling)
         stuck = logits.isneginf().all(dim=1)  # every word banned (a tiny vocabulary under the constraints)
         if bool(stuck.any()):
-            logits[stuck, eos] = 0.0  # such an output ends, at its −inf log-probability
+            logits[stuck, rules.eos] = 0.0  # such an output ends, at its −inf log-probability
         cdf = logits.softmax(dim=1).double().cumsum(dim=1)  # (r, V)
         target = uniforms(sampling.seed, items[outputs // samples], outputs % samples, step) * cdf[:, -1]  # (r,)
         # the first word whose CDF passes the target: words without probability have no width and are never hit
         chosen = torch.searchsorted(cdf, target.unsqueeze(1), right=True)  # (r, 1)
         return chosen.clamp(max=cdf.size(1) - 1)
 
-    results = one_word_at_a_time(model, state, draw, copies=samples, batch_size=batch_size, bos=bos, eos=eos,
-                                 max_lens=max_lens, length_penalty=length_penalty, min_len=min_len,
-                                 no_repeat_ngram_size=no_repeat_ngram_size, never=never, aligned=alignment,
-                                 prefix=prefix)
+    results = one_word_at_a_time(model, state, draw, rules, copies=samples)
     return [sorted(hyps, key=lambda h: h.score, reverse=True) for hyps in results]

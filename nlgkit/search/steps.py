@@ -1,6 +1,7 @@
-"""What every search shares: the output record, length normalisation, one step's masked scores, the n-gram ban
-and the checks of the options (greedy and beam in :mod:`nlgkit.search.beam`, constrained beam in
-:mod:`nlgkit.search.constrained`, sampling in :mod:`nlgkit.search.sampling`)."""
+"""What every search shares: the output record, the rules every strategy obeys (length limits, masks, prefixes,
+length normalisation, alignment) with their checks, one step's masked scores and the n-gram ban (greedy and beam in
+:mod:`nlgkit.search.beam`, constrained beam in :mod:`nlgkit.search.constrained`, sampling in
+:mod:`nlgkit.search.sampling`)."""
 
 from __future__ import annotations
 
@@ -31,6 +32,63 @@ class Hypothesis:
     log_prob: float
     alignment: list[int] | None = None
     token_scores: list[float] | None = None
+
+
+@dataclass(frozen=True)
+class Rules:
+    """What every strategy obeys, whatever picks its words: a batch of ``batch_size`` sentences decoded from
+    ``bos`` until ``eos``; each sentence's limit ``max_lens`` (B,) in decoding steps (output tokens, the EOS
+    counted); the masks (no EOS before ``min_len`` tokens, no repeated n-gram of ``no_repeat_ngram_size``, never the
+    ``never`` ids, the forced words of ``prefix`` (B, P), see :func:`prefix_table`); scores divided by
+    length ** ``length_penalty``; with ``alignment``, each token's source position. One record, so that greedy,
+    beam, constrained beam and sampling take these the same way and an option is added in one place."""
+
+    batch_size: int
+    bos: int
+    eos: int
+    max_lens: Tensor
+    length_penalty: float = 1.0
+    min_len: int = 0
+    no_repeat_ngram_size: int = 0
+    never: tuple[int, ...] = ()
+    alignment: bool = False
+    prefix: Tensor | None = None
+
+    def check(self, beam_size: int = 1, nbest: int = 1) -> None:
+        """Reject options a user can get wrong with one clear message."""
+        if beam_size < 1:
+            raise ConfigError(f"beam_size = {beam_size}: must be at least 1")
+        if not 1 <= nbest <= beam_size:
+            raise ConfigError(f"nbest = {nbest}: must be between 1 and beam_size ({beam_size})")
+        if self.min_len < 0:
+            raise ConfigError(f"min_len = {self.min_len}: must not be negative")
+        if self.no_repeat_ngram_size < 0:
+            raise ConfigError(f"no_repeat_ngram_size = {self.no_repeat_ngram_size}: must not be negative (0 = off)")
+        if tuple(self.max_lens.shape) != (self.batch_size,):
+            raise ValueError(f"max_lens has shape {tuple(self.max_lens.shape)}, expected ({self.batch_size},)")
+
+    def begin(self, state: State, results: list[list[Hypothesis]]) -> tuple[State, Tensor, Tensor]:
+        """Start a search: sentences with max_len 0 get their empty output in ``results``; returns the state (asked
+        for alignment when wanted), ``max_lens`` on the state's device, and the ids (n,) of the sentences that
+        decode."""
+        device = search_device(state, self.max_lens)
+        max_lens = self.max_lens.to(device=device, dtype=torch.long)
+        if self.alignment:
+            state = ask_alignment(state, self.batch_size, device)
+        for i in max_lens.le(0).nonzero().flatten().tolist():
+            results[i].append(Hypothesis([], 0.0, 0.0, token_scores=[]))
+        return state, max_lens, max_lens.gt(0).nonzero().flatten()
+
+    def scores(self, model: Generator, features: Tensor, tokens: Tensor, sentences: Tensor,
+               step: int) -> tuple[Tensor, Tensor]:
+        """:func:`step_scores` at ``step`` for rows (R,) of these ``sentences`` holding ``tokens`` (R, t)."""
+        return step_scores(model, features, self.eos, step < self.min_len, self.never, tokens,
+                           self.no_repeat_ngram_size, forced_words(self.prefix, sentences, step))
+
+    def hypothesis(self, tokens: list[int], log_prob: float, length: int, positions: list[int] | None,
+                   token_scores: list[float]) -> Hypothesis:
+        """An ended output of ``length`` steps, its score length-normalised."""
+        return Hypothesis(tokens, normalise(log_prob, length, self.length_penalty), log_prob, positions, token_scores)
 
 
 def ask_alignment(state: State, rows: int, device: torch.device) -> State:
@@ -113,48 +171,33 @@ def one_word_at_a_time(
     model: Generator,
     state: State,
     choose: Callable[[Tensor, Tensor, int], Tensor],
+    rules: Rules,
     *,
     copies: int,
-    batch_size: int,
-    bos: int,
-    eos: int,
-    max_lens: Tensor,
-    length_penalty: float,
-    min_len: int,
-    no_repeat_ngram_size: int,
-    never: tuple[int, ...],
-    aligned: bool = False,
-    prefix: Tensor | None = None,
 ) -> list[list[Hypothesis]]:
     """``copies`` outputs per sentence, each extended by the one word ``choose`` picks from its row of masked
     scores: ``choose(scores (R, V), outputs (R,), step) → (R, 1)``, ``outputs`` numbering each row's output
     (sentence · copies + copy, sentences of the batch in order): argmax for greedy search, a draw for sampling.
-    Outputs stop at their EOS or max_len and leave the batch; each sentence's outputs in the order they ended;
-    ``aligned``: with each token's source position (:class:`Hypothesis`); ``prefix`` (B, P): the words each
-    sentence's outputs start with (:func:`prefix_table`)."""
-    device = search_device(state, max_lens)
-    max_lens = max_lens.to(device=device, dtype=torch.long)
-    if aligned:
-        state = ask_alignment(state, batch_size, device)
-    results: list[list[Hypothesis]] = [[] for _ in range(batch_size)]
-    active = start_outputs(results, max_lens)  # (n,) sentence ids still decoding
+    Outputs stop at their EOS or max_len and leave the batch; each sentence's outputs in the order they ended."""
+    results: list[list[Hypothesis]] = [[] for _ in range(rules.batch_size)]
+    state, max_lens, active = rules.begin(state, results)  # (n,) sentence ids still decoding
+    device = max_lens.device
     rows = active.repeat_interleave(copies) if copies > 1 else active  # (r,) the sentence of each output
-    if rows.numel() != batch_size or copies > 1:  # (one row per sentence and none left out: nothing moves)
+    if rows.numel() != rules.batch_size or copies > 1:  # (one row per sentence and none left out: nothing moves)
         state = model.reorder(state, rows)
     ids = rows.tolist()
     outputs = rows * copies + torch.arange(len(ids), device=device) % copies  # (r,)
     tokens = torch.empty(len(ids), 0, dtype=torch.long, device=device)  # (r, t)
-    positions = torch.empty(len(ids), 0, dtype=torch.long, device=device)  # (r, t) with ``aligned``
+    positions = torch.empty(len(ids), 0, dtype=torch.long, device=device)  # (r, t) with alignment
     token_scores = torch.empty(len(ids), 0, device=device)  # (r, t) float32: each step's log-score
     log_prob = torch.zeros(len(ids), device=device)  # (r,) float32
-    prev = torch.full((len(ids),), bos, dtype=torch.long, device=device)  # (r,)
+    prev = torch.full((len(ids),), rules.bos, dtype=torch.long, device=device)  # (r,)
     step = 0
     while ids:
         features, state = model.step(prev, state)  # (r, d)
-        if aligned:
+        if rules.alignment:
             positions = torch.cat([positions, aligned_positions(model, state).unsqueeze(1)], dim=1)
-        word_scores, offset = step_scores(model, features, eos, step < min_len, never, tokens,  # (r, V), (r,)
-                                          no_repeat_ngram_size, forced_words(prefix, rows, step))
+        word_scores, offset = rules.scores(model, features, tokens, rows, step)  # (r, V), (r,)
         chosen = choose(word_scores, outputs, step)  # (r, 1)
         chosen_score = word_scores.gather(1, chosen).squeeze(1) - offset  # (r,)
         log_prob = log_prob + chosen_score
@@ -162,16 +205,16 @@ def one_word_at_a_time(
         prev = chosen.squeeze(1)
         tokens = torch.cat([tokens, chosen], dim=1)
         step += 1
-        ended = prev.eq(eos) | max_lens[rows].le(step)  # (r,)
+        ended = prev.eq(rules.eos) | max_lens[rows].le(step)  # (r,)
         if not bool(ended.any()):
             continue
-        ended_positions = positions[ended].tolist() if aligned else None
+        ended_positions = positions[ended].tolist() if rules.alignment else None
         for k, (pos, row, lp, scores) in enumerate(zip(ended.nonzero().flatten().tolist(), tokens[ended].tolist(),
                                                        log_prob[ended].tolist(), token_scores[ended].tolist())):
-            if row and row[-1] == eos:
+            if row and row[-1] == rules.eos:
                 row = row[:-1]
             found = ended_positions[k][: len(row)] if ended_positions is not None else None
-            results[ids[pos]].append(Hypothesis(row, normalise(lp, step, length_penalty), lp, found, scores))
+            results[ids[pos]].append(rules.hypothesis(row, lp, step, found, scores))
         live = (~ended).nonzero().flatten()  # (r',)
         rows, outputs, tokens, log_prob, prev = rows[live], outputs[live], tokens[live], log_prob[live], prev[live]
         positions, token_scores = positions[live], token_scores[live]
@@ -181,30 +224,8 @@ def one_word_at_a_time(
     return results
 
 
-def start_outputs(results: list[list[Hypothesis]], max_lens: Tensor) -> Tensor:
-    """Give sentences with max_len 0 their empty output; return the ids of the others (n,)."""
-    for i in max_lens.le(0).nonzero().flatten().tolist():
-        results[i].append(Hypothesis([], 0.0, 0.0, token_scores=[]))
-    return max_lens.gt(0).nonzero().flatten()
-
-
 def search_device(state: State, max_lens: Tensor) -> torch.device:
     """Decode where the state lives (max_lens may come from the CPU)."""
     for value in state.values():
         return value.device
     return max_lens.device
-
-
-def check_options(batch_size: int, beam_size: int, nbest: int, max_lens: Tensor, min_len: int,
-           no_repeat_ngram_size: int = 0) -> None:
-    """Reject options a user can get wrong with one clear message."""
-    if beam_size < 1:
-        raise ConfigError(f"beam_size = {beam_size}: must be at least 1")
-    if not 1 <= nbest <= beam_size:
-        raise ConfigError(f"nbest = {nbest}: must be between 1 and beam_size ({beam_size})")
-    if min_len < 0:
-        raise ConfigError(f"min_len = {min_len}: must not be negative")
-    if no_repeat_ngram_size < 0:
-        raise ConfigError(f"no_repeat_ngram_size = {no_repeat_ngram_size}: must not be negative (0 = off)")
-    if tuple(max_lens.shape) != (batch_size,):
-        raise ValueError(f"max_lens has shape {tuple(max_lens.shape)}, expected ({batch_size},)")
