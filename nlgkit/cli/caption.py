@@ -18,9 +18,14 @@ import typer
 
 from nlgkit.cli.common import ReportTime, handle_errors, progress_bar, time_report
 from nlgkit.cli.search_flags import (
+    Beam,
+    Checkpoint,
+    Device,
+    LengthPenalty,
     MinLen,
     NoRepeatNgramSize,
     NoUnk,
+    Output,
     SamplingSwitch,
     SamplingTopk,
     SamplingTopp,
@@ -45,10 +50,10 @@ def caption(
                                                           "repeat it to search with an ensemble")] = None,
     listing: Annotated[Path | None, typer.Option("--list", help="File with one image path per line ('-': stdin)",
                                                  allow_dash=True)] = None,
-    checkpoint: Annotated[str, typer.Option(help="best, last, or a checkpoint directory")] = "best",
-    beam: Annotated[int | None, typer.Option(help="Beam size (1 = greedy); default from the run's \\[search]")] = None,
+    checkpoint: Checkpoint = "best",
+    beam: Beam = None,
     nbest: Annotated[int | None, typer.Option(help="Captions per image (Moses n-best format when > 1)")] = None,
-    length_penalty: Annotated[float | None, typer.Option(help="Scores divided by length**this")] = None,
+    length_penalty: LengthPenalty = None,
     max_len: Annotated[int, typer.Option(help="Absolute cap on caption tokens (0 = the run's limit)")] = 0,
     batch_size: Annotated[int | None, typer.Option(help="Images per batch")] = None,
     min_len: MinLen = None,
@@ -62,8 +67,8 @@ def caption(
     json_output: Annotated[bool, typer.Option("--json", help="One JSON record per image")] = False,
     attention: Annotated[Path | None, typer.Option(help="Directory for per-image attention PNGs "
                                                         "(show_attend_tell)")] = None,
-    output: Annotated[Path | None, typer.Option("--output", "-o", help="Output file (default: stdout)")] = None,
-    device: Annotated[str, typer.Option(help="auto, cpu, cuda or cuda:N")] = "auto",
+    output: Output = None,
+    device: Device = "auto",
     ensemble_mode: Annotated[str, typer.Option(help="Several --model: log_linear (mean log-probability) or linear "
                                                     "(log of the mean probability)")] = "log_linear",
     compute_type: Annotated[str, typer.Option(help="What the search computes in: float32 (default), bfloat16 or "

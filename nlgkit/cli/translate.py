@@ -31,9 +31,14 @@ import typer
 
 from nlgkit.cli.common import ReportTime, handle_errors, progress_bar, time_report
 from nlgkit.cli.search_flags import (
+    Beam,
+    Checkpoint,
+    Device,
+    LengthPenalty,
     MinLen,
     NoRepeatNgramSize,
     NoUnk,
+    Output,
     SamplingSwitch,
     SamplingTopk,
     SamplingTopp,
@@ -51,10 +56,10 @@ def translate(
     model: Annotated[list[Path], typer.Option("--model", "-m", envvar="NLGKIT_MODEL",
                                               help="Run directory written by `nlgkit train` (or $NLGKIT_MODEL); "
                                                    "repeat it to search with an ensemble")],
-    checkpoint: Annotated[str, typer.Option(help="best, last, or a checkpoint directory")] = "best",
-    beam: Annotated[int | None, typer.Option(help="Beam size (1 = greedy); default from the run's \\[search]")] = None,
+    checkpoint: Checkpoint = "best",
+    beam: Beam = None,
     nbest: Annotated[int | None, typer.Option(help="Hypotheses per input (Moses n-best format when > 1)")] = None,
-    length_penalty: Annotated[float | None, typer.Option(help="Scores divided by length**this")] = None,
+    length_penalty: LengthPenalty = None,
     max_len_a: Annotated[float | None, typer.Option(help="Output length limit: a * source length + b")] = None,
     max_len_b: Annotated[int | None, typer.Option(help="Output length limit: a * source length + b")] = None,
     max_len: Annotated[int, typer.Option(help="Absolute cap on output tokens (0 = only the a/b limit)")] = 0,
@@ -69,10 +74,10 @@ def translate(
     seed: Seed = None,
     max_input_tokens: Annotated[int, typer.Option(help="Longer input lines are cut to this many tokens")] = 400,
     input: Annotated[Path | None, typer.Option("--input", "-i", help="Input file (default: stdin)")] = None,
-    output: Annotated[Path | None, typer.Option("--output", "-o", help="Output file (default: stdout)")] = None,
+    output: Output = None,
     pretokenized: Annotated[bool, typer.Option(help="Input is already in the data directory's token form")] = False,
     detokenize: Annotated[bool, typer.Option(help="Detokenise output to the form of the training text")] = True,
-    device: Annotated[str, typer.Option(help="auto, cpu, cuda or cuda:N")] = "auto",
+    device: Device = "auto",
     buffer_size: Annotated[int, typer.Option(help="Translate the input as a stream, N lines at a time, each group "
                                                   "written and flushed when done (0 = read all input first)")] = 0,
     images: Annotated[Path | None, typer.Option(help="Multimodal models: the image of each input line, as a file "
