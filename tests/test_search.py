@@ -161,6 +161,30 @@ def test_max_len_truncates_without_eos() -> None:
     assert run([LENGTH], 2, [0])[0] == [Hypothesis([], 0.0, 0.0, token_scores=[])]
 
 
+@pytest.mark.parametrize("strategy", ["greedy", "beam", "constrained", "sampling"])
+def test_every_strategy_gives_a_max_len_0_sentence_its_empty_output_and_decodes_the_rest(strategy: str) -> None:
+    """The rules start every strategy the same way: a sentence with no room gets the empty output, without a step,
+    and the batch's other sentences decode as they would alone."""
+    from nlgkit.search.constrained import constrained_search
+    from nlgkit.search.sampling import sample_search
+
+    model = ScriptedModel([GREEDY_TRAP, LENGTH, GREEDY_TRAP])
+    rules = Rules(batch_size=3, bos=BOS, eos=EOS, max_lens=torch.tensor([10, 0, 10]))
+    found = {
+        "greedy": lambda: greedy_search(model, model.encode(torch.arange(3)), rules),
+        "beam": lambda: beam_search(model, model.encode(torch.arange(3)), rules, beam_size=2),
+        "constrained": lambda: constrained_search(model, model.encode(torch.arange(3)), rules, beam_size=2,
+                                                  constraints=[[[A]], [[C]], [[A]]]),
+        "sampling": lambda: sample_search(model, model.encode(torch.arange(3)), rules, sampling=Sampling(seed=1)),
+    }[strategy]()
+    assert found[1] == [Hypothesis([], 0.0, 0.0, token_scores=[])]
+    assert model.batch_sizes[0] == 2  # sentence 1 never took a step
+    for i in (0, 2):
+        assert len(found[i]) == 1 and found[i][0].tokens and found[i][0].tokens[0] in (A, B)
+    if strategy != "sampling":  # (draws are keyed by the sentence's place, so two copies may draw apart)
+        assert found[0][0].tokens == found[2][0].tokens  # the same script decodes the same
+
+
 def test_min_len_forbids_early_eos() -> None:
     hyps = run([LENGTH], 2, [10], nbest=2, length_penalty=0.0, min_len=2)[0]
     assert outputs(hyps) == [([B, B, B], log(0.45 * 0.95 * 0.95)), ([A, C], log(0.22))]
