@@ -192,10 +192,10 @@ table2-record: $(STAMP)
 	$(NLGKIT) reproduce log-summary $(addprefix $(RECORDS)/,$(TABLE2_RUNS)) --records $(RECORDS) \
 	  --output results/table2_runs.md
 
-# Where each Table 2 run of RUNS_DIR stands against the stopping rule (epochs, best, at most how long left); runs
-# recorded in results/runs but not trained in RUNS_DIR show as not started there.
+# Where each Table 2 run of RUNS_DIR stands against the stopping rule (epochs, best, at most how long left); a run
+# with no trained directory in RUNS_DIR stands as its record in RECORDS says (marked "its record").
 table2-status: $(STAMP)
-	@$(NLGKIT) reproduce status $(addprefix $(RUNS_DIR)/,$(TABLE2_RUNS))
+	@$(NLGKIT) reproduce status $(addprefix $(RUNS_DIR)/,$(TABLE2_RUNS)) --records $(RECORDS)
 
 # Tables 2 and 4 from the committed files alone, as table1-report (results/table2.json, table4.json), and the
 # per-epoch logs of their runs (results/table2_runs.md).

@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 from nlgkit.cli.main import app
 from nlgkit.experiments.logs import status
 from nlgkit.runs.progress import read_progress
+from nlgkit.runs.records import RECORD_FILE
 
 NOW = 1_800_000_000.0
 
@@ -70,3 +71,24 @@ def test_status_command_prints_and_writes_the_table(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     assert "| run | not finished | 2 | 12.00 (2) | 0 of 20 | 20 | 1.0 |" in result.stdout
     assert (tmp_path / "status.md").read_text(encoding="utf-8") == result.stdout
+
+
+def test_status_reads_a_run_trained_elsewhere_from_its_record(tmp_path: Path) -> None:
+    """``--records``: a run with no trained directory here stands as its record says, marked so; without the option
+    it is a run not started."""
+    records = tmp_path / "records"
+    record = fake_run(records, "elsewhere", {"epoch": 30, "best_epoch": 10, "best_score": 33.0, "bad_epochs": 20,
+                                             "finished": True, "stop_reason": "no bleu improvement for 20 epochs"},
+                      [120.0] * 30)
+    (record / RECORD_FILE).write_text("{}", encoding="utf-8")
+    here = fake_run(tmp_path / "runs", "here", {"epoch": 3, "best_epoch": 2, "best_score": 12.0, "bad_epochs": 0},
+                    [60.0, 60.0])
+    gone = tmp_path / "runs" / "elsewhere"
+    result = CliRunner().invoke(app, ["reproduce", "status", str(here), str(gone), "--records", str(records)])
+    assert result.exit_code == 0, result.output
+    assert "| here | not finished | 2 | 12.00 (2) |" in result.stdout
+    assert ("| elsewhere | finished: no bleu improvement for 20 epochs (its record) | 30 | 33.00 (10) | 20 of 20 | 0 |"
+            in result.stdout)
+    assert result.stdout.splitlines()[-1].startswith("1 finished, 1 on their way, 0 not started")
+    plain = CliRunner().invoke(app, ["reproduce", "status", str(here), str(gone)])
+    assert "| elsewhere | not started (no checkpoint) |" in plain.stdout

@@ -171,12 +171,13 @@ def log_summary(runs: Runs, output: Output = None, records: Records = None) -> N
 
 @app.command("status")
 @handle_errors
-def status(runs: Runs, output: Output = None) -> None:
-    """Where each run stands against its stopping rule: epochs, best, epochs without a gain, at most how long left."""
+def status(runs: Runs, output: Output = None, records: Records = None) -> None:
+    """Where each run stands against its stopping rule: epochs, best, epochs without a gain, at most how long left;
+    with ``--records``, a run trained elsewhere stands as its record says."""
     from nlgkit.experiments.common import write_output  # lazy: CLI start-up
     from nlgkit.experiments.logs import status as build
 
-    _print(write_output(build(runs), output))
+    _print(write_output(build(_runs(runs, records)), output))
 
 
 @app.command("archive")

@@ -147,6 +147,8 @@ def _status_row(progress: RunProgress, now: float) -> list[str]:
     if not progress.started:
         return [name, "not started (no checkpoint)", *["–"] * 8]
     state = f"finished: {progress.stop_reason}" if progress.finished else "not finished"
+    if is_record(progress.run_dir):  # trained elsewhere: the record's last checkpoint, not a run going on here
+        state += " (its record)"
     best = f"{progress.best_score:.2f} ({progress.best_epoch})" if progress.best_score is not None else "–"
     minutes, hours = progress.minutes_per_epoch, progress.hours_left
     ago = "–" if progress.last_logged is None else _age(now - progress.last_logged)
