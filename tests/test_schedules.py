@@ -11,6 +11,7 @@ import torch
 from nlgkit.core.errors import ConfigError
 from nlgkit.core.recipes import load_recipe
 from nlgkit.train.optim import build_optimizer, build_scheduler
+from nlgkit.train.session import LoopState
 
 RECIPE = Path(__file__).resolve().parents[1] / "recipes" / "multi30k_learned.toml"
 
@@ -81,3 +82,44 @@ def test_none_keeps_the_rate_and_bad_values_are_refused() -> None:
         load_recipe(RECIPE, ["train.adam_betas=[0.9, 1.5]"])
     with pytest.raises(ConfigError, match="train.schedule"):
         load_recipe(RECIPE, ['train.schedule="cosine"'])
+
+
+def test_min_delta_keeps_gains_of_hundredths_from_restarting_either_patience() -> None:
+    """Scores creeping up by 0.01 (a converged run, as DE-EN fixed seed 2 did for 50 epochs): with the paper's rule
+    each is a gain; with train.min_delta = 0.1 only a rise of more than 0.1 over the score that last restarted the
+    patience counts, for early stopping and the plateau schedule alike, while the best checkpoint follows every
+    gain. A resumed run takes the recipe's min_delta, not the saved one."""
+    creeping = [30.0, 30.01, 30.02, 30.03, 30.2, 30.21, 30.25]
+    paper, strict = LoopState(), LoopState()
+    improved = [(paper.count_validation(s, 0.0), strict.count_validation(s, 0.1)) for s in creeping]
+    assert improved == [(True, True)] * len(creeping)  # the best checkpoint follows every gain either way
+    assert (paper.best_score, paper.best_epoch, paper.bad_epochs) == (30.25, 1, 0)
+    assert (strict.best_score, strict.bad_epochs, strict.patience_score) == (30.25, 2, 30.2)
+    late = LoopState(epoch=5)
+    assert late.count_validation(0.0, 1000.0) and late.bad_epochs == 0  # the first validation always counts
+    assert not late.count_validation(0.0, 0.0) and late.bad_epochs == 1  # an equal score is no gain
+
+    _, _, optimizer, schedule = setup("train.lr_patience=2", "train.lr_decay=0.5", "train.min_delta=0.1")
+    for score in creeping[:3]:
+        schedule.after_epoch(score, 1.0)
+    assert lr(optimizer) == pytest.approx(0.0005)
+    _, _, paper_optimizer, paper_schedule = setup("train.lr_patience=2", "train.lr_decay=0.5")
+    for score in creeping[:3]:
+        paper_schedule.after_epoch(score, 1.0)
+    assert lr(paper_optimizer) == pytest.approx(0.001)
+    _, _, resumed_optimizer, resumed = setup("train.lr_patience=2", "train.lr_decay=0.5", "train.min_delta=0.1")
+    resumed.load_state_dict(paper_schedule.state_dict())
+    resumed.after_epoch(30.03, 1.0)
+    resumed.after_epoch(30.04, 1.0)
+    assert lr(resumed_optimizer) == pytest.approx(0.0005)
+    with pytest.raises(ConfigError, match="train.min_delta = -0.1: must be 0 or positive"):
+        load_recipe(RECIPE, ["train.min_delta=-0.1"])
+
+
+def test_a_loop_state_saved_before_min_delta_resumes_its_patience_from_the_best_score() -> None:
+    old = {"epoch": 12, "batch_in_epoch": 0, "update": 100, "best_score": 30.5, "best_epoch": 8, "bad_epochs": 3,
+           "wall_seconds": 1.0, "train_tokens": 10, "finished": False, "stop_reason": ""}
+    loop = LoopState.from_saved(old)
+    assert loop.patience_score == 30.5
+    assert loop.count_validation(30.55, 0.1) and loop.bad_epochs == 4  # a new best, but no gain above 0.1
+    assert LoopState.from_saved({**old, "best_epoch": 0, "best_score": -1.0}).patience_score is None

@@ -70,6 +70,20 @@ def test_early_stopping_counts_validations_and_stops_inside_an_epoch(tmp_path: P
     assert last["finished"] and last["update"] == 15
 
 
+def test_min_delta_stops_a_run_whose_gains_are_too_small_to_count(tmp_path: Path, paper: tuple[Path, dict]) -> None:
+    """No gain of a tiny model's BLEU exceeds train.min_delta = 1000: the first validation restarts the patience,
+    the next two cannot, so a run at a normal rate stops at the third, saying what it waited for; its best
+    checkpoint is still its best validation's."""
+    run = _train(tmp_path, paper[0], "small_gains", "train.min_delta=1000", "train.early_stop_patience=2")
+    valid = _events(run, "valid")
+    assert [e["update"] for e in valid] == [5, 10, 15]
+    summary = _summary(run)
+    assert summary["finished"] and summary["update"] == 15
+    assert summary["stop_reason"] == "no bleu improvement above 1000 for 2 validations"
+    best_meta = json.loads((run / "checkpoints" / "best" / "meta.json").read_text())
+    assert best_meta["metrics"]["bleu"] == max(e["bleu"] for e in valid) == summary["best_score"]
+
+
 def test_a_negative_interval_is_named(tmp_path: Path, paper: tuple[Path, dict]) -> None:
     recipe = tiny_recipe(tmp_path, paper[0], tmp_path / "run")
     with pytest.raises(ConfigError, match="train.validate_every_updates = -1: must be 0 or positive"):

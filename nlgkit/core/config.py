@@ -66,6 +66,9 @@ class TrainConfig:
     lr_patience: int = 8  # ... after this many epochs without validation-BLEU improvement
     schedule_metric: Literal["score", "loss"] = "score"  # what plateau watches: the task's metric or valid loss
     early_stop_patience: int = 20  # stop after this many epochs without improvement
+    # a gain of the task's metric counts for both patiences (early stopping; plateau on the score) only when above
+    # this, in the metric's units (Lightning's / Keras's min_delta; 0 = any gain, Shalev et al.'s rule)
+    min_delta: float = 0.0
     min_lr: float = 0.0  # the plateau schedule never decays below this
     stop_min_lr: float = 0.0  # stop once a decay has brought the rate below this (fairseq's --stop-min-lr; 0 = never)
     clip_norm: float = 1.0  # 0 disables gradient-norm clipping
@@ -322,6 +325,8 @@ def validate(config: RunConfig, source: str) -> None:
         raise ConfigError(f"{source}: train.warmup_updates = {t.warmup_updates}: must be positive")
     if len(t.adam_betas) != 2 or not all(0.0 <= b < 1.0 for b in t.adam_betas):
         raise ConfigError(f"{source}: train.adam_betas = {list(t.adam_betas)}: two values in [0, 1)")
+    if t.min_delta < 0:
+        raise ConfigError(f"{source}: train.min_delta = {t.min_delta}: must be 0 or positive")
     if t.stop_min_lr < 0 or t.min_lr < 0:
         raise ConfigError(f"{source}: train.min_lr = {t.min_lr}, train.stop_min_lr = {t.stop_min_lr}: "
                           "must not be negative")

@@ -111,9 +111,10 @@ def _training_line(run_dir: Path) -> str:
     elif schedule == "plateau":
         watched = "validation loss" if train.get("schedule_metric") == "loss" else "validation score"
         schedule += f" (× {train.get('lr_decay')} after {train.get('lr_patience')} epochs without {watched} gain)"
+    gain = f" above {train['min_delta']:g}" if train.get("min_delta") else ""
     return (f"Training: {train.get('optimizer', 'adam')}, lr {train.get('lr')}, schedule {schedule}, batches of "
             f"{train.get('batch_size')} {train.get('batch_unit')}, at most {train.get('max_epochs')} epochs, early "
-            f"stop after {train.get('early_stop_patience')} epochs without improvement, label smoothing "
+            f"stop after {train.get('early_stop_patience')} epochs without improvement{gain}, label smoothing "
             f"{train.get('label_smoothing', 0.0)}, seed {train.get('seed')}.")
 
 

@@ -41,9 +41,10 @@ class Plateau(Schedule):
     def __init__(self, config: RunConfig, optimizer: torch.optim.Optimizer) -> None:
         t = config.train
         self.on_loss = t.schedule_metric == "loss"
+        self.threshold = 0.0 if self.on_loss else t.min_delta  # (train.min_delta is in the score's units)
         self.inner = torch.optim.lr_scheduler.ReduceLROnPlateau(
             optimizer, mode="min" if self.on_loss else "max", factor=t.lr_decay,
-            patience=max(t.lr_patience - 1, 0), min_lr=t.min_lr, threshold=0.0)
+            patience=max(t.lr_patience - 1, 0), min_lr=t.min_lr, threshold=self.threshold, threshold_mode="abs")
 
     def after_epoch(self, score: float, loss: float) -> None:
         self.inner.step(loss if self.on_loss else score)
@@ -52,7 +53,10 @@ class Plateau(Schedule):
         return self.inner.state_dict()
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
+        """torch's state, under the recipe's threshold: a resumed run may set another train.min_delta (its
+        state also names the threshold it was saved with; a relative 0 of older runs is the same rule)."""
         self.inner.load_state_dict(state)
+        self.inner.threshold, self.inner.threshold_mode = self.threshold, "abs"
 
 
 class InverseSqrt(Schedule):

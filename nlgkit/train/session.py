@@ -25,7 +25,8 @@ class LoopState:
     update: int = 0
     best_score: float = -1.0  # best validation value of the task's metric (BLEU, CIDEr, …)
     best_epoch: int = 0
-    bad_epochs: int = 0
+    bad_epochs: int = 0  # validations since the patience last restarted
+    patience_score: float | None = None  # the score that restarted it (best_score unless train.min_delta > 0)
     wall_seconds: float = 0.0
     train_tokens: int = 0
     finished: bool = False
@@ -37,7 +38,23 @@ class LoopState:
         saved = dict(saved)
         if "best_bleu" in saved:
             saved["best_score"] = saved.pop("best_bleu")
+        if "patience_score" not in saved and saved.get("best_epoch"):  # a state written before train.min_delta
+            saved["patience_score"] = saved["best_score"]
         return cls(**saved)
+
+    def count_validation(self, score: float, min_delta: float) -> bool:
+        """Count one validation's score; True when it is the best so far (the best checkpoint follows every gain).
+        The patience of early stopping restarts only on a gain of more than ``min_delta`` over the score that last
+        restarted it (PyTorch Lightning's and Keras's ``min_delta``), so gains of hundredths of a BLEU point do not
+        keep a converged run going for another full patience each; with 0, any gain restarts it (Shalev et al.)."""
+        improved = score > self.best_score
+        if improved:
+            self.best_score, self.best_epoch = score, self.epoch
+        if self.patience_score is None or score > self.patience_score + min_delta:  # (the first always counts)
+            self.patience_score, self.bad_epochs = score, 0
+        else:
+            self.bad_epochs += 1
+        return improved
 
 
 @dataclass

@@ -305,11 +305,7 @@ class Trainer:
         improved)."""
         metric = session.task.metric
         metrics = self.validate(session)
-        improved = metrics[metric] > loop.best_score
-        if improved:
-            loop.best_score, loop.best_epoch, loop.bad_epochs = metrics[metric], loop.epoch, 0
-        else:
-            loop.bad_epochs += 1
+        improved = loop.count_validation(metrics[metric], self.config.train.min_delta)
         session.scheduler.after_epoch(metrics[metric], metrics["loss"])
         lr = self._lr(session)
         session.log.write("valid", epoch=loop.epoch, update=loop.update, lr=lr, wall_s=round(loop.wall_seconds, 1),
@@ -335,7 +331,8 @@ class Trainer:
         end, a rate decayed below train.stop_min_lr), or "" to go on."""
         t = self.config.train
         if loop.bad_epochs >= t.early_stop_patience:
-            return f"no {metric} improvement for {loop.bad_epochs} {self._validations}"
+            gain = f" above {t.min_delta:g}" if t.min_delta else ""
+            return f"no {metric} improvement{gain} for {loop.bad_epochs} {self._validations}"
         if epoch_end and loop.epoch >= t.max_epochs:
             return f"train.max_epochs = {t.max_epochs} reached"
         if lr < t.stop_min_lr:
