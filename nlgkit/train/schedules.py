@@ -5,7 +5,8 @@
   ``lr_patience − 1``). Its state dict is torch's own, so checkpoints written before schedules existed load.
   ``schedule_metric = "loss"`` watches the validation loss instead of the task's score (OpenNMT's decay on
   perplexity): early in training greedy BLEU is small and noisy, and a short patience on it halves the rate of
-  a model whose loss is still falling.
+  a model whose loss is still falling. ``train.min_delta`` is its absolute threshold on the score (a smaller gain
+  is none), as it is for early stopping.
 - ``inverse_sqrt`` (Vaswani et al.; fairseq's schedule): linear warm-up to ``lr`` over ``warmup_updates``,
   then lr · √(warmup / update).
 - ``none``: the learning rate stays ``lr``.
