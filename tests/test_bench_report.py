@@ -61,6 +61,23 @@ def test_gpu_rows_render_as_a_table() -> None:
         "768.5 with `--compute-type bfloat16` (1.50×).")
 
 
+def test_profiled_gpu_cases_get_a_table_of_where_their_time_goes() -> None:
+    results = copy.deepcopy(committed())
+    row = {"case": "transformer base, learned head", "device": "NVIDIA H100", "batches": 100, "epoch_s": 33.2,
+           "tokens_per_s": 12203.0, "valid_s": None, "trainable_parameters": 53_851_495, "peak_gpu_mib": 3089.0}
+    profile = {"updates": 5, "wall_s": 1.6, "kernels_per_update": 4321.0, "waits_per_update": 2.0,
+               "device_busy": 0.234, "top_operators": [["aten::mm", 0.41], ["aten::bmm", 0.12]]}
+    results["gpu"] = {"epochs": [row], "translation": None}
+    assert "Where an update's time goes" not in render_benchmarks(results)  # figures from before the profiles
+    results["gpu"]["epochs"] = [{**row, "profile": profile}, {**row, "case": "ConvS2S", "profile": None},
+                                {**row, "case": "compiled", "profile": {"error": "CUPTI_ERROR_NOT_INITIALIZED"}}]
+    lines = render_benchmarks(results).splitlines()
+    assert lines[-1] == "| compiled | – | – | – | failed: CUPTI_ERROR_NOT_INITIALIZED |"
+    assert lines[-2] == "| transformer base, learned head | 4,321 | 2.0 | 23% | `aten::mm` 41%, `aten::bmm` 12% |"
+    assert lines[-3] == "|---|---:|---:|---:|---|"
+    assert lines[-6].startswith("Where an update's time goes (`torch.profiler` over 5 more updates of each case")
+
+
 def test_render_command_rewrites_the_markdown_from_the_json(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     output = tmp_path / "BENCH.md"
     with pytest.raises(SystemExit) as exit_info:

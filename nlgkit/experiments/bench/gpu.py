@@ -3,7 +3,9 @@
 For each case: seconds of one training epoch of Multi30K (every batch of epoch 1 after three warm-up updates, or
 the first ``limit`` batches where the case names a limit), with the trainer's own update (bf16 autocast unless the
 case turns it off, fused Adam, ``torch.compile`` where the case turns it on), target tokens/s, seconds of the
-per-epoch validation, and peak GPU memory; then beam-5 translation of test2016 on the GPU with a trained run.
+per-epoch validation, peak GPU memory, and where the time of five more updates goes (kernels, the host's waits,
+the GPU's busy share: :mod:`nlgkit.experiments.bench.profiling`); then beam-5 translation of test2016 on the GPU
+with a trained run.
 Cases that differ in one setting (float32 against bf16, compiled against eager) run on the same batches, so
 their tokens/s compare directly.
 """
@@ -21,6 +23,7 @@ import torch
 from nlgkit.core.recipes import load_recipe
 from nlgkit.data.batching import bucketed_batches
 from nlgkit.experiments.bench.process import ROOT
+from nlgkit.experiments.bench.profiling import profile_updates
 from nlgkit.runs.data import copy_model_assets
 from nlgkit.train.trainer import Trainer
 
@@ -29,6 +32,7 @@ from nlgkit.train.trainer import Trainer
 # SentencePiece vocabulary); compiling goes last
 # (the slowest to start)
 SAMPLE = 100
+PROFILED = 5  # updates profiled after the timed ones (and the validation), on the case's first batches
 LEARNED = "recipes/multi30k_learned.toml"
 GPU_CASES: dict[str, tuple[str, list[str], int]] = {
     "multi30k_learned (paper recipe)": (LEARNED, [], 0),
@@ -43,8 +47,9 @@ GPU_CASES: dict[str, tuple[str, list[str], int]] = {
 }
 
 
-def measure_epoch(case: str, device: str = "cuda", limit: int = 0) -> dict[str, Any]:
-    """One training epoch of ``case`` on ``device`` (the first ``limit`` batches when limit > 0)."""
+def measure_epoch(case: str, device: str = "cuda", limit: int = 0, profiled: int = PROFILED) -> dict[str, Any]:
+    """One training epoch of ``case`` on ``device`` (the first ``limit`` batches when limit > 0), then where the
+    time of ``profiled`` more updates goes (:func:`~nlgkit.experiments.bench.profiling.profile_updates`)."""
 
     recipe, overrides, case_limit = GPU_CASES[case]
     limit = limit or case_limit
@@ -78,9 +83,15 @@ def measure_epoch(case: str, device: str = "cuda", limit: int = 0) -> dict[str, 
         start = time.perf_counter()
         trainer.validate(session)
         valid_seconds = time.perf_counter() - start
+    profile: dict[str, Any] | None = None
+    if profiled:
+        try:
+            profile = profile_updates(step, batches[:profiled], on_gpu)
+        except RuntimeError as exc:  # the profiler's own failure (CUPTI busy or missing) keeps the timed figures
+            profile = {"error": str(exc).splitlines()[0]}
     shutil.rmtree(run_dir, ignore_errors=True)
     return {"case": case, "recipe": recipe, "overrides": overrides, "batches": len(batches),
             "epoch_s": epoch_seconds, "tokens_per_s": tokens / epoch_seconds, "valid_s": valid_seconds,
             "trainable_parameters": session.params["trainable"],
-            "peak_gpu_mib": torch.cuda.max_memory_allocated() / 2**20 if on_gpu else None,
+            "peak_gpu_mib": torch.cuda.max_memory_allocated() / 2**20 if on_gpu else None, "profile": profile,
             "device": torch.cuda.get_device_name(session.device) if on_gpu else "cpu"}

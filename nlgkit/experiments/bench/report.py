@@ -269,6 +269,7 @@ def gpu_lines(epochs: list[dict[str, Any]], translation: dict[str, Any] | None,
                               "torch.compile against eager")):
         if case in speed and base in speed:
             lines.append(f"\n{what}: {speed[case] / speed[base]:.2f}× the target tokens/s")
+    lines += profile_lines(measured)
     if translation:
         bf16 = "" if not translation_bf16 else (
             f" (float32); {translation_bf16['sentences_per_s']:.1f} with `--compute-type bfloat16` "
@@ -277,6 +278,27 @@ def gpu_lines(epochs: list[dict[str, Any]], translation: dict[str, Any] | None,
                        f"{translation['sentences_per_s']:.1f} sentences/s{bf16}.")]
     for note in notes or []:
         lines += ["", note]
+    return lines
+
+
+def profile_lines(epochs: list[dict[str, Any]]) -> list[str]:
+    """The GPU cases' profiles (:mod:`nlgkit.experiments.bench.profiling`); nothing for figures measured before
+    the cases were profiled."""
+    profiled = [(r["case"], p) for r in epochs
+                if (p := r.get("profile")) and ("error" in p or p.get("device_busy") is not None)]
+    if not profiled:
+        return []
+    updates = max(p.get("updates", 0) for _, p in profiled)
+    lines = ["", (f"Where an update's time goes (`torch.profiler` over {updates} more updates of each case, after "
+                  "its timed batches): *GPU busy* is the kernels' time over the updates' wall time, so a low share "
+                  "means the host, not the GPU's arithmetic, sets the pace; *host waits*: the host blocking on the "
+                  "GPU (a value read back), per update."), ""]
+    lines += md_table(
+        ["case", "kernels per update", "host waits per update", "GPU busy", "most GPU time"],
+        [[case, f"{p['kernels_per_update']:,.0f}", f"{p['waits_per_update']:,.1f}", f"{p['device_busy']:.0%}",
+          ", ".join(f"`{name}` {share:.0%}" for name, share in p["top_operators"])] if "error" not in p
+         else [case, "–", "–", "–", f"failed: {p['error']}"] for case, p in profiled],
+        numeric=[False, True, True, True, False])
     return lines
 
 
