@@ -9,7 +9,7 @@ per update, the share of the updates' wall time that kernels ran, and the operat
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import torch
@@ -35,8 +35,15 @@ def profile_updates(step: Callable[[list[int]], object], batches: Sequence[list[
         if on_gpu:
             torch.cuda.synchronize()
         wall_s = time.perf_counter() - start
-    events = profiler.key_averages()
-    updates = len(batches)
+    return summarise_events(profiler.key_averages(), len(batches), wall_s, on_gpu)
+
+
+def summarise_events(events: Iterable[Any], updates: int, wall_s: float, on_gpu: bool) -> dict[str, Any]:
+    """The figures of :func:`profile_updates` from the profiler's averaged events (``key``, ``count``,
+    ``device_type`` and the self times in µs of torch's ``FunctionEventAvg``) of ``updates`` updates that took
+    ``wall_s`` seconds."""
+
+    events = list(events)
     operators = [e for e in events if e.device_type == DeviceType.CPU and e.key.startswith("aten::")]
     if on_gpu:
         kernels = [e for e in events if e.device_type == DeviceType.CUDA]
