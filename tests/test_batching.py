@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 
 import pytest
+import torch
 
 from nlgkit.data.batching import ParallelData, bucketed_batches, collate
 from nlgkit.data.vocab import Vocabulary
@@ -54,3 +55,17 @@ def test_collate_shifts_targets_and_pads() -> None:
     assert batch.prev_tokens.tolist() == [[bos, 6, pad], [bos, 4, 5]]
     assert batch.targets.tolist() == [[6, eos, pad], [4, 5, eos]]
     assert batch.num_target_tokens == 5
+
+
+def test_every_row_of_every_batch_holds_its_ids_then_padding() -> None:
+    vocab = Vocabulary.build({str(i): 5 for i in range(50)}, min_freq=1)
+    data, pad = corpus(), vocab.pad_index
+    for indices in bucketed_batches(data, 400, "tokens", seed=3, epoch=1):
+        batch = collate(data, indices, vocab)
+        assert batch.inputs["src"].dtype == batch.prev_tokens.dtype == batch.targets.dtype == torch.long
+        for row, i in enumerate(indices):
+            source, target = data.src[i] + [vocab.eos_index], data.tgt[i]
+            for tensor, ids in ((batch.inputs["src"], source), (batch.prev_tokens, [vocab.bos_index, *target]),
+                                (batch.targets, [*target, vocab.eos_index])):
+                assert tensor[row].tolist() == ids + [pad] * (tensor.size(1) - len(ids))
+            assert batch.inputs["src_lengths"][row] == len(source)

@@ -92,25 +92,28 @@ class Batch:
         return Batch(inputs, move(self.prev_tokens), move(self.targets), self.indices, self.num_target_tokens)
 
 
+def right_padded(rows: list[list[int]], pad: int) -> Tensor:
+    """Rows of ids as one (B, T) long tensor, padded on the right to the longest: built from one flat tensor
+    through a length mask (row-major, as the rows are concatenated) rather than a tensor per row, since collating
+    runs on the host before every update and a GPU waits for it."""
+    lengths = torch.tensor([len(row) for row in rows], dtype=torch.long)
+    width = int(lengths.max()) if rows else 0
+    out = torch.full((len(rows), width), pad, dtype=torch.long)
+    out[torch.arange(width) < lengths[:, None]] = torch.tensor([i for row in rows for i in row], dtype=torch.long)
+    return out
+
+
 def target_tensors(targets: list[list[int]], vocab: Vocabulary) -> tuple[Tensor, Tensor, int]:
     """Decoder inputs ``<s> y`` and gold outputs ``y </s>``, right-padded (B, T), and the gold-token count."""
-    width = max(len(t) for t in targets) + 1
-    prev = torch.full((len(targets), width), vocab.pad_index, dtype=torch.long)
-    gold = torch.full((len(targets), width), vocab.pad_index, dtype=torch.long)
-    for row, tokens in enumerate(targets):
-        prev[row, : len(tokens) + 1] = torch.tensor([vocab.bos_index] + tokens)
-        gold[row, : len(tokens) + 1] = torch.tensor(tokens + [vocab.eos_index])
+    prev = right_padded([[vocab.bos_index, *tokens] for tokens in targets], vocab.pad_index)
+    gold = right_padded([[*tokens, vocab.eos_index] for tokens in targets], vocab.pad_index)
     return prev, gold, sum(len(t) + 1 for t in targets)
 
 
 def pad_sources(sentences: list[list[int]], pad: int, eos: int) -> tuple[Tensor, Tensor]:
     """Source ids + </s>, right-padded: (B, S) and lengths (B,). Empty sources still get their </s>."""
-    rows = [s + [eos] for s in sentences]
-    lengths = torch.tensor([len(r) for r in rows], dtype=torch.long)
-    out = torch.full((len(rows), int(lengths.max())), pad, dtype=torch.long)
-    for i, row in enumerate(rows):
-        out[i, : len(row)] = torch.tensor(row, dtype=torch.long)
-    return out, lengths
+    rows = [[*s, eos] for s in sentences]
+    return right_padded(rows, pad), torch.tensor([len(r) for r in rows], dtype=torch.long)
 
 
 def collate(data: ParallelData, indices: list[int], vocab: Vocabulary) -> Batch:
