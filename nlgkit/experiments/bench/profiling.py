@@ -45,15 +45,18 @@ def summarise_events(events: Iterable[Any], updates: int, wall_s: float, on_gpu:
 
     events = list(events)
     operators = [e for e in events if e.device_type == DeviceType.CPU and e.key.startswith("aten::")]
+    kernels = [e for e in events if e.device_type == DeviceType.CUDA]
+
+    def spent(e: Any) -> float:  # the time an operator is ranked by: its kernels' on a GPU, its own on the CPU
+        return float(e.self_device_time_total if on_gpu else e.self_cpu_time_total)
+
+    total = sum(spent(e) for e in (kernels if on_gpu else events))
+    ranked = sorted(operators, key=spent, reverse=True)[:TOP_OPERATORS]
+    figures: dict[str, Any] = {"updates": updates, "wall_s": wall_s, "kernels_per_update": None,
+                               "waits_per_update": None, "device_busy": None,
+                               "top_operators": [[e.key, spent(e) / total if total else 0.0] for e in ranked]}
     if on_gpu:
-        kernels = [e for e in events if e.device_type == DeviceType.CUDA]
-        device_us = sum(e.self_device_time_total for e in kernels)
-        ranked = sorted(operators, key=lambda e: e.self_device_time_total, reverse=True)[:TOP_OPERATORS]
-        top = [[e.key, e.self_device_time_total / device_us if device_us else 0.0] for e in ranked]
-        return {"updates": updates, "wall_s": wall_s, "kernels_per_update": sum(e.count for e in kernels) / updates,
-                "waits_per_update": sum(e.count for e in events if e.key in WAITS) / updates,
-                "device_busy": device_us / 1e6 / wall_s, "top_operators": top}
-    cpu_us = sum(e.self_cpu_time_total for e in events)
-    ranked = sorted(operators, key=lambda e: e.self_cpu_time_total, reverse=True)[:TOP_OPERATORS]
-    return {"updates": updates, "wall_s": wall_s, "kernels_per_update": None, "waits_per_update": None,
-            "device_busy": None, "top_operators": [[e.key, e.self_cpu_time_total / cpu_us] for e in ranked]}
+        figures.update(kernels_per_update=sum(e.count for e in kernels) / updates,
+                       waits_per_update=sum(e.count for e in events if e.key in WAITS) / updates,
+                       device_busy=total / 1e6 / wall_s)
+    return figures
