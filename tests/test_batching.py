@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import random
+from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
+from nlgkit.core.errors import DataError
 from nlgkit.data.batching import ParallelData, bucketed_batches, collate
+from nlgkit.data.token_rows import TokenRows, read_token_rows
 from nlgkit.data.vocab import Vocabulary
 
 
@@ -69,3 +73,33 @@ def test_every_row_of_every_batch_holds_its_ids_then_padding() -> None:
                                 (batch.targets, [*target, vocab.eos_index])):
                 assert tensor[row].tolist() == ids + [pad] * (tensor.size(1) - len(ids))
             assert batch.inputs["src_lengths"][row] == len(source)
+
+
+def test_token_rows_read_a_file_as_the_vocabulary_encodes_each_line(tmp_path: Path) -> None:
+    vocab = Vocabulary.build({"ein": 3, "hund": 2, "läuft": 1}, min_freq=1)
+    lines = ["ein hund läuft", "", "ein  katze\tläuft ", "hund"]
+    (tmp_path / "train.de").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    rows = read_token_rows(tmp_path / "train.de", vocab)
+    expected = [vocab.encode(line.split()) for line in lines]
+    assert len(rows) == 4 and list(rows) == expected and [rows[i] for i in range(4)] == expected
+    assert rows[-1] == expected[-1] and rows[1:3] == expected[1:3] and rows.lengths() == [3, 0, 3, 1]
+    assert rows[2][1] == vocab.unk_index  # a word outside the vocabulary
+    assert rows.ids.dtype == np.int32  # 4 bytes a token, not a Python list each
+    assert list(read_token_rows(tmp_path / "train.de", vocab, limit=2)) == expected[:2]
+    with pytest.raises(IndexError):
+        rows[4]
+    with pytest.raises(DataError, match="valid.de: file not found"):
+        read_token_rows(tmp_path / "valid.de", vocab)
+
+
+def test_token_rows_batch_and_collate_as_the_lists_they_hold() -> None:
+    lists = corpus()
+    rows = ParallelData(TokenRows.from_lists(lists.src), TokenRows.from_lists(lists.tgt))
+    assert rows.target_lengths == lists.target_lengths and rows.source_lengths == lists.source_lengths
+    vocab = Vocabulary.build({str(i): 5 for i in range(50)}, min_freq=1)
+    for unit, size in (("sentences", 32), ("tokens", 400)):
+        batches = bucketed_batches(rows, size, unit, seed=2, epoch=5)
+        assert batches == bucketed_batches(lists, size, unit, seed=2, epoch=5)
+        for indices in batches:
+            a, b = collate(lists, indices, vocab), collate(rows, indices, vocab)
+            assert torch.equal(a.inputs["src"], b.inputs["src"]) and torch.equal(a.targets, b.targets)

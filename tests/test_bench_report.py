@@ -133,6 +133,39 @@ def test_debias_worker_measures_a_real_table() -> None:
     assert "search_gflop" not in measure_debias("abtt", words=3000, dim=50)
 
 
+CORPUS_ROW = {"pairs": 200_000, "tokens": 12_000_000, "vocabulary": 32_000, "load_s": 6.0, "tokens_per_s": 2_000_000.0,
+              "bytes_per_token": 4.2, "peak_bytes_per_token": 6.0, "list_bytes_per_token": 10.5, "order_s": 0.25,
+              "batches": 1_500, "batch_tokens": 4000, "collate_ms": 1.5, "threads": 2, "shortest": 5, "longest": 55}
+
+
+def test_corpus_section_measured_alone_gives_memory_a_million_tokens(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    from nlgkit.experiments.bench import run as bench
+
+    monkeypatch.setattr(bench, "_spawn", lambda *argv: {**CORPUS_ROW} if argv == ("--worker", "corpus") else {})
+    (tmp_path / "BENCH.json").write_text(json.dumps(committed()))
+    output = tmp_path / "BENCH.md"
+    nlgkit_command(["bench", "--only", "corpus", "--output", str(output)])
+    new = json.loads((tmp_path / "BENCH.json").read_text())
+    assert {key: value for key, value in new.items() if key != "corpus"} == committed()
+    lines = output.read_text().splitlines()
+    start = lines.index("## A training corpus in memory (synthetic, WMT-14's shape: 32,000 words, sentences of 5–55 "
+                        "tokens)")
+    assert lines[start + 2].startswith("Measured on its own (`nlgkit bench --only corpus`)")
+    # 4.2 bytes a token = 4.0 MiB a million tokens; 10.5 bytes = 10.0 MiB, 2.5× as much
+    assert lines[start + 6] == "| 200,000 | 12,000,000 | 4.0 | 5.7 | 10.0 | 2,000,000 | 0.25 | 1.50 |"
+    assert "2.5× less memory than the same ids as a Python list per sentence" in lines[start + 8]
+
+
+def test_corpus_worker_reads_a_real_corpus_into_less_memory_than_lists() -> None:
+    from nlgkit.experiments.bench.corpus import measure_corpus
+
+    row = measure_corpus(pairs=2000)
+    assert 2 * 2000 * 5 <= row["tokens"] <= 2 * 2000 * 55 and row["batches"] > 0
+    assert 4 <= row["bytes_per_token"] < row["list_bytes_per_token"] / 2  # int32 ids, plus offsets
+    assert row["load_s"] > 0 and row["order_s"] > 0 and row["collate_ms"] > 0
+
+
 def test_bench_keeps_its_figures_and_carries_what_it_could_not_measure(tmp_path: Path,
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     """``make bench``'s assembly, with each measuring process answered by the committed figures."""
@@ -143,6 +176,8 @@ def test_bench_keeps_its_figures_and_carries_what_it_could_not_measure(tmp_path:
             "head": old["heads"], "decode": old["decoding"]}
 
     def answer(*argv: str) -> dict:
+        if argv[1] == "corpus":
+            return CORPUS_ROW
         worker, recipe = argv[1], argv[3]
         if worker == "head":
             return next(r for r in rows["head"] if r["head"] == recipe and r["vocab"] == int(argv[5]))
@@ -169,6 +204,7 @@ def test_bench_keeps_its_figures_and_carries_what_it_could_not_measure(tmp_path:
     assert new["training"] == old["training"] and new["heads"] == old["heads"]
     assert new["meta"]["warmup"] == 3 and new["meta"]["threads"] == old["training"][0]["threads"]
     assert [(case["method"], case["words"]) for case in new["debias"]["cases"]] == [("abtt", 400_000), ("lc", 400_000)]
+    assert new["corpus"] == CORPUS_ROW
     assert [(r["processes"], r["threads"]) for r in new["threads"]["rows"]] == \
         [(c["processes"], c["threads"]) for c in thread_cases(usable_cores())]
     measured = [r["recipe"] for r in new["precision"]["rows"]] + [r["recipe"] for r in new["precision"]["skipped"]]

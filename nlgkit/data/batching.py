@@ -8,13 +8,16 @@ batch's ``inputs`` hold (source tokens and lengths, image features, …) is the 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import torch
 from torch import Tensor
 
 from nlgkit.core.errors import DataError
+from nlgkit.data.token_rows import read_token_rows, row_lengths
 from nlgkit.data.vocab import Vocabulary
 
 
@@ -36,38 +39,26 @@ class Examples:
 
 @dataclass
 class ParallelData(Examples):
-    src: list[list[int]]
-    tgt: list[list[int]]
+    src: Sequence[list[int]]  # lists, or TokenRows as load_split reads them
+    tgt: Sequence[list[int]]
 
     def __len__(self) -> int:
         return len(self.src)
 
     @property
     def target_lengths(self) -> list[int]:
-        return [len(t) for t in self.tgt]
+        return row_lengths(self.tgt)
 
     @property
     def source_lengths(self) -> list[int]:
-        return [len(s) for s in self.src]
-
-
-def _read_token_file(path: Path, vocab: Vocabulary, limit: int) -> list[list[int]]:
-    if not path.is_file():
-        raise DataError(f"{path}: file not found (run `nlgkit prepare` first)")
-    out = []
-    with open(path, encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
-            if limit and number > limit:
-                break
-            out.append(vocab.encode(line.split()))
-    return out
+        return row_lengths(self.src)
 
 
 def load_split(data_dir: Path, split: str, src_lang: str, tgt_lang: str, src_vocab: Vocabulary,
                tgt_vocab: Vocabulary, limit: int = 0) -> ParallelData:
     """Read ``{split}.{lang}`` token files as vocabulary ids (first ``limit`` lines when limit > 0)."""
-    src = _read_token_file(data_dir / f"{split}.{src_lang}", src_vocab, limit)
-    tgt = _read_token_file(data_dir / f"{split}.{tgt_lang}", tgt_vocab, limit)
+    src = read_token_rows(data_dir / f"{split}.{src_lang}", src_vocab, limit)
+    tgt = read_token_rows(data_dir / f"{split}.{tgt_lang}", tgt_vocab, limit)
     if len(src) != len(tgt):
         raise DataError(f"{data_dir}: {split}.{src_lang} has {len(src)} lines but {split}.{tgt_lang} has {len(tgt)}")
     return ParallelData(src, tgt)
@@ -131,10 +122,11 @@ def bucketed_batches(data: Examples, batch_size: int, unit: str, seed: int, epoc
     """
     generator = torch.Generator().manual_seed(seed * 100_003 + epoch)
     n = len(data)
-    noise = torch.rand(n, generator=generator).tolist() if shuffle else [0.0] * n
-    # sort by target then source length; random tie-breaking varies batch composition across epochs
+    noise = torch.rand(n, generator=generator).numpy() if shuffle else np.zeros(n, dtype=np.float32)
+    # sort by target then source length; random tie-breaking varies batch composition across epochs (a stable
+    # sort: equal keys keep the order of their indices)
     tgt_lengths, src_lengths = data.target_lengths, data.source_lengths
-    order = sorted(range(n), key=lambda i: (tgt_lengths[i], src_lengths[i], noise[i]))
+    order = np.lexsort(np.stack([noise, np.array(src_lengths), np.array(tgt_lengths)])).tolist()
     batches: list[list[int]] = []
     current: list[int] = []
     longest = 0

@@ -47,7 +47,7 @@ class TaskData:
     vocabs: dict[str, Vocabulary]
     train: Examples
     valid: Examples  # teacher-forced validation loss
-    valid_sources: list[Any]  # one per validation item, for generation
+    valid_sources: Sequence[Any]  # one per validation item, for generation
     valid_refs: list[list[str]]  # the references of each validation item (one or more)
 
 

@@ -164,7 +164,7 @@ class MultimodalTranslationTask(TranslationTask):
         return MultimodalExamples(text.src, text.tgt, rows, spatial, pooled, [row != zero_row for row in rows])
 
     @staticmethod
-    def _sources(sentences: list[list[int]], rows: list[int], spatial: Tensor,
+    def _sources(sentences: Sequence[list[int]], rows: list[int], spatial: Tensor,
                  pooled: Tensor) -> list[MultimodalSource]:
         zero_row = spatial.size(0) - 1
         return [(ids, spatial[row], pooled[row], float(row != zero_row)) for ids, row in zip(sentences, rows)]

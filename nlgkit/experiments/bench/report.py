@@ -37,6 +37,7 @@ def render_benchmarks(results: dict[str, Any]) -> str:
     lines += head_lines(results.get("heads", []))
     lines += decoding_lines(results.get("decoding", []))
     lines += debias_lines(results.get("debias"))
+    lines += corpus_lines(results.get("corpus"))  # nothing for JSON written before this benchmark existed
     if "serve" in results:  # JSON written before the serving benchmark existed has no section for it
         lines += serve_lines(results["serve"])
     if "ct2" in results:  # JSON written before the CTranslate2 benchmark existed has no section for it
@@ -325,4 +326,28 @@ def debias_lines(section: dict[str, Any] | None) -> list[str]:
                    "similarities of every pair of words, in blocks); its share of the 2048² matmul rate measured in "
                    "the same process says how near the hardware it runs; its time grows as V². All-but-the-Top is a "
                    "few linear passes in float64 (mean, covariance, projections): its time grows as V.")]
+    return lines
+
+
+def corpus_lines(section: dict[str, Any] | None) -> list[str]:
+    """A training corpus in memory (:mod:`nlgkit.experiments.bench.corpus`); nothing if not measured."""
+    if not section:
+        return []
+    per_million = 1e6 / 2**20  # bytes a token → MiB a million tokens
+    lines = ["", (f"## A training corpus in memory (synthetic, WMT-14's shape: {section['vocabulary']:,} words, "
+                  f"sentences of {section['shortest']}–{section['longest']} tokens)"), "",
+             *_measured_alone(section, "corpus")]
+    lines += md_table(
+        ["pairs", "tokens (both sides)", "held (MiB a million tokens)", "peak while reading",
+         "as a list per sentence", "read (tokens/s)", "an epoch's batch order (s)", "collate (ms a batch)"],
+        [[f"{section['pairs']:,}", f"{section['tokens']:,}", f"{section['bytes_per_token'] * per_million:.1f}",
+          f"{section['peak_bytes_per_token'] * per_million:.1f}",
+          f"{section['list_bytes_per_token'] * per_million:.1f}", f"{section['tokens_per_s']:,.0f}",
+          f"{section['order_s']:.2f}", f"{section['collate_ms']:.2f}"]])
+    ratio = section["list_bytes_per_token"] / section["bytes_per_token"]
+    lines += ["", (f"Training holds each side of a corpus as one int32 array of ids and row offsets "
+                   f"(`nlgkit/data/token_rows.py`): {ratio:.1f}× less memory than the same ids as a Python list per "
+                   "sentence, in every process of a torchrun job. Bytes counted by `tracemalloc`; the batch order "
+                   f"is one epoch's {section['batches']:,} batches of at most {section['batch_tokens']:,} target "
+                   f"tokens; times on {section['threads']} thread(s).")]
     return lines

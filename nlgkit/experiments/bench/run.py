@@ -21,6 +21,7 @@ import torch
 from nlgkit.core.devices import cpu_bf16_instructions
 from nlgkit.core.errors import NlgkitError
 from nlgkit.core.io import atomic_write
+from nlgkit.experiments.bench.corpus import measure_corpus
 from nlgkit.experiments.bench.ct2 import ct2_benchmarks, measure_ct2
 from nlgkit.experiments.bench.debias import benchmark_debias, measure_debias
 from nlgkit.experiments.bench.gpu import GPU_CASES, measure_epoch
@@ -46,7 +47,7 @@ from nlgkit.experiments.bench.serve import serve_benchmarks
 from nlgkit.experiments.bench.threads import thread_benchmarks
 from nlgkit.runs.provenance import cpu_name, git_revision
 
-WORKERS = ("train", "generate", "extract", "head", "decode", "gpu-epoch", "debias", "ct2")
+WORKERS = ("train", "generate", "extract", "head", "decode", "gpu-epoch", "debias", "ct2", "corpus")
 GPU_CASE_SECONDS = 100  # a GPU case still running then (a compiler stuck recompiling) is reported as stopped
 
 
@@ -78,6 +79,8 @@ def worker(kind: str, recipe: str | None = None, run: str | None = None, updates
         return measure_model_training(**json.loads(case or "{}"))
     if kind == "debias":  # one case of nlgkit.experiments.bench.debias
         return measure_debias(**json.loads(case or "{}"))
+    if kind == "corpus":  # nlgkit.experiments.bench.corpus
+        return measure_corpus(**json.loads(case or "{}"))
     if kind == "ct2":  # one row of nlgkit.experiments.bench.ct2
         return measure_ct2(run or "", beam, limit, **json.loads(case or "{}"))
     if kind == "extract":
@@ -136,6 +139,7 @@ def run_benchmarks(settings: BenchSettings) -> str:
     heads = [_spawn("--worker", "head", "--recipe", case, "--limit", str(v)) for case in HEAD_CASES for v in VOCABS]
     decoding = [_spawn("--worker", "decode", "--recipe", name, "--beam", "5") for name in DECODERS]
     debiasing = {"cases": benchmark_debias(_spawn)}
+    corpus = _spawn("--worker", "corpus")
     multimodal = _multimodal(settings)
     threads = _threads(settings)
     precision = _precision(settings, last)
@@ -148,6 +152,7 @@ def run_benchmarks(settings: BenchSettings) -> str:
             "warmup": settings.warmup, "translate_run": settings.translate_run}
     results = {"meta": meta, "training": training, "translation": translation, "startup": startup,
                "captioning": captioning, "heads": heads, "decoding": decoding, "gpu": gpu, "debias": debiasing,
+               "corpus": corpus,
                "multimodal": multimodal, "threads": threads, "precision": precision, "serve": serving, "ct2": ct2}
     if previous_translation:
         results["previous_translation"] = previous_translation
@@ -261,6 +266,7 @@ SECTION_MEASURES: dict[str, Callable[[BenchSettings, dict[str, Any]], dict[str, 
     "translation": lambda settings, last: _translation_alone(settings),
     "debias": lambda settings, last: {"debias": {"cases": benchmark_debias(_spawn), "measured": _stamp()}},
     "threads": lambda settings, last: {"threads": _threads(settings)},
+    "corpus": lambda settings, last: {"corpus": {**_spawn("--worker", "corpus"), "measured": _stamp()}},
     "precision": lambda settings, last: {"precision": _precision(settings, last)},
 }
 SECTIONS = tuple(SECTION_MEASURES)  # what ``nlgkit bench --only`` can measure on its own

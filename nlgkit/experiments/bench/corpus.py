@@ -1,0 +1,74 @@
+"""``make bench``: what a training corpus costs before and between updates: memory held, reading, batch order.
+
+Every process of a torchrun job holds the whole training corpus, so its bytes a token set how many processes a
+machine's memory takes on WMT-14's millions of pairs. The corpus is a synthetic one of WMT-14's shape (a 32,000-word
+vocabulary, sentences of 5–55 tokens), written to a temporary directory and read the way training reads it
+(:func:`nlgkit.data.batching.load_split`, flat :class:`~nlgkit.data.token_rows.TokenRows`); the same ids held as
+a Python list per sentence (how nlgkit held them before) are measured beside it. Bytes are counted by
+``tracemalloc`` (what is allocated, unlike RSS, which the allocator keeps after a peak), times without it.
+"""
+
+from __future__ import annotations
+
+import random
+import tempfile
+import time
+import tracemalloc
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from nlgkit.data.batching import bucketed_batches, collate, load_split
+from nlgkit.data.vocab import SPECIALS, Vocabulary
+
+WORDS = 32_000  # WMT-14's joint BPE vocabulary
+SHORTEST, LONGEST = 5, 55
+
+
+def write_corpus(directory: Path, pairs: int, seed: int) -> None:
+    """``train.en`` / ``train.de`` of ``pairs`` random sentences and one vocabulary ``vocab.{en,de}.txt``."""
+    rng = random.Random(seed)
+    words = [f"w{i}" for i in range(WORDS)]
+    for lang in ("en", "de"):
+        lines = (" ".join(rng.choices(words, k=rng.randint(SHORTEST, LONGEST))) for _ in range(pairs))
+        (directory / f"train.{lang}").write_text("".join(f"{line}\n" for line in lines), encoding="utf-8")
+        Vocabulary([*SPECIALS, *words], [0] * len(SPECIALS) + [1] * WORDS).save(directory / f"vocab.{lang}.txt")
+
+
+def _lists(path: Path, vocab: Vocabulary) -> list[list[int]]:
+    """A token file as a list of id lists, one a line (how nlgkit read corpora before :mod:`token_rows`)."""
+    with open(path, encoding="utf-8") as handle:
+        return [vocab.encode(line.split()) for line in handle]
+
+
+def measure_corpus(pairs: int = 200_000, seed: int = 1, batch_tokens: int = 4000) -> dict[str, Any]:
+    """Reading, holding, ordering and collating a ``pairs``-pair corpus as training does."""
+    with tempfile.TemporaryDirectory(prefix="nlgkit-bench-corpus-") as tmp:
+        directory = Path(tmp)
+        write_corpus(directory, pairs, seed)
+        vocab = Vocabulary.load(directory / "vocab.en.txt")
+        start = time.perf_counter()
+        data = load_split(directory, "train", "en", "de", vocab, vocab)
+        load_s = time.perf_counter() - start
+        del data
+        tracemalloc.start()
+        data = load_split(directory, "train", "en", "de", vocab, vocab)
+        held, peak = tracemalloc.get_traced_memory()
+        as_lists = [_lists(directory / f"train.{lang}", vocab) for lang in ("en", "de")]
+        lists_held = tracemalloc.get_traced_memory()[0] - held
+        tracemalloc.stop()
+    tokens = sum(data.source_lengths) + sum(data.target_lengths)
+    start = time.perf_counter()
+    batches = bucketed_batches(data, batch_tokens, "tokens", seed=seed, epoch=1)
+    order_s = time.perf_counter() - start
+    start = time.perf_counter()
+    for indices in batches[:200]:
+        collate(data, indices, vocab)
+    collate_ms = 1000 * (time.perf_counter() - start) / min(len(batches), 200)
+    del as_lists
+    return {"pairs": pairs, "tokens": tokens, "vocabulary": WORDS, "load_s": load_s, "tokens_per_s": tokens / load_s,
+            "bytes_per_token": held / tokens, "peak_bytes_per_token": peak / tokens,
+            "list_bytes_per_token": lists_held / tokens, "order_s": order_s, "batches": len(batches),
+            "batch_tokens": batch_tokens, "collate_ms": collate_ms, "threads": torch.get_num_threads(),
+            "shortest": SHORTEST, "longest": LONGEST}
