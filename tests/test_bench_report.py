@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -105,19 +106,26 @@ def debias_answer(*argv: str) -> dict:
     return row
 
 
-def test_debias_section_measured_alone_keeps_the_rest_and_gives_the_share_of_matmul_peak(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def measure_only(section: str, answer: Callable[..., dict], tmp_path: Path,
+                 monkeypatch: pytest.MonkeyPatch) -> tuple[dict, str]:
+    """``nlgkit bench --only SECTION`` over a copy of the committed figures, each worker answered by ``answer``:
+    the new JSON (checked to keep every other section as it was) and the Markdown written."""
     from nlgkit.experiments.bench import run as bench
 
-    monkeypatch.setattr(bench, "_spawn", debias_answer)
+    monkeypatch.setattr(bench, "_spawn", answer)
     (tmp_path / "BENCH.json").write_text(json.dumps(committed()))
     output = tmp_path / "BENCH.md"
-    nlgkit_command(["bench", "--only", "debias", "--output", str(output)])
+    nlgkit_command(["bench", "--only", section, "--output", str(output)])
     new = json.loads((tmp_path / "BENCH.json").read_text())
-    others = {key: value for key, value in committed().items() if key != "debias"}
-    assert {key: value for key, value in new.items() if key != "debias"} == others
+    others = {key: value for key, value in committed().items() if key != section}
+    assert {key: value for key, value in new.items() if key != section} == others
+    return new, output.read_text()
+
+
+def test_debias_section_measured_alone_keeps_the_rest_and_gives_the_share_of_matmul_peak(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    new, text = measure_only("debias", debias_answer, tmp_path, monkeypatch)
     assert new["debias"]["measured"]["commit"] and len(new["debias"]["cases"]) >= 2
-    text = output.read_text()
     assert "Measured on its own (`nlgkit bench --only debias`)" in text
     # 96,000 GFLOP in 600 s = 160 GFLOP/s, half of the 320 GFLOP/s matmul rate
     assert "| localized centering (k = 10) | 400,000 × 300 | cpu | 2 | 600.0 | 667 | 160.0 GFLOP/s = 50% of 320.0 |" in text
@@ -140,16 +148,9 @@ CORPUS_ROW = {"pairs": 200_000, "tokens": 12_000_000, "vocabulary": 32_000, "loa
 
 def test_corpus_section_measured_alone_gives_memory_a_million_tokens(tmp_path: Path,
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    from nlgkit.experiments.bench import run as bench
-
-    monkeypatch.setattr(bench, "_spawn", lambda *argv: {**CORPUS_ROW} if argv == ("--worker", "corpus") else {})
-    (tmp_path / "BENCH.json").write_text(json.dumps(committed()))
-    output = tmp_path / "BENCH.md"
-    nlgkit_command(["bench", "--only", "corpus", "--output", str(output)])
-    new = json.loads((tmp_path / "BENCH.json").read_text())
-    others = {key: value for key, value in committed().items() if key != "corpus"}
-    assert {key: value for key, value in new.items() if key != "corpus"} == others
-    lines = output.read_text().splitlines()
+    _, text = measure_only("corpus", lambda *argv: {**CORPUS_ROW} if argv == ("--worker", "corpus") else {},
+                           tmp_path, monkeypatch)
+    lines = text.splitlines()
     start = lines.index("## A training corpus in memory (synthetic, WMT-14's shape: 32,000 words, sentences of 5–55 "
                         "tokens)")
     assert lines[start + 2].startswith("Measured on its own (`nlgkit bench --only corpus`)")
