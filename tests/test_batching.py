@@ -90,6 +90,9 @@ def test_token_rows_read_a_file_as_the_vocabulary_encodes_each_line(tmp_path: Pa
         rows[4]
     with pytest.raises(DataError, match="valid.de: file not found"):
         read_token_rows(tmp_path / "valid.de", vocab)
+    (tmp_path / "test.de").write_bytes(b"ein hund\n" * 3 + b"ein \xff hund\n")
+    with pytest.raises(DataError, match=r"test.de: line 4: not valid UTF-8 \(byte 4\)"):
+        read_token_rows(tmp_path / "test.de", vocab)
 
 
 def test_token_rows_batch_and_collate_as_the_lists_they_hold() -> None:

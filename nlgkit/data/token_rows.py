@@ -74,11 +74,25 @@ def read_token_rows(path: Path, vocab: Vocabulary, limit: int = 0) -> TokenRows:
         raise DataError(f"{path}: file not found (run `nlgkit prepare` first)")
     lengths: list[int] = []
     chunks: list[np.ndarray] = []
-    with open(path, encoding="utf-8") as handle:
-        lines: Iterator[str] = itertools.islice(handle, limit) if limit else iter(handle)
-        while chunk := [line.split() for line in itertools.islice(lines, CHUNK_LINES)]:
-            lengths.extend(map(len, chunk))
-            chunks.append(np.array(vocab.encode(itertools.chain.from_iterable(chunk)), dtype=np.int32))
+    try:
+        with open(path, encoding="utf-8") as handle:
+            lines: Iterator[str] = itertools.islice(handle, limit) if limit else iter(handle)
+            while chunk := [line.split() for line in itertools.islice(lines, CHUNK_LINES)]:
+                lengths.extend(map(len, chunk))
+                chunks.append(np.array(vocab.encode(itertools.chain.from_iterable(chunk)), dtype=np.int32))
+    except UnicodeDecodeError:
+        raise DataError(_invalid_utf8(path)) from None
     offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
     np.cumsum(np.array(lengths, dtype=np.int64), out=offsets[1:])
     return TokenRows(np.concatenate(chunks) if chunks else np.zeros(0, dtype=np.int32), offsets)
+
+
+def _invalid_utf8(path: Path) -> str:
+    """Which line of ``path`` is not UTF-8 (the text reader decodes in blocks, so it cannot say)."""
+    with open(path, "rb") as handle:
+        for number, line in enumerate(handle, start=1):
+            try:
+                line.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                return f"{path}: line {number}: not valid UTF-8 (byte {exc.start})"
+    return f"{path}: not valid UTF-8"
