@@ -1,5 +1,6 @@
-"""bf16 autocast in training: on CUDA with ``train.amp``, on the CPU only with ``train.cpu_amp``; every head trains
-under it with float32 weights, and a fixed head stays fixed. And 16-bit inference (``--compute-type``)."""
+"""16-bit autocast in training: on CUDA with ``train.amp``, on the CPU only with ``train.cpu_amp``; every head trains
+under it with float32 weights, and a fixed head stays fixed; float16 (``train.amp_dtype``, and GPUs without native
+bf16) with a dynamic loss scale. And 16-bit inference (``--compute-type``)."""
 
 from __future__ import annotations
 
@@ -23,7 +24,13 @@ from nlgkit.core.io import read_lines
 from nlgkit.heads import HEADS
 from nlgkit.runs.loading import load_trained
 from nlgkit.train import precision
-from nlgkit.train.precision import precision_note, training_autocast, uses_autocast
+from nlgkit.train.precision import (
+    autocast_dtype,
+    loss_scaler,
+    precision_note,
+    training_autocast,
+    uses_autocast,
+)
 
 CPU, CUDA = torch.device("cpu"), torch.device("cuda")
 
@@ -153,3 +160,73 @@ def test_a_16_bit_compute_type_that_will_not_pay_is_named(monkeypatch: pytest.Mo
     assert dataclasses.replace(run, device=CUDA).computing_in("float16").compute_note() == ""
     with pytest.raises(ConfigError, match="--compute-type int8_float32: nlgkit's search computes in"):
         run.computing_in("int8_float32")
+
+
+def test_the_16_bit_type_is_bf16_where_native_else_float16_with_a_loss_scale(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert autocast_dtype(TrainConfig(cpu_amp=True), CPU) == torch.bfloat16 and loss_scaler(
+        TrainConfig(cpu_amp=True), CPU) is None
+    assert autocast_dtype(TrainConfig(), CPU) is None and autocast_dtype(TrainConfig(amp=False), CUDA) is None
+    half = TrainConfig(cpu_amp=True, amp_dtype="float16")
+    assert autocast_dtype(half, CPU) == torch.float16 and isinstance(loss_scaler(half, CPU), torch.amp.GradScaler)
+    with training_autocast(half, CPU):
+        assert torch.get_autocast_dtype("cpu") == torch.float16
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda including_emulation=True: False)  # a V100, a T4
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "Tesla V100-SXM2-32GB")
+    assert autocast_dtype(TrainConfig(), CUDA) == torch.float16  # auto
+    assert autocast_dtype(TrainConfig(amp_dtype="float16"), CUDA) == torch.float16
+    with pytest.raises(ConfigError, match="'bfloat16': Tesla V100-SXM2-32GB does not compute bf16 natively"):
+        autocast_dtype(TrainConfig(amp_dtype="bfloat16"), CUDA)
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda including_emulation=True: True)  # Ampere and later
+    assert autocast_dtype(TrainConfig(), CUDA) == torch.bfloat16
+
+
+class Overflowing(nn.Module):
+    """An objective whose loss is ``scale`` × a squared error: large enough, its scaled gradients overflow float32."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(3))
+        self.scale = 1.0
+
+    def forward(self, batch: Any, loss_tokens: float, aux_weight: float = 1.0) -> tuple[torch.Tensor, ...]:
+        loss = self.scale * (self.weight - 2.0).pow(2).sum()
+        return loss, loss.detach(), {}
+
+
+def test_a_float16_update_skips_a_step_whose_gradients_overflow_and_halves_the_scale() -> None:
+    from nlgkit.train.update import optimizer_update
+
+    class NoSchedule:
+        def after_update(self) -> None:
+            pass
+
+    objective = Overflowing()
+    optimizer = torch.optim.SGD(objective.parameters(), lr=0.1)
+    scaler = torch.amp.GradScaler("cpu", init_scale=2.0**16)
+    batch = type("Batch", (), {"num_target_tokens": 1})()
+    objective.scale = 1e35  # × 65,536: inf in float32
+    optimizer_update(objective, objective, optimizer, NoSchedule(), batch, clip_norm=1.0, scaler=scaler)
+    assert torch.equal(objective.weight.detach(), torch.ones(3)) and scaler.get_scale() == 2.0**15
+    objective.scale = 1.0  # its gradient −2 per weight, scaled back before the step: 1 − 0.1 × (−2) = 1.2
+    optimizer_update(objective, objective, optimizer, NoSchedule(), batch, clip_norm=0.0, scaler=scaler)
+    torch.testing.assert_close(objective.weight.detach(), torch.full((3,), 1.2))
+    assert scaler.get_scale() == 2.0**15
+
+
+def test_a_float16_run_trains_with_a_loss_scale_that_is_logged_and_resumed(tmp_path: Path,
+                                                                          paper: tuple[Path, Any]) -> None:
+    """``amp_dtype = "float16"`` (here on the CPU, as on a V100): the run learns, its train lines carry the loss scale,
+    and ``checkpoints/last`` keeps the scale, so a resumed run goes on with it."""
+    run_dir = tmp_path / "fp16"
+    recipe = tiny_recipe(tmp_path, paper[0], run_dir, max_updates=12, valid_limit=10, cpu_amp=True,
+                         amp_dtype="float16")
+    nlgkit_command(["train", str(recipe), "--device", "cpu"])
+    events = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    train = [event for event in events if event["event"] == "train"]
+    assert all(event["loss_scale"] >= 1.0 for event in train) and train[-1]["loss"] < train[0]["loss"]
+    state = torch.load(run_dir / "checkpoints" / "last" / "train_state.pt", weights_only=True)
+    assert state["scaler"]["scale"] == train[-1]["loss_scale"]
+    nlgkit_command(["train", str(recipe), "--device", "cpu", "--resume", "--set", "train.max_updates=18"])
+    events = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert [event["event"] for event in events].count("resume") == 1
+    assert [event["update"] for event in events if event["event"] == "train"][-1] > 12

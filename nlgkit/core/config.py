@@ -86,8 +86,11 @@ class TrainConfig:
     # --ema-decay, OpenNMT's average_decay; e.g. 0.999; 0 = off): nlgkit.train.ema
     ema_decay: float = 0.0
     device: str = "auto"  # auto | cpu | cuda | cuda:N
-    amp: bool = True  # bf16 autocast on CUDA; ignored on CPU
+    amp: bool = True  # 16-bit autocast on CUDA (amp_dtype); ignored on CPU
     cpu_amp: bool = False  # bf16 autocast on the CPU: 1.1-1.8x on one AMX thread (BENCHMARKS.md; train/precision.py)
+    # the 16-bit type of amp / cpu_amp: "auto" = bf16 where the device computes it natively, else (GPUs before
+    # Ampere: V100, T4) float16 with dynamic loss scaling (fairseq's --fp16); "bfloat16" or "float16" to choose
+    amp_dtype: Literal["auto", "bfloat16", "float16"] = "auto"
     compile: bool = False  # torch.compile the training step (model + head loss); dynamic shapes
     num_threads: int = 0  # CPU threads (0 = all cores)
     log_every: int = 50  # updates between metric lines

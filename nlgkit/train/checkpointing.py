@@ -58,6 +58,8 @@ def save_training_checkpoint(config: RunConfig, session: Session, loop: LoopStat
                  "rng": torch.get_rng_state(), "loop": dataclasses.asdict(loop)}
         if session.ema is not None:
             state["ema"] = session.ema.state_dict()
+        if session.scaler is not None:
+            state["scaler"] = session.scaler.state_dict()
         if ranks.distributed:
             state["rng_by_rank"], state["world_size"] = rng_by_rank, ranks.world_size
         if session.device.type == "cuda":
@@ -85,6 +87,8 @@ def restore_training_checkpoint(config: RunConfig, session: Session, last_dir: P
         session.ema = WeightAverage(session.model, session.ema.decay)
         session.ema.load_state_dict(state.get("ema", {}))
     session.optimizer.load_state_dict(state["optimizer"])
+    if session.scaler is not None and "scaler" in state:  # (a run that trained in another precision has none)
+        session.scaler.load_state_dict(state["scaler"])
     session.scheduler.load_state_dict(state["scheduler"])
     loop = LoopState.from_saved(state["loop"])
     saved_world = int(state.get("world_size", 1))

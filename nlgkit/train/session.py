@@ -79,6 +79,7 @@ class Session:
     git: dict[str, Any] = field(default_factory=dict)
     init_from: dict[str, Any] = field(default_factory=dict)  # the checkpoint a fine-tuning run started from
     ema: WeightAverage | None = None  # the trainable weights' moving average (train.ema_decay > 0)
+    scaler: torch.amp.GradScaler | None = None  # float16 autocast's dynamic loss scale (train.precision.loss_scaler)
 
     @property
     def tgt_vocab(self) -> Any:

@@ -47,7 +47,7 @@ from nlgkit.train.ema import WeightAverage
 from nlgkit.train.init_from import start_from
 from nlgkit.train.objective import TrainingObjective
 from nlgkit.train.optim import build_optimizer, build_scheduler
-from nlgkit.train.precision import precision_note, training_autocast
+from nlgkit.train.precision import loss_scaler, precision_note, training_autocast
 from nlgkit.train.run_records import write_run_records
 from nlgkit.train.session import LoopState, Session
 from nlgkit.train.signals import MetricWindow, StopOnSignal
@@ -155,7 +155,7 @@ class Trainer:
         log = open_metrics_log(self.run_dir / "metrics.jsonl", is_main=ranks.is_main, tensorboard=t.tensorboard)
         return Session(task, data, model, optimizer, scheduler, device, autocast, log, count_parameters(model),
                        objective, ranks, embeddings, git_revision() if ranks.is_main else {}, started,
-                       WeightAverage(model, t.ema_decay) if t.ema_decay else None)
+                       WeightAverage(model, t.ema_decay) if t.ema_decay else None, loss_scaler(t, device))
 
     def _start(self, session: Session) -> LoopState:
         """A new run: record config, data manifest, provenance and the start event (rank 0)."""
@@ -203,7 +203,8 @@ class Trainer:
         examples = examples or [len(b.indices) for b in batches]
         return accumulated_update(session.model, session.objective, session.optimizer, session.scheduler, batches,
                                   [n / sum(examples) for n in examples], clip_norm=self.config.train.clip_norm,
-                                  loss_tokens=sum(tokens) / session.ranks.world_size, autocast=session.autocast)
+                                  loss_tokens=sum(tokens) / session.ranks.world_size, autocast=session.autocast,
+                                  scaler=session.scaler)
 
     def _train_epoch(self, session: Session, loop: LoopState, progress: Progress, stop_signal: StopOnSignal,
                      clock: tuple[float, float]) -> tuple[bool, bool]:
@@ -248,7 +249,8 @@ class Trainer:
                                   loss=loss_total / max(tokens_total, 1.0), tokens=int(tokens_total),
                                   tokens_per_s=tokens_total / window.seconds, lr=lr,
                                   wall_s=round(loop.wall_seconds, 1),
-                                  **window.aux_means(), **session.model.head.train_stats())
+                                  **window.aux_means(), **session.model.head.train_stats(),
+                                  **({"loss_scale": session.scaler.get_scale()} if session.scaler is not None else {}))
                 window = MetricWindow()
             reason = ""
             if t.max_updates and loop.update >= t.max_updates:

@@ -18,7 +18,7 @@ from nlgkit.data.batching import Batch
 
 def optimizer_update(model: torch.nn.Module, objective: torch.nn.Module, optimizer: torch.optim.Optimizer,
                      scheduler: Any, batch: Batch, *, clip_norm: float, loss_tokens: float | None = None,
-                     autocast: AbstractContextManager[Any] | None = None,
+                     autocast: AbstractContextManager[Any] | None = None, scaler: torch.amp.GradScaler | None = None,
                      ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """Forward, backward, gradient clipping (``clip_norm`` > 0), optimizer and per-update schedule step.
 
@@ -30,13 +30,13 @@ def optimizer_update(model: torch.nn.Module, objective: torch.nn.Module, optimiz
     """
     tokens = batch.num_target_tokens if loss_tokens is None else loss_tokens
     return accumulated_update(model, objective, optimizer, scheduler, [batch], [1.0], clip_norm=clip_norm,
-                              loss_tokens=tokens, autocast=autocast)
+                              loss_tokens=tokens, autocast=autocast, scaler=scaler)
 
 
 def accumulated_update(model: torch.nn.Module, objective: torch.nn.Module, optimizer: torch.optim.Optimizer,
                        scheduler: Any, batches: Sequence[Batch], aux_weights: Sequence[float], *, clip_norm: float,
                        loss_tokens: float, autocast: AbstractContextManager[Any] | None = None,
-                       ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+                       scaler: torch.amp.GradScaler | None = None) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """One update from the gradients of several batches, as if they were one batch.
 
     Every batch's head loss is divided by ``loss_tokens`` (the target tokens of the whole group, over the number of
@@ -44,8 +44,10 @@ def accumulated_update(model: torch.nn.Module, objective: torch.nn.Module, optim
     ``aux_weights`` (its share of the group's examples). A loss that compares the examples of a batch with each
     other (IMAGINATION's and VAG-NMT's margins against the batch's other images) sees each batch's examples alone,
     so for those models accumulation is not the larger batch. Under data parallelism the ranks average their
-    gradients once, after the last batch (``no_sync`` before it). Returns the head losses summed and the auxiliary
-    losses weighted as they were added.
+    gradients once, after the last batch (``no_sync`` before it). With a float16 ``scaler``
+    (:func:`~nlgkit.train.precision.loss_scaler`) the gradients are computed from the scaled loss and scaled back
+    before clipping, and an update whose gradients overflowed is skipped (the scale then halves). Returns the head
+    losses summed and the auxiliary losses weighted as they were added.
     """
     optimizer.zero_grad(set_to_none=True)
     loss_total: torch.Tensor | None = None
@@ -56,13 +58,19 @@ def accumulated_update(model: torch.nn.Module, objective: torch.nn.Module, optim
         with no_sync() if later and no_sync is not None else nullcontext():
             with autocast or nullcontext():
                 loss, loss_sum, aux_losses = objective(batch, loss_tokens, share)
-            loss.backward()
+            (scaler.scale(loss) if scaler is not None else loss).backward()
         loss_total = loss_sum if loss_total is None else loss_total + loss_sum
         for name, value in aux_losses.items():
             aux_total[name] = aux_total[name] + share * value if name in aux_total else share * value
+    if scaler is not None:
+        scaler.unscale_(optimizer)  # clip (and step on) the gradients of the loss itself
     if clip_norm > 0:
         torch.nn.utils.clip_grad_norm_([p for p in model.parameters() if p.requires_grad], clip_norm)
-    optimizer.step()
+    if scaler is not None:
+        scaler.step(optimizer)  # skipped where a gradient is inf or NaN
+        scaler.update()
+    else:
+        optimizer.step()
     scheduler.after_update()
     assert loss_total is not None, "an update needs at least one batch"
     return loss_total, aux_total
