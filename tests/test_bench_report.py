@@ -46,14 +46,16 @@ def test_gpu_rows_render_as_a_table() -> None:
     row = {"case": "multi30k_learned, bf16", "device": "NVIDIA H100", "batches": 100, "epoch_s": 41.25,
            "tokens_per_s": 98765.4, "valid_s": 3.04, "trainable_parameters": 60_000_000, "peak_gpu_mib": 5120.0}
     results["gpu"] = {"epochs": [row, {**row, "case": "multi30k_learned, float32", "tokens_per_s": 49382.7},
+                                 {**row, "case": "multi30k_learned, float16 + loss scale", "tokens_per_s": 74074.05},
                                  {"case": "multi30k_learned, bf16 + torch.compile", "error": "no C compiler"}],
                       "translation": {"run": "runs/multi30k_fixed", "sentences_per_s": 512.34}}
     lines = render_benchmarks(results).splitlines()
-    start = lines.index("## GPU (NVIDIA H100, fused Adam; bf16 autocast unless the case says float32)")
+    start = lines.index("## GPU (NVIDIA H100, fused Adam; bf16 autocast unless the case says otherwise)")
     table = lines.index("|---|---:|---:|---:|---:|---:|---:|", start)
     assert lines[table + 1] == "| multi30k_learned, bf16 | 100 | 41.2 | 98,765 | 3.0 | 60,000,000 | 5,120 |"
-    assert lines[table + 3] == "| multi30k_learned, bf16 + torch.compile | – | – | – | – | – | failed: no C compiler |"
+    assert lines[table + 4] == "| multi30k_learned, bf16 + torch.compile | – | – | – | – | – | failed: no C compiler |"
     assert "float32 against bf16: 0.50× the target tokens/s" in lines
+    assert "float16 with a loss scale against bf16: 0.75× the target tokens/s" in lines
     assert not any(line.startswith("torch.compile against eager") for line in lines)  # its case failed
     assert lines[-1] == "Beam-5 translation of test2016 on the GPU with `runs/multi30k_fixed`: 512.3 sentences/s."
     results["gpu"]["translation_bfloat16"] = {"run": "runs/multi30k_fixed", "sentences_per_s": 768.51}

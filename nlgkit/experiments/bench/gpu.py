@@ -38,6 +38,7 @@ GPU_CASES: dict[str, tuple[str, list[str], int]] = {
     "multi30k_learned (paper recipe)": (LEARNED, [], 0),
     "multi30k_learned, bf16": (LEARNED, ["train.amp=true"], SAMPLE),
     "multi30k_learned, float32": (LEARNED, ["train.amp=false"], SAMPLE),
+    "multi30k_learned, float16 + loss scale": (LEARNED, ["train.amp=true", "train.amp_dtype='float16'"], SAMPLE),
     "multi30k_fixed, bf16": ("recipes/multi30k_fixed.toml", ["train.amp=true"], SAMPLE),
     "transformer base, learned head": ("recipes/multi30k_transformer.toml",
                                        ["model.preset='base'", "model.output_dim=0"], SAMPLE),

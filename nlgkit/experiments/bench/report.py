@@ -253,7 +253,7 @@ def gpu_lines(epochs: list[dict[str, Any]], translation: dict[str, Any] | None,
         return ["", "## GPU", "", "Not measured: no CUDA device on this machine (run `make bench` where there is one)."]
     measured = [r for r in epochs if "error" not in r]
     device = measured[0]["device"] if measured else "CUDA"
-    lines = ["", f"## GPU ({device}, fused Adam; bf16 autocast unless the case says float32)", "",
+    lines = ["", f"## GPU ({device}, fused Adam; bf16 autocast unless the case says otherwise)", "",
              ("One process on an otherwise idle GPU. *batches*: the whole first epoch, or its first batches where "
               "the case changes one setting (those rows share their batches, so their tokens/s compare directly)."),
              ""]
@@ -266,6 +266,8 @@ def gpu_lines(epochs: list[dict[str, Any]], translation: dict[str, Any] | None,
          else [r["case"], "–", "–", "–", "–", "–", f"failed: {r['error']}"] for r in epochs])
     speed = {r["case"]: r["tokens_per_s"] for r in measured}
     for case, base, what in (("multi30k_learned, float32", "multi30k_learned, bf16", "float32 against bf16"),
+                             ("multi30k_learned, float16 + loss scale", "multi30k_learned, bf16",
+                              "float16 with a loss scale against bf16"),
                              ("multi30k_learned, bf16 + torch.compile", "multi30k_learned, bf16",
                               "torch.compile against eager")):
         if case in speed and base in speed:
