@@ -3,7 +3,7 @@
 A list of lists costs 8 bytes a token (a pointer) plus some 60 a sentence (the list): 10.7 MiB a million tokens on a
 WMT-14-shaped corpus (``make bench``'s ``corpus`` section), so WMT-14's 4.5 million pairs would hold about 3 GB in
 every process of a torchrun job. One int32 array holds the same ids in 4 bytes a token (4.1 MiB a million), as
-fairseq's and OpenNMT's binarised corpora do. Reading costs the same as before (one vocabulary lookup a token).
+fairseq's and OpenNMT's binarised corpora do. Reading costs what it did (a vocabulary lookup a token).
 Indexing a row still gives a ``list[int]``, so batching, validation and every task read these rows as lists.
 """
 
