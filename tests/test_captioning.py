@@ -485,3 +485,21 @@ def test_the_word_vector_analyses_read_a_captioning_run(trained: tuple[Path, Pat
     assert result.exit_code == 0, result.output
     asked = cli("evaluate", "norms", str(run_dir), "--vectors", "src_input", "--device", "cpu")
     assert asked.exit_code != 0 and "src_input" in asked.stderr and "\n" not in asked.stderr.strip()
+
+
+def test_a_broken_split_file_is_a_one_line_error_naming_its_line(tmp_path: Path) -> None:
+    from nlgkit.core.errors import DataError
+
+    good = json.dumps({"image": "a.jpg", "tokens": [["a", "dog"]], "refs": ["A dog."]})
+    for name, lines, message in (
+            ("json.jsonl", [good, "{not json"], r"json.jsonl: line 2: not a caption record"),
+            ("keys.jsonl", [good, good, json.dumps({"image": "b.jpg"})], r"keys.jsonl: line 3: not a caption record"),
+            ("types.jsonl", [json.dumps({"image": 1, "tokens": [], "refs": []})],
+             r"types.jsonl: line 1: 'image' must be a string")):
+        (tmp_path / name).write_text("\n".join(lines) + "\n", encoding="utf-8")
+        with pytest.raises(DataError, match=message):
+            read_records(tmp_path / name)
+    (tmp_path / "bytes.jsonl").write_bytes(good.encode() + b"\n" + b'{"image": "\xff.jpg"}\n')
+    with pytest.raises(DataError, match=r"bytes.jsonl: line 2: not valid UTF-8 \(byte 11\)"):
+        read_records(tmp_path / "bytes.jsonl")
+    assert read_records(tmp_path / "json.jsonl", limit=1) == [json.loads(good)]

@@ -141,6 +141,18 @@ def decode_lines(raw: bytes, name: str, on_invalid: Callable[[int], None] | None
     return out
 
 
+def invalid_utf8(path: Path) -> str:
+    """Which line of ``path`` is not UTF-8, as an error message: for readers that decode a file as a text stream,
+    whose decoder works in blocks and so cannot say."""
+    with open(path, "rb") as handle:
+        for number, line in enumerate(handle, start=1):
+            try:
+                line.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                return f"{path}: line {number}: not valid UTF-8 (byte {exc.start})"
+    return f"{path}: not valid UTF-8"
+
+
 def sha256_file(path: str | Path) -> str:
     with open(path, "rb") as handle:
         return _sha256_rest(hashlib.sha256(), handle)

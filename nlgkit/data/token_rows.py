@@ -17,6 +17,7 @@ from typing import overload
 import numpy as np
 
 from nlgkit.core.errors import DataError
+from nlgkit.core.io import invalid_utf8
 from nlgkit.data.vocab import Vocabulary
 
 CHUNK_LINES = 4_096  # lines encoded at a time (their token strings are alive together: few enough to stay in cache)
@@ -81,18 +82,8 @@ def read_token_rows(path: Path, vocab: Vocabulary, limit: int = 0) -> TokenRows:
                 lengths.extend(map(len, chunk))
                 chunks.append(np.array(vocab.encode(itertools.chain.from_iterable(chunk)), dtype=np.int32))
     except UnicodeDecodeError:
-        raise DataError(_invalid_utf8(path)) from None
+        raise DataError(invalid_utf8(path)) from None
     offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
     np.cumsum(np.array(lengths, dtype=np.int64), out=offsets[1:])
     return TokenRows(np.concatenate(chunks) if chunks else np.zeros(0, dtype=np.int32), offsets)
 
-
-def _invalid_utf8(path: Path) -> str:
-    """Which line of ``path`` is not UTF-8 (the text reader decodes in blocks, so it cannot say)."""
-    with open(path, "rb") as handle:
-        for number, line in enumerate(handle, start=1):
-            try:
-                line.decode("utf-8")
-            except UnicodeDecodeError as exc:
-                return f"{path}: line {number}: not valid UTF-8 (byte {exc.start})"
-    return f"{path}: not valid UTF-8"

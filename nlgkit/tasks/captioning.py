@@ -20,7 +20,7 @@ from torch import Tensor
 
 from nlgkit.core.config import DataConfig, DataSection, PrepareConfig
 from nlgkit.core.errors import ConfigError, DataError
-from nlgkit.core.io import read_json
+from nlgkit.core.io import invalid_utf8, read_json
 from nlgkit.core.registry import TASKS, PluginConfig
 from nlgkit.data.batching import Batch, Examples, target_tensors
 from nlgkit.data.caption_sources import prepare_captions
@@ -98,19 +98,27 @@ def read_records(path: Path, limit: int = 0) -> list[dict[str, Any]]:
     if not path.is_file():
         raise DataError(f"{path}: file not found (run `nlgkit prepare` first)")
     records: list[dict[str, Any]] = []
-    with open(path, encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
-            if limit and len(records) >= limit:
-                break
-            try:
-                record = json.loads(line)
-                image, tokens, refs = record["image"], record["tokens"], record["refs"]
-            except (json.JSONDecodeError, KeyError, TypeError) as exc:
-                raise DataError(f"{path}: line {number}: not a caption record ({exc})") from None
-            if not isinstance(image, str) or not isinstance(tokens, list) or not isinstance(refs, list):
-                raise DataError(f"{path}: line {number}: 'image' must be a string, 'tokens' and 'refs' lists")
-            records.append(record)
+    try:
+        with open(path, encoding="utf-8") as handle:
+            for number, line in enumerate(handle, start=1):
+                if limit and len(records) >= limit:
+                    break
+                records.append(_caption_record(line, f"{path}: line {number}"))
+    except UnicodeDecodeError:
+        raise DataError(invalid_utf8(path)) from None
     return records
+
+
+def _caption_record(line: str, where: str) -> dict[str, Any]:
+    """One line of a split file as an image record, checked."""
+    try:
+        record = json.loads(line)
+        image, tokens, refs = record["image"], record["tokens"], record["refs"]
+    except (json.JSONDecodeError, KeyError, TypeError) as exc:
+        raise DataError(f"{where}: not a caption record ({exc})") from None
+    if not isinstance(image, str) or not isinstance(tokens, list) or not isinstance(refs, list):
+        raise DataError(f"{where}: 'image' must be a string, 'tokens' and 'refs' lists")
+    return dict(record)
 
 
 @TASKS.register("captioning", CaptioningConfig)
