@@ -234,6 +234,10 @@ def test_a_table_that_does_not_match_the_vocabulary_names_both_files(tmp_path: P
         result = cli("embed", "load", str(path), "--vocab", str(vocab), "-o", str(tmp_path / "x.st"), "--format", fmt)
         assert result.exit_code != 0 and f"{name}: {message}" in result.stderr, result.stderr
         assert "\n" not in result.stderr.strip() and not (tmp_path / "x.st").exists()
+    (tmp_path / "t.vocab.txt").write_bytes(b"a\nb\n\xffc\n")  # the table's word list damaged
+    damaged = cli("embed", "report", str(table))
+    assert damaged.exit_code != 0 and damaged.stderr.strip().endswith("t.vocab.txt: line 3: not valid UTF-8 (byte 0)")
+    assert "\n" not in damaged.stderr.strip()
 
 
 def test_a_continuous_head_reads_its_table_and_a_trained_run_gives_one(tmp_path: Path) -> None:

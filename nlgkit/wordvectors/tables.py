@@ -22,7 +22,7 @@ from safetensors.torch import load_file, save
 from torch import Tensor
 
 from nlgkit.core.errors import ConfigError, DataError
-from nlgkit.core.io import atomic_write, canonical_safetensors
+from nlgkit.core.io import atomic_write, canonical_safetensors, invalid_utf8
 from nlgkit.core.seeding import regenerable_generator
 from nlgkit.data.vocab import Vocabulary
 
@@ -36,7 +36,10 @@ def vocab_path(table: Path) -> Path:
 
 def _read_words(path: Path) -> list[str]:
     """A word list: one word per line, as :func:`save_table` writes it."""
-    return path.read_text(encoding="utf-8").split("\n")[:-1]
+    try:
+        return path.read_text(encoding="utf-8").split("\n")[:-1]
+    except UnicodeDecodeError:
+        raise DataError(invalid_utf8(path)) from None
 
 
 # What a table holds, recorded in its metadata so that reports can name a run's targets as the papers do.
