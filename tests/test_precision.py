@@ -193,7 +193,10 @@ class Overflowing(nn.Module):
         return loss, loss.detach(), {}
 
 
-def test_a_float16_update_skips_a_step_whose_gradients_overflow_and_halves_the_scale() -> None:
+@pytest.mark.parametrize("name,after", [("sgd", 1.2), ("fused adam", 1.1)])
+def test_a_float16_update_skips_a_step_whose_gradients_overflow_and_halves_the_scale(name: str, after: float) -> None:
+    """SGD: 1 − 0.1 × (−2) = 1.2 after the real step; Adam's first step moves each weight by its rate, to 1.1 (the
+    trainer's fused Adam takes the scaler's overflow flag inside its kernel)."""
     from nlgkit.train.update import optimizer_update
 
     class NoSchedule:
@@ -201,15 +204,16 @@ def test_a_float16_update_skips_a_step_whose_gradients_overflow_and_halves_the_s
             pass
 
     objective = Overflowing()
-    optimizer = torch.optim.SGD(objective.parameters(), lr=0.1)
+    optimizer = (torch.optim.SGD(objective.parameters(), lr=0.1) if name == "sgd" else
+                 torch.optim.Adam(objective.parameters(), lr=0.1, fused=True))
     scaler = torch.amp.GradScaler("cpu", init_scale=2.0**16)
     batch = type("Batch", (), {"num_target_tokens": 1})()
     objective.scale = 1e35  # × 65,536: inf in float32
     optimizer_update(objective, objective, optimizer, NoSchedule(), batch, clip_norm=1.0, scaler=scaler)
     assert torch.equal(objective.weight.detach(), torch.ones(3)) and scaler.get_scale() == 2.0**15
-    objective.scale = 1.0  # its gradient −2 per weight, scaled back before the step: 1 − 0.1 × (−2) = 1.2
+    objective.scale = 1.0  # its gradient −2 per weight, scaled back before the step
     optimizer_update(objective, objective, optimizer, NoSchedule(), batch, clip_norm=0.0, scaler=scaler)
-    torch.testing.assert_close(objective.weight.detach(), torch.full((3,), 1.2))
+    torch.testing.assert_close(objective.weight.detach(), torch.full((3,), after))
     assert scaler.get_scale() == 2.0**15
 
 
