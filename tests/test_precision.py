@@ -27,6 +27,7 @@ from nlgkit.train import precision
 from nlgkit.train.precision import (
     autocast_dtype,
     loss_scaler,
+    precision_label,
     precision_note,
     training_autocast,
     uses_autocast,
@@ -106,6 +107,9 @@ def test_a_cpu_amp_run_trains_in_bf16_and_keeps_float32_weights(tmp_path: Path, 
         nlgkit_command(["train", str(recipe), "--device", "cpu"])
         runs[label] = run_dir
     fp32, bf16 = (_first_logged_loss(runs[label]) for label in ("fp32", "bf16"))
+    starts = {label: json.loads((run_dir / "metrics.jsonl").read_text().splitlines()[0]) for label, run_dir in
+              runs.items()}
+    assert starts["fp32"]["precision"] == "float32" and starts["bf16"]["precision"] == "bf16 autocast"
     assert fp32 != bf16 and bf16 == pytest.approx(fp32, rel=0.02)
     trained = {label: load_trained(run_dir, "last", "cpu") for label, run_dir in runs.items()}
     assert trained["bf16"].config.train.cpu_amp and not trained["fp32"].config.train.cpu_amp
@@ -176,8 +180,11 @@ def test_the_16_bit_type_is_bf16_where_native_else_float16_with_a_loss_scale(mon
     assert autocast_dtype(TrainConfig(amp_dtype="float16"), CUDA) == torch.float16
     with pytest.raises(ConfigError, match="'bfloat16': Tesla V100-SXM2-32GB does not compute bf16 natively"):
         autocast_dtype(TrainConfig(amp_dtype="bfloat16"), CUDA)
+    assert precision_label(TrainConfig(), CUDA) == "float16 autocast with loss scaling"
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda including_emulation=True: True)  # Ampere and later
-    assert autocast_dtype(TrainConfig(), CUDA) == torch.bfloat16
+    assert autocast_dtype(TrainConfig(), CUDA) == torch.bfloat16 and precision_label(TrainConfig(), CUDA) == \
+        "bf16 autocast"
+    assert precision_label(TrainConfig(amp=False), CUDA) == precision_label(TrainConfig(), CPU) == "float32"
 
 
 class Overflowing(nn.Module):
@@ -233,4 +240,6 @@ def test_a_float16_run_trains_with_a_loss_scale_that_is_logged_and_resumed(tmp_p
     nlgkit_command(["train", str(recipe), "--device", "cpu", "--resume", "--set", "train.max_updates=18"])
     events = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     assert [event["event"] for event in events].count("resume") == 1
+    assert {event["precision"] for event in events if event["event"] in ("start", "resume")} == {
+        "float16 autocast with loss scaling"}
     assert [event["update"] for event in events if event["event"] == "train"][-1] > 12

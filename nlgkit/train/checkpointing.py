@@ -24,6 +24,7 @@ from nlgkit.runs.checkpoint import find_checkpoint, load_meta, load_train_state,
 from nlgkit.runs.provenance import environment
 from nlgkit.train.distributed import rank_seed
 from nlgkit.train.ema import WeightAverage
+from nlgkit.train.precision import precision_label
 from nlgkit.train.session import LoopState, Session
 
 # Sections that define the model: a resumed run must not change them.
@@ -104,7 +105,8 @@ def restore_training_checkpoint(config: RunConfig, session: Session, last_dir: P
                       f"same batches from update {loop.update} on, new dropout/sampling draws "
                       f"(the run will not match an uninterrupted one bit for bit)")
     session.log.write("resume", update=loop.update, epoch=loop.epoch, git=session.git,
-                      env=environment(session.device), world_size=ranks.world_size,
+                      env=environment(session.device), precision=precision_label(config.train, session.device),
+                      world_size=ranks.world_size,
                       saved_world_size=saved_world, changed=changed)
     if changed and ranks.is_main:  # config.json says what the run goes on with; the event keeps the old values
         write_json(Path(config.run.dir) / "config.json", to_dict(config))

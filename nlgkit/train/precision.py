@@ -59,6 +59,14 @@ def loss_scaler(train: TrainConfig, device: torch.device) -> torch.amp.GradScale
     return torch.amp.GradScaler(device.type) if autocast_dtype(train, device) == torch.float16 else None
 
 
+def precision_label(train: TrainConfig, device: torch.device) -> str:
+    """How training computes on ``device``, as the run's ``start`` and ``resume`` events and its log name it."""
+    dtype = autocast_dtype(train, device)
+    if dtype is None:
+        return "float32"
+    return "float16 autocast with loss scaling" if dtype == torch.float16 else "bf16 autocast"
+
+
 def precision_note(train: TrainConfig, device: torch.device) -> str:
     """A line for the training log when ``cpu_amp`` will not pay on this CPU ("" otherwise)."""
     if device.type != "cpu" or not train.cpu_amp or train.amp_dtype == "float16" or cpu_bf16_instructions():

@@ -10,6 +10,7 @@ from nlgkit.core.config import RunConfig, to_dict
 from nlgkit.core.io import write_json
 from nlgkit.runs.data import copy_model_assets
 from nlgkit.runs.provenance import environment
+from nlgkit.train.precision import precision_label
 from nlgkit.train.session import Session
 
 
@@ -26,5 +27,6 @@ def write_run_records(config: RunConfig, session: Session, run_dir: Path) -> Non
                                              "parameters": session.params, **extra})
     session.log.write("start", parameters=session.params["trainable"],
                       frozen=session.params["frozen"] + session.params["buffers"], device=str(session.device),
-                      task=config.task.type, train_examples=len(data.train), world_size=session.ranks.world_size,
+                      precision=precision_label(config.train, session.device), task=config.task.type,
+                      train_examples=len(data.train), world_size=session.ranks.world_size,
                       **({"init_from": session.init_from["checkpoint"]} if session.init_from else {}))

@@ -47,7 +47,7 @@ from nlgkit.train.ema import WeightAverage
 from nlgkit.train.init_from import start_from
 from nlgkit.train.objective import TrainingObjective
 from nlgkit.train.optim import build_optimizer, build_scheduler
-from nlgkit.train.precision import loss_scaler, precision_note, training_autocast
+from nlgkit.train.precision import loss_scaler, precision_label, precision_note, training_autocast
 from nlgkit.train.run_records import write_run_records
 from nlgkit.train.session import LoopState, Session
 from nlgkit.train.signals import MetricWindow, StopOnSignal
@@ -86,7 +86,8 @@ class Trainer:
             return self._summary(loop, session)
         ranks = session.ranks
         self.console.print(f"[bold]{self.run_dir}[/]: {session.params['trainable']:,} trainable parameters, "
-                           f"{len(session.data.train):,} training examples, device {session.device}"
+                           f"{len(session.data.train):,} training examples, device {session.device} "
+                           f"({precision_label(self.config.train, session.device)})"
                            + (f", rank 0 of {ranks.world_size}" if ranks.distributed else ""))
         session.model.train()
         clock = (time.perf_counter(), loop.wall_seconds)
