@@ -88,8 +88,8 @@ class TrainConfig:
     device: str = "auto"  # auto | cpu | cuda | cuda:N
     amp: bool = True  # 16-bit autocast on CUDA (amp_dtype); ignored on CPU
     cpu_amp: bool = False  # bf16 autocast on the CPU: 1.1-1.8x on one AMX thread (BENCHMARKS.md; train/precision.py)
-    # the 16-bit type of amp / cpu_amp: "auto" = bf16 where the device computes it natively, else (GPUs before
-    # Ampere: V100, T4) float16 with dynamic loss scaling (fairseq's --fp16); "bfloat16" or "float16" to choose
+    # the 16-bit type of amp / cpu_amp: "auto" = bf16 on the CPU and on GPUs that compute it natively, else (GPUs
+    # before Ampere: V100, T4) float16 with dynamic loss scaling (fairseq's --fp16); "bfloat16" or "float16" to choose
     amp_dtype: Literal["auto", "bfloat16", "float16"] = "auto"
     compile: bool = False  # torch.compile the training step (model + head loss); dynamic shapes
     num_threads: int = 0  # CPU threads (0 = all cores)

@@ -5,8 +5,8 @@ Autocast runs the matrix products in 16 bits and keeps the weights, the optimize
 in float32. On a CUDA GPU that is the usual mixed precision. bf16 has float32's range; float16 does not, so small
 gradients underflow to zero unless the loss is scaled up before backward and the gradients scaled back before the
 step, the scale halved whenever a step overflows (fairseq's ``--fp16``, ``torch.amp.GradScaler``). ``auto`` takes
-bf16 where the device computes it natively (Ampere and later, bf16 CPUs) and float16 with that scaling on the GPUs
-before (V100, T4), where a bf16 autocast would fail or be emulated.
+bf16 on the CPU and on GPUs that compute it natively (Ampere and later), and float16 with that scaling on the GPUs
+before (V100, T4), where torch would run a bf16 autocast emulated.
 On a CPU it pays where the cores multiply bf16
 natively (Intel AMX or AVX512-BF16): on one such Xeon thread Table 2's GRU trained 1.4 times and Pappas et al.'s
 LSTM 1.8 times as fast as in float32, the small Transformer and IMAGINATION 1.1-1.2 times (BENCHMARKS.md, CPU
