@@ -134,7 +134,7 @@ def decode_lines(raw: bytes, name: str, on_invalid: Callable[[int], None] | None
             text = line.decode("utf-8")
         except UnicodeDecodeError as exc:
             if on_invalid is None:
-                raise DataError(f"{name}: line {number}: not valid UTF-8 (byte {exc.start})") from None
+                raise DataError(_not_utf8(name, number, exc)) from None
             on_invalid(number)
             text = line.decode("utf-8", errors="replace")
         out.append(text.rstrip("\r"))
@@ -149,8 +149,13 @@ def invalid_utf8(path: Path) -> str:
             try:
                 line.decode("utf-8")
             except UnicodeDecodeError as exc:
-                return f"{path}: line {number}: not valid UTF-8 (byte {exc.start})"
+                return _not_utf8(str(path), number, exc)
     return f"{path}: not valid UTF-8"
+
+
+def _not_utf8(name: str, number: int, exc: UnicodeDecodeError) -> str:
+    """The one wording of an undecodable line, whichever reader found it."""
+    return f"{name}: line {number}: not valid UTF-8 (byte {exc.start})"
 
 
 def sha256_file(path: str | Path) -> str:
