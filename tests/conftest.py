@@ -27,7 +27,8 @@ def multi30k_source() -> Path:
 def prepared_once(tmp_path_factory: pytest.TempPathFactory, name: str,
                   prepare: Callable[[Path], dict]) -> tuple[Path, dict]:
     """``prepare(directory)`` once a session: under pytest-xdist (``make test``) by the first worker that needs
-    it, and read by the others (spaCy over the whole corpus takes 16 s of a core). Tests only read it."""
+    it, and read by the others (spaCy over the whole corpus takes 16 s of a core). Tests only read it (but for the
+    runs' binarised ids, `ids/`, which several processes may write at once, each by a rename)."""
     worker = os.environ.get("PYTEST_XDIST_WORKER")
     if worker is None:  # one process: this session's own directory
         out = tmp_path_factory.mktemp(name) / "multi30k_de-en"

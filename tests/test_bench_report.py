@@ -145,7 +145,8 @@ def test_debias_worker_measures_a_real_table() -> None:
 
 CORPUS_ROW = {"pairs": 200_000, "tokens": 12_000_000, "vocabulary": 32_000, "load_s": 6.0, "tokens_per_s": 2_000_000.0,
               "bytes_per_token": 4.2, "peak_bytes_per_token": 6.0, "list_bytes_per_token": 10.5, "order_s": 0.25,
-              "batches": 1_500, "batch_tokens": 4000, "collate_ms": 1.5, "threads": 2, "shortest": 5, "longest": 55}
+              "batches": 1_500, "batch_tokens": 4000, "collate_ms": 1.5, "threads": 2, "shortest": 5, "longest": 55,
+              "binarise_s": 7.5, "mapped_load_s": 0.2, "mapped_bytes_per_token": 0.0105}
 
 
 def test_corpus_section_measured_alone_gives_memory_a_million_tokens(tmp_path: Path,
@@ -159,6 +160,9 @@ def test_corpus_section_measured_alone_gives_memory_a_million_tokens(tmp_path: P
     # 4.2 bytes a token = 4.0 MiB a million tokens; 10.5 bytes = 10.0 MiB, 2.5× as much
     assert lines[start + 6] == "| 200,000 | 12,000,000 | 4.0 | 5.7 | 10.0 | 2,000,000 | 0.25 | 1.50 |"
     assert "2.5× less memory than the same ids as a Python list per sentence" in lines[start + 8]
+    # read in 6.0 s as text, 0.2 s mapped; 0.0105 bytes a token = 0.01 MiB a million
+    assert "read as text once (7.5 s, writing the cache included) and memory-mapped after: 0.20 s a read, 30× faster" \
+        in lines[start + 10] and "with 0.01 MiB a million tokens allocated by the process" in lines[start + 10]
 
 
 def test_corpus_worker_reads_a_real_corpus_into_less_memory_than_lists() -> None:
@@ -168,6 +172,7 @@ def test_corpus_worker_reads_a_real_corpus_into_less_memory_than_lists() -> None
     assert 2 * 2000 * 5 <= row["tokens"] <= 2 * 2000 * 55 and row["batches"] > 0
     assert 4 <= row["bytes_per_token"] < row["list_bytes_per_token"] / 2  # int32 ids, plus offsets
     assert row["load_s"] > 0 and row["order_s"] > 0 and row["collate_ms"] > 0
+    assert row["binarise_s"] > 0 and row["mapped_load_s"] > 0 and row["mapped_bytes_per_token"] < 1  # not the ids
 
 
 def test_bench_keeps_its_figures_and_carries_what_it_could_not_measure(tmp_path: Path,

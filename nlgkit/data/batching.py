@@ -17,7 +17,8 @@ import torch
 from torch import Tensor
 
 from nlgkit.core.errors import DataError
-from nlgkit.data.token_rows import read_token_rows, row_lengths
+from nlgkit.data.id_cache import cached_token_rows
+from nlgkit.data.token_rows import row_lengths
 from nlgkit.data.vocab import Vocabulary
 
 
@@ -55,10 +56,11 @@ class ParallelData(Examples):
 
 
 def load_split(data_dir: Path, split: str, src_lang: str, tgt_lang: str, src_vocab: Vocabulary,
-               tgt_vocab: Vocabulary, limit: int = 0) -> ParallelData:
-    """Read ``{split}.{lang}`` token files as vocabulary ids (first ``limit`` lines when limit > 0)."""
-    src = read_token_rows(data_dir / f"{split}.{src_lang}", src_vocab, limit)
-    tgt = read_token_rows(data_dir / f"{split}.{tgt_lang}", tgt_vocab, limit)
+               tgt_vocab: Vocabulary, limit: int = 0, cache_root: Path | None = None) -> ParallelData:
+    """Read ``{split}.{lang}`` token files as vocabulary ids (first ``limit`` lines when limit > 0), binarised
+    into (and memory-mapped from) ``cache_root`` where one is given (:mod:`nlgkit.data.id_cache`)."""
+    src = cached_token_rows(data_dir / f"{split}.{src_lang}", src_vocab, limit, cache_root)
+    tgt = cached_token_rows(data_dir / f"{split}.{tgt_lang}", tgt_vocab, limit, cache_root)
     if len(src) != len(tgt):
         raise DataError(f"{data_dir}: {split}.{src_lang} has {len(src)} lines but {split}.{tgt_lang} has {len(tgt)}")
     return ParallelData(src, tgt)

@@ -39,6 +39,7 @@ class TranslationDataConfig(DataConfig):
     dir: str = "data/multi30k_de-en"
     src_lang: str = "de"
     tgt_lang: str = "en"
+    id_cache: bool = True  # binarise the token files once into DIR/ids, memory-map them after (nlgkit.data.id_cache)
     prepare: TranslationPrepareConfig = field(default_factory=TranslationPrepareConfig)
 
 
@@ -84,8 +85,11 @@ class TranslationTask(TokenSourceTask):
         cfg = self.data
         src_vocab, tgt_vocab = vocabs[cfg.src_lang], vocabs[cfg.tgt_lang]
         manifest = read_json(data_dir / "manifest.json")
-        train = load_split(data_dir, "train", cfg.src_lang, cfg.tgt_lang, src_vocab, tgt_vocab, cfg.train_limit)
-        valid = load_split(data_dir, "valid", cfg.src_lang, cfg.tgt_lang, src_vocab, tgt_vocab, cfg.valid_limit)
+        cache_root = data_dir / "ids" if cfg.id_cache else None
+        train = load_split(data_dir, "train", cfg.src_lang, cfg.tgt_lang, src_vocab, tgt_vocab, cfg.train_limit,
+                           cache_root)
+        valid = load_split(data_dir, "valid", cfg.src_lang, cfg.tgt_lang, src_vocab, tgt_vocab, cfg.valid_limit,
+                           cache_root)
         refs = read_lines(data_dir / f"valid.ref.{cfg.tgt_lang}")
         if cfg.valid_limit:
             refs = refs[: cfg.valid_limit]
