@@ -160,9 +160,9 @@ def test_corpus_section_measured_alone_gives_memory_a_million_tokens(tmp_path: P
     # 4.2 bytes a token = 4.0 MiB a million tokens; 10.5 bytes = 10.0 MiB, 2.5× as much
     assert lines[start + 6] == "| 200,000 | 12,000,000 | 4.0 | 5.7 | 10.0 | 2,000,000 | 0.25 | 1.50 |"
     assert "2.5× less memory than the same ids as a Python list per sentence" in lines[start + 8]
-    # read in 6.0 s as text, 0.2 s mapped; 0.0105 bytes a token = 0.01 MiB a million
+    # read in 6.0 s as text, 0.2 s mapped; 0.0105 bytes a token × 12 M tokens = 126,000 bytes = 123 KiB
     assert "read as text once (7.5 s, writing the cache included) and memory-mapped after: 0.20 s a read, 30× faster" \
-        in lines[start + 10] and "with 0.01 MiB a million tokens allocated by the process" in lines[start + 10]
+        in lines[start + 10] and "the process allocates 123 KiB for its 12,000,000 tokens" in lines[start + 10]
 
 
 def test_corpus_worker_reads_a_real_corpus_into_less_memory_than_lists() -> None:

@@ -357,7 +357,8 @@ def corpus_lines(section: dict[str, Any] | None) -> list[str]:
                        f"text once ({section['binarise_s']:.1f} s, writing the cache included) and memory-mapped "
                        f"after: {section['mapped_load_s']:.2f} s a read, "
                        f"{section['load_s'] / section['mapped_load_s']:.0f}× faster than the text (most of it hashing "
-                       f"the text, to check the cache is its own), with "
-                       f"{section['mapped_bytes_per_token'] * per_million:.2f} MiB a million tokens allocated by the "
-                       "process: the ids are the page cache's, one copy for all the processes of a machine.")]
+                       f"the text, to check the cache is its own); the process allocates "
+                       f"{section['mapped_bytes_per_token'] * section['tokens'] / 1024:,.0f} KiB for its "
+                       f"{section['tokens']:,} tokens: the ids are the page cache's, one copy for all the processes "
+                       "of a machine.")]
     return lines
