@@ -15,6 +15,8 @@ from helpers import tiny_recipe
 from safetensors.torch import load_file
 
 from nlgkit.core.errors import ConfigError
+from nlgkit.core.recipes import load_recipe
+from nlgkit.train import trainer as trainer_module
 from nlgkit.train.distributed import Ranks
 
 GLOBAL_BATCH = 24  # 300 training pairs: 13 batches per epoch, the last of 12
@@ -133,3 +135,32 @@ def test_ranks_come_from_torchrun_and_share_each_batch_disjointly() -> None:
     assert not ranks[0].can_share([1, 2]) and ranks[0].can_share([1, 2, 3])
     with pytest.raises(ConfigError, match="RANK=3 is not inside WORLD_SIZE=3"):
         Ranks.from_environment({"RANK": "3", "WORLD_SIZE": "3"})
+
+
+class _Stop(Exception):
+    """Ends a set-up once the data is read (a model wrapped for two ranks needs their process group)."""
+
+
+@pytest.mark.parametrize("rank", [0, 1])
+def test_rank_zero_reads_the_data_while_the_others_wait_then_they_read_what_it_wrote(
+        rank: int, paper: tuple[Path, dict], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rank 0 prepares, binarises and extracts features alone; the others read after the barrier, so the work is
+    done once and they map its caches."""
+    said: list[str] = []
+    monkeypatch.setattr(Ranks, "from_environment", classmethod(lambda cls, environ=None: cls(rank, 2, rank)))
+    monkeypatch.setattr(Ranks, "join", lambda self, device: None)
+    monkeypatch.setattr(Ranks, "barrier", lambda self: said.append("barrier"))
+    read = trainer_module.Trainer._read_data
+
+    def reading(self: trainer_module.Trainer, task: object, device: torch.device) -> object:
+        said.append("read")
+        return read(self, task, device)  # type: ignore[arg-type]
+
+    def stop(*args: object, **kwargs: object) -> None:
+        raise _Stop
+
+    monkeypatch.setattr(trainer_module.Trainer, "_read_data", reading)
+    monkeypatch.setattr(trainer_module, "build_model", stop)
+    with pytest.raises(_Stop):
+        trainer_module.Trainer(load_recipe(tiny_recipe(tmp_path, paper[0], tmp_path / "run"))).set_up()
+    assert said == (["read", "barrier"] if rank == 0 else ["barrier", "read"])

@@ -29,6 +29,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, Ti
 from nlgkit.core.config import RunConfig
 from nlgkit.core.io import atomic_write
 from nlgkit.data.batching import Batch, bucketed_batches
+from nlgkit.data.vocab import Vocabulary
 from nlgkit.runs.build import (
     build_model,
     count_parameters,
@@ -40,7 +41,7 @@ from nlgkit.runs.embeddings import initialise_embeddings
 from nlgkit.runs.epochs import epoch_dir, prune_epoch_checkpoints
 from nlgkit.runs.provenance import git_revision
 from nlgkit.runs.weight_init import initialise_weights
-from nlgkit.tasks import build_task
+from nlgkit.tasks import Task, TaskData, build_task
 from nlgkit.train.checkpointing import check_run_dir, restore_training_checkpoint, save_training_checkpoint
 from nlgkit.train.distributed import Ranks, data_parallel, rank_seed
 from nlgkit.train.ema import WeightAverage
@@ -113,6 +114,12 @@ class Trainer:
         return self._summary(loop, session)
 
     # -- set-up -------------------------------------------------------------------------------------------
+    def _read_data(self, task: Task, device: torch.device) -> tuple[dict[str, Vocabulary], TaskData]:
+        """The vocabularies and the task's data, from the data directory (prepared first where it is missing)."""
+        data_dir = ensure_data_dir(self.config, task, log=self.console.print)
+        vocabs = task.load_vocabularies(data_dir)
+        return vocabs, task.load_data(data_dir, vocabs, device)
+
     def set_up(self) -> Session:
         """Threads, seed, device, process group, task, data, model, optimizer and schedule (nothing written)."""
         cfg, t = self.config, self.config.train
@@ -128,12 +135,13 @@ class Trainer:
         if ranks.is_main and (note := precision_note(t, device)):
             self.console.print(note)
         task = build_task(cfg)
-        if ranks.is_main:  # rank 0 prepares missing data while the others wait
-            ensure_data_dir(cfg, task, log=self.console.print)
+        # Rank 0 reads first: it prepares missing data, binarises the corpus and extracts image features while the
+        # others wait, then they map its caches instead of each doing that work again at the same time.
+        if ranks.is_main:
+            vocabs, data = self._read_data(task, device)
         ranks.barrier()
-        data_dir = ensure_data_dir(cfg, task, log=self.console.print)
-        vocabs = task.load_vocabularies(data_dir)
-        data = task.load_data(data_dir, vocabs, device)
+        if not ranks.is_main:
+            vocabs, data = self._read_data(task, device)
         model = build_model(cfg, task.model_context(vocabs), vocabs[task.target_lang])
         initialise_weights(model, t.weight_init)  # a resumed run's checkpoint replaces these, as the tables' rows
         embeddings = initialise_embeddings(model, cfg, task, vocabs)
