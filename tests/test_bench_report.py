@@ -146,7 +146,8 @@ def test_debias_worker_measures_a_real_table() -> None:
 CORPUS_ROW = {"pairs": 200_000, "tokens": 12_000_000, "vocabulary": 32_000, "load_s": 6.0, "tokens_per_s": 2_000_000.0,
               "bytes_per_token": 4.2, "peak_bytes_per_token": 6.0, "list_bytes_per_token": 10.5, "order_s": 0.25,
               "batches": 1_500, "batch_tokens": 4000, "collate_ms": 1.5, "threads": 2, "shortest": 5, "longest": 55,
-              "binarise_s": 7.5, "mapped_load_s": 0.2, "mapped_bytes_per_token": 0.0105}
+              "binarise_s": 7.5, "mapped_load_s": 0.2, "mapped_bytes_per_token": 0.0105,
+              "mapped_collate_ms": 1.625}
 
 
 def test_corpus_section_measured_alone_gives_memory_a_million_tokens(tmp_path: Path,
@@ -163,6 +164,7 @@ def test_corpus_section_measured_alone_gives_memory_a_million_tokens(tmp_path: P
     # read in 6.0 s as text, 0.2 s mapped; 0.0105 bytes a token × 12 M tokens = 126,000 bytes = 123 KiB
     assert "read as text once (7.5 s, writing the cache included) and memory-mapped after: 0.20 s a read, 30× faster" \
         in lines[start + 10] and "the process allocates 123 KiB for its 12,000,000 tokens" in lines[start + 10]
+    assert lines[start + 10].endswith("of a machine. Collating a batch from the mapped ids takes 1.62 ms.")
 
 
 def test_corpus_worker_reads_a_real_corpus_into_less_memory_than_lists() -> None:
@@ -173,6 +175,7 @@ def test_corpus_worker_reads_a_real_corpus_into_less_memory_than_lists() -> None
     assert 4 <= row["bytes_per_token"] < row["list_bytes_per_token"] / 2  # int32 ids, plus offsets
     assert row["load_s"] > 0 and row["order_s"] > 0 and row["collate_ms"] > 0
     assert row["binarise_s"] > 0 and row["mapped_load_s"] > 0 and row["mapped_bytes_per_token"] < 1  # not the ids
+    assert row["mapped_collate_ms"] > 0
 
 
 def test_bench_keeps_its_figures_and_carries_what_it_could_not_measure(tmp_path: Path,

@@ -15,7 +15,7 @@ from safetensors.torch import load_file
 
 from nlgkit.core.errors import DataError
 from nlgkit.data.id_cache import IDS_FILE, MANIFEST_FILE, cached_token_rows
-from nlgkit.data.token_rows import read_token_rows
+from nlgkit.data.token_rows import TokenRows, read_token_rows
 from nlgkit.data.vocab import Vocabulary
 
 WORDS = ["ein", "hund", "läuft", "über", "die", "wiese"]
@@ -31,6 +31,10 @@ def vocabulary(words: list[str] = WORDS) -> Vocabulary:
     return Vocabulary.build({word: 10 - i for i, word in enumerate(words)})
 
 
+def mapped(rows: TokenRows) -> bool:
+    return isinstance(rows.ids.base, np.memmap) and isinstance(rows.offsets.base, np.memmap)
+
+
 def cache_dirs(root: Path) -> list[str]:
     return sorted(p.name for p in root.iterdir()) if root.is_dir() else []
 
@@ -44,7 +48,7 @@ def test_cached_rows_are_the_text_rows_and_later_reads_map_the_cache(tmp_path: P
     [name] = cache_dirs(root)
     assert name.startswith("train.de-") and (root / name / MANIFEST_FILE).is_file()
     again = cached_token_rows(corpus, vocab, cache_root=root)
-    assert isinstance(again.ids, np.memmap) and isinstance(first.ids, np.memmap)  # mapped, shareable pages
+    assert mapped(again) and mapped(first)  # the file's pages, shared with other processes
     assert list(again) == expected and again.lengths() == [len(row) for row in expected]
     assert cache_dirs(root) == [name]  # reused, not written again
 
@@ -90,8 +94,8 @@ def test_a_cache_that_cannot_be_written_reads_the_text(tmp_path: Path) -> None:
     write_corpus(corpus)
     (tmp_path / "a file").write_text("")
     rows = cached_token_rows(corpus, vocab, cache_root=tmp_path / "a file" / "ids")  # mkdir fails, as read-only
-    assert list(rows) == list(read_token_rows(corpus, vocab)) and not isinstance(rows.ids, np.memmap)
-    assert not isinstance(cached_token_rows(corpus, vocab).ids, np.memmap)  # no root: no cache
+    assert list(rows) == list(read_token_rows(corpus, vocab)) and not mapped(rows)
+    assert not mapped(cached_token_rows(corpus, vocab))  # no root: no cache
     with pytest.raises(DataError, match="valid.de: file not found"):
         cached_token_rows(tmp_path / "valid.de", vocab, cache_root=tmp_path / "ids")
 

@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-from nlgkit.data.batching import bucketed_batches, collate, load_split
+from nlgkit.data.batching import ParallelData, bucketed_batches, collate, load_split
 from nlgkit.data.vocab import SPECIALS, Vocabulary
 
 WORDS = 32_000  # WMT-14's joint BPE vocabulary
@@ -60,15 +60,12 @@ def measure_corpus(pairs: int = 200_000, seed: int = 1, batch_tokens: int = 4000
         lists_held = tracemalloc.get_traced_memory()[0] - held
         tracemalloc.stop()
         del as_lists
-        binarised = _binarised(directory, vocab)
-    tokens = sum(data.source_lengths) + sum(data.target_lengths)
-    start = time.perf_counter()
-    batches = bucketed_batches(data, batch_tokens, "tokens", seed=seed, epoch=1)
-    order_s = time.perf_counter() - start
-    start = time.perf_counter()
-    for indices in batches[:200]:
-        collate(data, indices, vocab)
-    collate_ms = 1000 * (time.perf_counter() - start) / min(len(batches), 200)
+        tokens = sum(data.source_lengths) + sum(data.target_lengths)
+        start = time.perf_counter()
+        batches = bucketed_batches(data, batch_tokens, "tokens", seed=seed, epoch=1)
+        order_s = time.perf_counter() - start
+        collate_ms = _collate_ms(data, batches, vocab)
+        binarised = _binarised(directory, vocab, batches)
     return {"pairs": pairs, "tokens": tokens, "vocabulary": WORDS, "load_s": load_s, "tokens_per_s": tokens / load_s,
             "bytes_per_token": held / tokens, "peak_bytes_per_token": peak / tokens,
             "list_bytes_per_token": lists_held / tokens, "order_s": order_s, "batches": len(batches),
@@ -76,9 +73,18 @@ def measure_corpus(pairs: int = 200_000, seed: int = 1, batch_tokens: int = 4000
             "shortest": SHORTEST, "longest": LONGEST, **binarised}
 
 
-def _binarised(directory: Path, vocab: Vocabulary) -> dict[str, float]:
+def _collate_ms(data: ParallelData, batches: list[list[int]], vocab: Vocabulary) -> float:
+    """Milliseconds a batch to collate the first 200 of ``batches``."""
+    start = time.perf_counter()
+    for indices in batches[:200]:
+        collate(data, indices, vocab)
+    return 1000 * (time.perf_counter() - start) / min(len(batches), 200)
+
+
+def _binarised(directory: Path, vocab: Vocabulary, batches: list[list[int]]) -> dict[str, float]:
     """The same corpus binarised (:mod:`nlgkit.data.id_cache`): the first read writes the cache, later ones map it
-    (the bytes a process allocates for a mapped corpus: its pages are the page cache's, shared)."""
+    (the bytes a process allocates for a mapped corpus: its pages are the page cache's, shared), and the same
+    batches collated from the mapped ids."""
     cache_root = directory / "ids"
     start = time.perf_counter()
     load_split(directory, "train", "en", "de", vocab, vocab, cache_root=cache_root)
@@ -91,4 +97,5 @@ def _binarised(directory: Path, vocab: Vocabulary) -> dict[str, float]:
     held = tracemalloc.get_traced_memory()[0]
     tracemalloc.stop()
     tokens = sum(mapped.source_lengths) + sum(mapped.target_lengths)
-    return {"binarise_s": binarise_s, "mapped_load_s": mapped_load_s, "mapped_bytes_per_token": held / tokens}
+    return {"binarise_s": binarise_s, "mapped_load_s": mapped_load_s, "mapped_bytes_per_token": held / tokens,
+            "mapped_collate_ms": _collate_ms(mapped, batches, vocab)}

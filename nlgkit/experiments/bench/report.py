@@ -360,5 +360,7 @@ def corpus_lines(section: dict[str, Any] | None) -> list[str]:
                        f"the text, to check the cache is its own); the process allocates "
                        f"{section['mapped_bytes_per_token'] * section['tokens'] / 1024:,.0f} KiB for its "
                        f"{section['tokens']:,} tokens: the ids are the page cache's, one copy for all the processes "
-                       "of a machine.")]
+                       "of a machine."
+                       + (f" Collating a batch from the mapped ids takes {section['mapped_collate_ms']:.2f} ms."
+                          if "mapped_collate_ms" in section else ""))]
     return lines
