@@ -147,7 +147,8 @@ CORPUS_ROW = {"pairs": 200_000, "tokens": 12_000_000, "vocabulary": 32_000, "loa
               "bytes_per_token": 4.2, "peak_bytes_per_token": 6.0, "list_bytes_per_token": 10.5, "order_s": 0.25,
               "batches": 1_500, "batch_tokens": 4000, "collate_ms": 1.5, "threads": 2, "shortest": 5, "longest": 55,
               "binarise_s": 7.5, "mapped_load_s": 0.2, "mapped_bytes_per_token": 0.0105,
-              "mapped_collate_ms": 1.625}
+              "mapped_collate_ms": 1.625, "mapped_mib": 48.8,
+              "two_processes": [{"Rss": 50.0, "Pss": 26.0, "Anonymous": 1.5}, {"Rss": 50.0, "Pss": 25.0, "Anonymous": 1.5}]}
 
 
 def test_corpus_section_measured_alone_gives_memory_a_million_tokens(tmp_path: Path,
@@ -164,7 +165,9 @@ def test_corpus_section_measured_alone_gives_memory_a_million_tokens(tmp_path: P
     # read in 6.0 s as text, 0.2 s mapped; 0.0105 bytes a token × 12 M tokens = 126,000 bytes = 123 KiB
     assert "read as text once (7.5 s, writing the cache included) and memory-mapped after: 0.20 s a read, 30× faster" \
         in lines[start + 10] and "the process allocates 123 KiB for its 12,000,000 tokens" in lines[start + 10]
-    assert lines[start + 10].endswith("of a machine. Collating a batch from the mapped ids takes 1.62 ms.")
+    assert "of a machine. Collating a batch from the mapped ids takes 1.62 ms. Two processes mapping it at once (two " \
+        "ranks of one machine) each add 50.0 and 50.0 MiB to their RSS but 26.0 and 25.0 MiB to their PSS" in lines[start + 10]
+    assert lines[start + 10].endswith("the 48.8 MiB of mapped ids are held once between them.")
 
 
 def test_corpus_worker_reads_a_real_corpus_into_less_memory_than_lists() -> None:
@@ -176,6 +179,8 @@ def test_corpus_worker_reads_a_real_corpus_into_less_memory_than_lists() -> None
     assert row["load_s"] > 0 and row["order_s"] > 0 and row["collate_ms"] > 0
     assert row["binarise_s"] > 0 and row["mapped_load_s"] > 0 and row["mapped_bytes_per_token"] < 1  # not the ids
     assert row["mapped_collate_ms"] > 0
+    if row["two_processes"] is not None:  # Linux: each process's PSS counts the shared ids half
+        assert all(added["Pss"] < added["Rss"] for added in row["two_processes"])
 
 
 def test_bench_keeps_its_figures_and_carries_what_it_could_not_measure(tmp_path: Path,

@@ -6,21 +6,24 @@ vocabulary, sentences of 5–55 tokens), written to a temporary directory and re
 (:func:`nlgkit.data.batching.load_split`, flat :class:`~nlgkit.data.token_rows.TokenRows`); the same ids held as
 a Python list per sentence (how nlgkit held them before) are measured beside it. Bytes are counted by
 ``tracemalloc`` (what is allocated, unlike RSS, which the allocator keeps after a peak), times without it. Then
-the corpus is binarised as training does by default (``data.id_cache``): once, and read back memory-mapped.
+the corpus is binarised as training does by default (``data.id_cache``): once, and read back memory-mapped, also by
+two processes at once, whose proportional set sizes (PSS) show whether they hold the ids once between them.
 """
 
 from __future__ import annotations
 
+import multiprocessing
 import random
 import tempfile
 import time
 import tracemalloc
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import torch
 
 from nlgkit.data.batching import ParallelData, bucketed_batches, collate, load_split
+from nlgkit.data.token_rows import TokenRows
 from nlgkit.data.vocab import SPECIALS, Vocabulary
 
 WORDS = 32_000  # WMT-14's joint BPE vocabulary
@@ -81,7 +84,7 @@ def _collate_ms(data: ParallelData, batches: list[list[int]], vocab: Vocabulary)
     return 1000 * (time.perf_counter() - start) / min(len(batches), 200)
 
 
-def _binarised(directory: Path, vocab: Vocabulary, batches: list[list[int]]) -> dict[str, float]:
+def _binarised(directory: Path, vocab: Vocabulary, batches: list[list[int]]) -> dict[str, Any]:
     """The same corpus binarised (:mod:`nlgkit.data.id_cache`): the first read writes the cache, later ones map it
     (the bytes a process allocates for a mapped corpus: its pages are the page cache's, shared), and the same
     batches collated from the mapped ids."""
@@ -98,4 +101,53 @@ def _binarised(directory: Path, vocab: Vocabulary, batches: list[list[int]]) -> 
     tracemalloc.stop()
     tokens = sum(mapped.source_lengths) + sum(mapped.target_lengths)
     return {"binarise_s": binarise_s, "mapped_load_s": mapped_load_s, "mapped_bytes_per_token": held / tokens,
-            "mapped_collate_ms": _collate_ms(mapped, batches, vocab)}
+            "mapped_collate_ms": _collate_ms(mapped, batches, vocab), "mapped_mib": _mib(mapped),
+            "two_processes": _two_processes(directory)}
+
+
+def _mib(data: ParallelData) -> float:
+    """The mapped files' bytes (ids and offsets of both sides), in MiB."""
+    return sum(rows.ids.nbytes + rows.offsets.nbytes for rows in _sides(data)) / 2**20
+
+
+def _sides(data: ParallelData) -> list[TokenRows]:
+    """The two sides of a corpus that :func:`load_split` read (TokenRows, mapped or not)."""
+    return [cast(TokenRows, rows) for rows in (data.src, data.tgt)]
+
+
+def _memory_mib() -> dict[str, float] | None:
+    """This process's resident and proportional set sizes (a shared page counts 1/N in each of its N processes'
+    PSS) and its anonymous memory, in MiB; None where Linux's ``/proc/self/smaps_rollup`` is missing."""
+    try:
+        lines = Path("/proc/self/smaps_rollup").read_text().splitlines()
+    except OSError:
+        return None
+    fields = {line.split()[0].rstrip(":"): int(line.split()[1]) / 1024 for line in lines if line.endswith(" kB")}
+    return {key: fields[key] for key in ("Rss", "Pss", "Anonymous")}
+
+
+def _mapping_process(directory: str, barrier: Any, answers: Any) -> None:
+    """Map the corpus, read every id, wait until the other process has too; then report what it added."""
+    vocab = Vocabulary.load(Path(directory) / "vocab.en.txt")
+    before = _memory_mib()
+    data = load_split(Path(directory), "train", "en", "de", vocab, vocab, cache_root=Path(directory) / "ids")
+    for rows in _sides(data):
+        rows.ids.sum()  # every page read
+    barrier.wait()
+    after = _memory_mib()
+    barrier.wait()  # both measured while both hold the mapping
+    answers.put(None if before is None or after is None else {key: after[key] - before[key] for key in after})
+
+
+def _two_processes(directory: Path) -> list[dict[str, float]] | None:
+    """What each of two processes mapping the binarised corpus at once adds to its RSS, PSS and anonymous memory
+    (two torchrun ranks of one machine); None where it cannot be read."""
+    context = multiprocessing.get_context("spawn")
+    barrier, answers = context.Barrier(2), context.Queue()
+    processes = [context.Process(target=_mapping_process, args=(str(directory), barrier, answers)) for _ in range(2)]
+    for process in processes:
+        process.start()
+    added = [answers.get(timeout=300) for _ in processes]
+    for process in processes:
+        process.join()
+    return None if None in added else added

@@ -331,6 +331,17 @@ def debias_lines(section: dict[str, Any] | None) -> list[str]:
     return lines
 
 
+def _two_processes_sentence(section: dict[str, Any]) -> str:
+    """Two processes mapping the binarised corpus at once: what each adds to its RSS and PSS (Linux only)."""
+    if not section.get("two_processes"):
+        return ""
+    first, second = section["two_processes"]
+    return (f" Two processes mapping it at once (two ranks of one machine) each add {first['Rss']:.1f} and "
+            f"{second['Rss']:.1f} MiB to their RSS but {first['Pss']:.1f} and {second['Pss']:.1f} MiB to their PSS "
+            f"(a shared page counts half in each; {first['Anonymous']:.1f} and {second['Anonymous']:.1f} MiB of it "
+            f"anonymous): the {section['mapped_mib']:.1f} MiB of mapped ids are held once between them.")
+
+
 def corpus_lines(section: dict[str, Any] | None) -> list[str]:
     """A training corpus in memory (:mod:`nlgkit.experiments.bench.corpus`); nothing if not measured."""
     if not section:
@@ -362,5 +373,6 @@ def corpus_lines(section: dict[str, Any] | None) -> list[str]:
                        f"{section['tokens']:,} tokens: the ids are the page cache's, one copy for all the processes "
                        "of a machine."
                        + (f" Collating a batch from the mapped ids takes {section['mapped_collate_ms']:.2f} ms."
-                          if "mapped_collate_ms" in section else ""))]
+                          if "mapped_collate_ms" in section else "")
+                       + _two_processes_sentence(section))]
     return lines
