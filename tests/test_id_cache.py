@@ -60,9 +60,33 @@ def test_another_text_vocabulary_or_limit_gets_a_cache_of_its_own(tmp_path: Path
     assert list(cached_token_rows(corpus, vocab, cache_root=root)) == list(read_token_rows(corpus, vocab))
     assert list(cached_token_rows(corpus, smaller, cache_root=root)) == list(read_token_rows(corpus, smaller))
     assert list(cached_token_rows(corpus, vocab, 7, root)) == list(read_token_rows(corpus, vocab))[:7]
-    write_corpus(corpus, seed=1)  # the file edited in place: its old cache must not be read
+    assert len(cache_dirs(root)) == 3
+    write_corpus(corpus, seed=1)  # the file edited in place: its old caches must not be read
     assert list(cached_token_rows(corpus, vocab, cache_root=root)) == list(read_token_rows(corpus, vocab))
-    assert len(cache_dirs(root)) == 4
+    assert list(cached_token_rows(corpus, smaller, cache_root=root)) == list(read_token_rows(corpus, smaller))
+    assert len(cache_dirs(root)) == 2  # the new text's two; the old text's three deleted, never readable again
+
+
+def test_an_edited_file_deletes_only_its_own_earlier_caches(tmp_path: Path) -> None:
+    """Another file's caches (even one whose name starts like this file's), and a directory being written by another
+    process (no manifest yet), are kept."""
+    corpus, other, root, vocab = tmp_path / "train.de", tmp_path / "train.de-x", tmp_path / "ids", vocabulary()
+    write_corpus(corpus)
+    write_corpus(other, seed=2)
+    cached_token_rows(corpus, vocab, cache_root=root)
+    [old] = cache_dirs(root)
+    cached_token_rows(other, vocab, cache_root=root)  # "train.de-x-<digest>": its manifest names another file
+    in_flight = root / ".train.de-0123456789abcdef.xyz.tmp"
+    in_flight.mkdir()
+    half_written = root / "train.de-fedcba9876543210"
+    half_written.mkdir()
+    (half_written / IDS_FILE).write_bytes(b"")
+    before = set(cache_dirs(root))
+    write_corpus(corpus, seed=3)
+    cached_token_rows(corpus, vocab, cache_root=root)
+    after = set(cache_dirs(root))
+    assert old not in after and len(after - before) == 1
+    assert {name for name in before if name != old} <= after  # the other file's, the in-flight and half-written
 
 
 @pytest.mark.parametrize("damage", ["truncated ids", "no manifest", "another text's cache", "offsets too long"])

@@ -8,7 +8,8 @@ of a machine share one copy of it through the page cache.
 A cache lives in ``DATA_DIR/ids/<file>-<digest>/``: ``ids.npy`` (int32), ``offsets.npy`` (int64) and
 ``manifest.json``. The digest covers everything the ids depend on (the text file's sha256, the vocabulary's, the line
 limit and this format), so an edited file or another vocabulary gets a cache of its own and a stale one is never
-read. A cache is written to a temporary directory and renamed into place, so no reader ever sees a half-written one,
+read; once a file's new cache is written, the caches of its earlier texts are deleted (they can never be read
+again, and WMT-14's are hundreds of MiB each). A cache is written to a temporary directory and renamed into place, so no reader ever sees a half-written one,
 not even among processes that binarise the same file at once. A data directory that cannot be written to is read as
 text, as before.
 """
@@ -18,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -54,7 +56,8 @@ def cached_token_rows(path: Path, vocab: Vocabulary, limit: int = 0, cache_root:
     if (cached := load_cached(directory, description)) is not None:
         return cached
     rows = read_token_rows(path, vocab, limit)
-    _store(directory, rows, description)
+    if _store(directory, rows, description):
+        _delete_earlier_texts(cache_root, description)
     mapped = load_cached(directory, description)  # mapped, the pages are shared with the other processes
     return rows if mapped is None else mapped
 
@@ -82,11 +85,27 @@ def _mapped(path: Path) -> np.ndarray:
     return np.asarray(np.load(path, mmap_mode="r", allow_pickle=False))
 
 
-def _store(directory: Path, rows: TokenRows, description: dict[str, Any]) -> None:
-    """Write the cache, or nothing where the data directory cannot be written (a read-only copy is read as text)
-    or another process renamed its own copy into place at the same moment."""
+def _store(directory: Path, rows: TokenRows, description: dict[str, Any]) -> bool:
+    """Write the cache; False where the data directory cannot be written (a read-only copy is read as text) or
+    another process renamed its own copy into place at the same moment."""
     with contextlib.suppress(OSError), atomic_directory(directory) as tmp:
         np.save(tmp / IDS_FILE, rows.ids, allow_pickle=False)
         np.save(tmp / OFFSETS_FILE, rows.offsets, allow_pickle=False)
         write_json(tmp / MANIFEST_FILE, {**description, "rows": len(rows), "tokens": int(rows.offsets[-1]),
                                          "nlgkit_version": __version__})
+        return True
+    return False
+
+
+def _delete_earlier_texts(cache_root: Path, description: dict[str, Any]) -> None:
+    """Delete the caches of this file's earlier texts (edited in place since). Caches of its current text with
+    another vocabulary or limit stay (another recipe may read them), and so does anything without a manifest
+    (another process's cache being written). A process still mapping a deleted cache keeps its pages."""
+    for directory in cache_root.glob(f"{description['file']}-*"):
+        try:
+            manifest = read_json(directory / MANIFEST_FILE)
+        except (DataError, OSError, ValueError):
+            continue
+        if (isinstance(manifest, dict) and manifest.get("file") == description["file"]
+                and manifest.get("file_sha256") != description["file_sha256"]):
+            shutil.rmtree(directory, ignore_errors=True)
