@@ -19,13 +19,14 @@ def validation_scores(config: RunConfig, session: Session, run_dir: Path) -> dic
     run's copied assets in ``run_dir``/data detokenise the output as ``translate`` will."""
     model, data, task = session.model, session.data, session.task
     model.eval()
-    total, tokens = 0.0, 0
+    # summed on the device (in float64, as a Python float would): one read at the end, not a GPU sync a batch
+    total, tokens = torch.zeros((), dtype=torch.float64, device=session.device), 0
     with torch.inference_mode():
         for indices in bucketed_batches(data.valid, 64, "sentences", seed=0, epoch=0, shuffle=False):
             batch = task.collate(data.valid, indices, session.tgt_vocab).to(session.device)
             with session.autocast:
                 features, _ = model(batch)
-                total += float(model.head.loss(features, batch.targets))
+                total += model.head.loss(features, batch.targets).detach().to(torch.float64)
             tokens += batch.num_target_tokens
     search = config.search
     hyps = generate(model, task, data.valid_sources, session.tgt_vocab, beam=config.train.valid_beam,
@@ -35,5 +36,5 @@ def validation_scores(config: RunConfig, session: Session, run_dir: Path) -> dic
                     batch_size=max(search.batch_size, 64), device=session.device)
     texts = best_texts(hyps, session.tgt_vocab, task.detokenizer(run_dir / "data"))
     model.train()
-    loss = total / max(tokens, 1)
+    loss = float(total) / max(tokens, 1)
     return {"loss": loss, "ppl": math.exp(min(loss, 50.0)), **task.score(texts, data.valid_refs)}
