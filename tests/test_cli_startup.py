@@ -40,3 +40,16 @@ def test_loading_the_heads_imports_no_scipy() -> None:
             "assert 'continuous' in HEADS.names() and MODELS.names(); print('scipy' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_translation_scoring_imports_no_pycocoevalcap() -> None:
+    """A translation run loads every task's module (the registry's default) and scores BLEU each epoch; none of it
+    needs pycocoevalcap (101 MB of jars), so a machine reached by copying the work tree trains without it. Caption
+    scores still load it when asked."""
+    code = ("import sys; from nlgkit.core.registry import TASKS; from nlgkit.metrics.corpus import score_all; "
+            "assert 'captioning' in TASKS.names(); "
+            "assert score_all(['a small dog runs'], [['a small dog runs']], ['bleu', 'chrf'])['bleu']['score'] > 99; "
+            "print('pycocoevalcap' in sys.modules); "
+            "score_all(['a dog'], [['a dog']], ['caption']); print('pycocoevalcap' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "True"]

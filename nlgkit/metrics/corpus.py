@@ -16,8 +16,6 @@ from sacrebleu.metrics import BLEU, CHRF, TER
 from sacrebleu.metrics.base import Metric
 
 from nlgkit.core.errors import ConfigError, DataError
-from nlgkit.metrics.captions import caption_scores, segment_refs
-from nlgkit.metrics.meteor import meteor_score
 from nlgkit.metrics.names import ALL_METRICS, METRICS
 from nlgkit.metrics.vocabulary import DEFAULT_EDGES, vocab_report
 
@@ -142,9 +140,13 @@ def score_all(
     sacre = [name for name in names if name in METRICS]
     results = corpus_scores(hyps, refs, metrics=sacre, lowercase=lowercase) if sacre else {}
     if "meteor" in names:
+        # lazy, as the caption scores below: pycocoevalcap only where they are asked for (BLEU during a
+        # translation run must not need its 101 MB of jars)
+        from nlgkit.metrics.meteor import meteor_score
 
         results["meteor"] = meteor_score(hyps, refs, lang)
     if "caption" in names:
+        from nlgkit.metrics.captions import caption_scores, segment_refs  # lazy: see METEOR above
 
         results["caption"] = caption_scores(hyps, segment_refs(refs))
     if "vu" in names:

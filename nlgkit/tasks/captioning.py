@@ -26,7 +26,6 @@ from nlgkit.data.batching import Batch, Examples, target_tensors
 from nlgkit.data.caption_sources import prepare_captions
 from nlgkit.data.captions import basic_tokenize
 from nlgkit.data.vocab import Vocabulary
-from nlgkit.metrics.captions import caption_scores
 from nlgkit.models.base import Inputs, ModelContext
 from nlgkit.models.trainable_encoder import WithTrainableEncoderTop
 from nlgkit.tasks.base import Task, TaskData
@@ -244,6 +243,9 @@ class CaptioningTask(Task):
         return basic_tokenize
 
     def score(self, texts: list[str], refs: list[list[str]]) -> dict[str, float]:
+        # lazy: every run loads every task's module (the plug-in registry), and a translation run must not need
+        # pycocoevalcap (101 MB of jars: a GPU machine reached by copying the work tree cannot take it along)
+        from nlgkit.metrics.captions import caption_scores
 
         scores = caption_scores(texts, refs, meteor=False)["scores"]
         return {"bleu4": scores["BLEU-4"]["score"], "cider": scores["CIDEr"]["score"],
