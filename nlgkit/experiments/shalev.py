@@ -24,7 +24,6 @@ from nlgkit.experiments.kept import kept_figures, unrecorded_labels, unrecorded_
 from nlgkit.experiments.papers import load_table
 from nlgkit.experiments.shalev_claim import claim_section
 from nlgkit.experiments.shalev_vectors import table4 as build_table4
-from nlgkit.experiments.table1 import build_table1, render
 from nlgkit.experiments.table3 import build_table3
 from nlgkit.runs.records import best_meta
 
@@ -33,6 +32,8 @@ TABLE2_TITLE = "Shalev et al., Table 2: BLEU on Multi30K test2016"
 
 def table1(run_dirs: list[str], output: str | None, dataset: str = "Flickr8k") -> str:
     """Shalev et al.'s Table 1 for the given captioning runs (see :mod:`nlgkit.experiments.table1`)."""
+    # lazy: its caption scores load pycocoevalcap, which Tables 2–4 (translation) do not need
+    from nlgkit.experiments.table1 import build_table1, render
 
     ready = []
     for run_dir in run_dirs:
