@@ -73,7 +73,7 @@ train = grep -qs '"finished": true' $(RUNS_DIR)/$(1)/summary.json || \
 	$(NLGKIT) train $(2) --run-dir $(RUNS_DIR)/$(1) $(3) $$( [ -d $(RUNS_DIR)/$(1)/checkpoints/last ] && echo --resume )
 
 .PHONY: install demo test test-slow lint bench reproduce-table1 reproduce-table2 reproduce-table3 reproduce-table4 \
-	table1-report table2-report table2-record table2-status \
+	table1-report table2-report table2-record table2-status table2-missing \
 	reproduce-tokarchuk tokarchuk-report tokarchuk-tables $(TOKARCHUK_CONTINUOUS) reproduce-pappas pappas-report \
 	pappas-speed reproduce-hirasawa hirasawa-report reproduce-ensemble pretrained-vectors browser clean
 .PHONY: table2-data $(TABLE2_TRAIN) $(HIRASAWA_TRAIN)
@@ -191,6 +191,10 @@ table2-record: $(STAMP)
 	$(call archive,$(table2_finished))
 	$(NLGKIT) reproduce log-summary $(addprefix $(RECORDS)/,$(TABLE2_RUNS)) --records $(RECORDS) \
 	  --output results/table2_runs.md
+
+# The Table 2 runs that have no finished record in RECORDS yet, one line (what is left to train anywhere).
+table2-missing:
+	@echo $(foreach run,$(TABLE2_RUNS),$(if $(shell grep -ls '"finished": true' $(RECORDS)/$(run)/summary.json),,$(run)))
 
 # Where each Table 2 run of RUNS_DIR stands against the stopping rule (epochs, best, at most how long left); a run
 # with no trained directory in RUNS_DIR stands as its record in RECORDS says (marked "its record").
