@@ -129,3 +129,18 @@ def test_table2_report_regenerates_tables_2_and_4_from_the_records(tmp_path: Pat
 def test_hirasawa_report_regenerates_from_the_records(tmp_path: Path) -> None:
     """`make hirasawa-report`: Tables 3–4 (BLEU and METEOR from the kept outputs), the bootstrap and Fig. 1."""
     assert check_regenerates("hirasawa-report", tmp_path) == ["hirasawa"]
+
+
+@needs_make
+def test_table2_missing_names_the_runs_without_a_finished_record() -> None:
+    """`make table2-missing` (what is left to train, scripts/table2_on_gpu.sh's default runs): every Table 2 run
+    of the Makefile whose committed record is absent or unfinished, and no other."""
+    listed = subprocess.run(["make", "-s", "-C", str(ROOT), "-o", ".venv/.installed-stamp", "table2-missing"],
+                            capture_output=True, text=True, check=True).stdout.split()
+    runs = subprocess.run(["make", "-s", "-C", str(ROOT), "-o", ".venv/.installed-stamp", "--eval",
+                           "print-runs:\n\t@echo $(TABLE2_RUNS)", "print-runs"],
+                          capture_output=True, text=True, check=True).stdout.split()
+    assert len(runs) >= 18 and set(listed) <= set(runs)
+    summaries = {run: ROOT / "results" / "runs" / run / "summary.json" for run in runs}
+    finished = {run for run, path in summaries.items() if path.is_file() and '"finished": true' in path.read_text()}
+    assert listed == [run for run in runs if run not in finished]
