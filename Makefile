@@ -182,7 +182,9 @@ reproduce-table2: $(TABLE2_TRAIN)
 # The Table 2 runs of RUNS_DIR that finished (summary.json says so) into the committed tables and records, training
 # nothing: a long reproduction on a CPU records its runs as they finish; every other row is read from its record, as
 # table2-report reads it (so that target rebuilds the same tables afterwards).
-table2_finished = $(foreach run,$(TABLE2_RUNS),$(if $(shell grep -ls '"finished": true' $(RUNS_DIR)/$(run)/summary.json),$(run)))
+# $(call finished_runs,DIR,RUNS): the runs of RUNS whose DIR/RUN/summary.json says finished
+finished_runs = $(foreach run,$(2),$(if $(shell grep -ls '"finished": true' $(1)/$(run)/summary.json),$(run)))
+table2_finished = $(call finished_runs,$(RUNS_DIR),$(TABLE2_RUNS))
 table2_sources = $(foreach run,$(TABLE2_RUNS),$(if $(filter $(run),$(table2_finished)),$(RUNS_DIR),$(RECORDS))/$(run))
 table2-record: $(STAMP)
 	$(NLGKIT) reproduce table2 $(table2_sources) --records $(RECORDS) --output results/table2.md
@@ -194,7 +196,7 @@ table2-record: $(STAMP)
 
 # The Table 2 runs that have no finished record in RECORDS yet, one line (what is left to train anywhere).
 table2-missing:
-	@echo $(foreach run,$(TABLE2_RUNS),$(if $(shell grep -ls '"finished": true' $(RECORDS)/$(run)/summary.json),,$(run)))
+	@echo $(filter-out $(call finished_runs,$(RECORDS),$(TABLE2_RUNS)),$(TABLE2_RUNS))
 
 # Where each Table 2 run of RUNS_DIR stands against the stopping rule (epochs, best, at most how long left); a run
 # with no trained directory in RUNS_DIR stands as its record in RECORDS says (marked "its record").

@@ -8,7 +8,8 @@
 # translates test2016 with, analyses (Table 4) and records the runs that reached the paper's stopping rule, and packs
 # the tables and every finished run's record into $OUT/table2_records.tar.gz. Run it again on the same machine to
 # go on: MINUTES is a run's training time in all (`train.max_minutes`, counted across resumes), so a second call
-# names a larger number. Only runs that reached the stopping rule are recorded; the rest stay here. At home: `tar -xzf table2_records.tar.gz && make table2-report` (it must rebuild the tables byte for byte).
+# names a larger number. Only runs that reached the stopping rule are recorded; the rest stay here. At home:
+# `tar -xzf table2_records.tar.gz && make table2-report` (it must rebuild the tables byte for byte).
 #
 # Prepare at home first, since the machine fetches nothing:
 #   make table2-data                              # data/multi30k_de-en and data/multi30k_en-de: carry both

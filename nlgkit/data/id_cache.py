@@ -9,8 +9,8 @@ A cache lives in ``DATA_DIR/ids/<file>-<digest>/``: ``ids.npy`` (int32), ``offse
 ``manifest.json``. The digest covers everything the ids depend on (the text file's sha256, the vocabulary's, the line
 limit and this format), so an edited file or another vocabulary gets a cache of its own and a stale one is never
 read; once a file's new cache is written, the caches of its earlier texts are deleted (they can never be read
-again, and WMT-14's are hundreds of MiB each). A cache is written to a temporary directory and renamed into place, so no reader ever sees a half-written one,
-not even among processes that binarise the same file at once. A data directory that cannot be written to is read as
+again, and WMT-14's are hundreds of MiB each). A cache is written to a temporary directory and renamed into place,
+so no reader ever sees a half-written one, not even among processes that binarise the same file at once. A data directory that cannot be written to is read as
 text, as before.
 """
 
