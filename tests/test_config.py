@@ -50,6 +50,7 @@ def write(tmp_path: Path, text: str) -> Path:
     ("[train]\nadam_betas = [0.9, nan]\n", "train.adam_betas[1] = nan: expected a finite number"),
     ("[search]\nno_repeat_ngram_size = -3\n", "search.no_repeat_ngram_size = -3: must be 0 or positive"),
     ("[search]\nmin_len = -1\n", "search.min_len = -1: must be 0 or positive"),
+    ("[search]\nmax_len_a = -1.5\n", "search.max_len_a = -1.5: must be 0 or positive"),
 ])
 def test_bad_recipes_name_the_key(tmp_path: Path, text: str, expected: str) -> None:
     with pytest.raises(ConfigError) as info:

@@ -503,6 +503,10 @@ def test_search_options_name_the_flag_a_bad_value_came_from() -> None:
     defaults = SearchConfig(beam=4)
     for overrides, message in (({"no_repeat_ngram_size": -2}, "--no-repeat-ngram-size -2: must be 0 or positive"),
                                ({"min_len": -1}, "--min-len -1: must be 0 or positive"),
+                               ({"max_len": -1}, "--max-len -1: must be 0 or positive"),
+                               ({"max_len_a": -0.5}, "--max-len-a -0.5: must be 0 or positive"),
+                               ({"max_len_a": float("inf")}, "--max-len-a inf: must be a finite number"),
+                               ({"length_penalty": float("nan")}, "--length-penalty nan: must be a finite number"),
                                ({"temperature": 0.5}, "--temperature: only with --sampling"),
                                ({"nbest": 5}, "--beam 4 / --nbest 5: need 1 <= nbest <= beam")):
         with pytest.raises(DataError, match=message):

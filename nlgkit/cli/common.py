@@ -82,7 +82,8 @@ def fail(message: str, code: int = 2) -> typer.Exit:
 
 
 def handle_errors(command: F) -> F:
-    """Turn user errors (NlgkitError, unreadable files, Ctrl-C) into a one-line message and exit code."""
+    """Turn user errors (NlgkitError, files that cannot be read or written, Ctrl-C) into a one-line message and exit
+    code."""
 
     @functools.wraps(command)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -90,12 +91,12 @@ def handle_errors(command: F) -> F:
             return command(*args, **kwargs)
         except NlgkitError as exc:
             raise fail(str(exc), exc.exit_code) from None
-        except (FileNotFoundError, IsADirectoryError, PermissionError) as exc:
-            raise fail(f"{exc.filename}: {exc.strerror}") from None
         except KeyboardInterrupt:
             raise fail("interrupted", 130) from None
         except BrokenPipeError:
             sys.stderr.close()
             raise typer.Exit(1) from None
+        except OSError as exc:  # a missing or unreadable file, a full disk, a read-only file system, …
+            raise fail(f"{exc.filename}: {exc.strerror}" if exc.filename and exc.strerror else str(exc)) from None
 
     return wrapper  # type: ignore[return-value]

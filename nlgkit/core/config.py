@@ -338,7 +338,8 @@ def validate(config: RunConfig, source: str) -> None:
                           f"decaying at train.min_lr = {t.min_lr}")
     for key, count in (("train.keep_epochs", t.keep_epochs), ("train.save_every_updates", t.save_every_updates),
                        ("train.validate_every_updates", t.validate_every_updates),
-                       ("search.min_len", s.min_len), ("search.no_repeat_ngram_size", s.no_repeat_ngram_size)):
+                       ("search.min_len", s.min_len), ("search.no_repeat_ngram_size", s.no_repeat_ngram_size),
+                       ("search.max_len_a", s.max_len_a)):
         if count < 0:
             raise ConfigError(f"{source}: {key} = {count}: must be 0 or positive")
     if not 0.0 <= t.ema_decay < 1.0:

@@ -14,7 +14,7 @@ import os
 import shutil
 import stat
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
@@ -25,8 +25,11 @@ from nlgkit.core.errors import DataError
 def atomic_write(path: str | Path, mode: str = "w", encoding: str | None = "utf-8") -> Iterator[IO[Any]]:
     """Open a temporary sibling of ``path``; rename it over ``path`` only if the block succeeds."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as exc:
+        raise _unwritable(path, exc) from None
     os.chmod(tmp, 0o666 & ~_umask())  # mkstemp creates 0600; give the file the usual permissions
     binary = "b" in mode
     try:
@@ -34,7 +37,10 @@ def atomic_write(path: str | Path, mode: str = "w", encoding: str | None = "utf-
             yield handle
             handle.flush()
             os.fsync(handle.fileno())
-        os.replace(tmp, path)
+        try:
+            os.replace(tmp, path)
+        except OSError as exc:  # e.g. a directory of that name
+            raise _unwritable(path, exc) from None
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
@@ -59,6 +65,33 @@ def atomic_directory(path: str | Path) -> Iterator[Path]:
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+def _unwritable(path: Path, exc: OSError) -> DataError:
+    """The error for an output that cannot be written, naming the output (not its temporary sibling) and, where a
+    file stands in for one of its folders, that file."""
+    blocker = next((folder for folder in reversed(path.parents) if folder.exists() and not folder.is_dir()), None)
+    reason = f"{blocker} is a file, not a folder" if blocker is not None else exc.strerror or str(exc)
+    return DataError(f"{path}: cannot be written ({reason})")
+
+
+def refuse_overwriting(output: str | Path | None, inputs: Iterable[tuple[str, str | Path | None]]) -> None:
+    """A DataError when ``output`` is one of a command's ``inputs`` (pairs of what names the input, e.g.
+    ``--input``, and its path), by any name or link: written atomically, the output would replace that input once
+    the command ended, and the input would be lost. ``-`` and None (standard streams, options not given) are never
+    the same file."""
+    if output is None or str(output) == "-":
+        return
+    for option, path in inputs:
+        if path is None or str(path) == "-":
+            continue
+        try:
+            same = os.path.samefile(output, path)
+        except OSError:  # one of them does not exist (yet): not the same file
+            continue
+        if same:
+            raise DataError(f"{output}: also given as {option}; writing the output there would replace that input "
+                            "(write it to another file)")
 
 
 def _umask() -> int:

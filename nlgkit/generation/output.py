@@ -64,7 +64,11 @@ class SearchOptions:
             raise DataError(f"--beam {options.beam} / --nbest {options.nbest}: need 1 <= nbest <= beam")
         if options.batch_size <= 0:
             raise DataError(f"--batch-size {options.batch_size}: must be positive")
-        for flag, value in (("--min-len", options.min_len), ("--no-repeat-ngram-size", options.no_repeat_ngram_size)):
+        for flag, number in (("--length-penalty", options.length_penalty), ("--max-len-a", options.max_len_a)):
+            if not math.isfinite(number):  # (typer reads "nan" and "inf" as floats)
+                raise DataError(f"{flag} {number}: must be a finite number")
+        for flag, value in (("--min-len", options.min_len), ("--no-repeat-ngram-size", options.no_repeat_ngram_size),
+                            ("--max-len", options.max_len), ("--max-len-a", options.max_len_a)):
             if value < 0:
                 raise DataError(f"{flag} {value}: must be 0 or positive")
         return options

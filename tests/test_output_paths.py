@@ -1,0 +1,115 @@
+"""Where an output cannot go: never over one of the command's own inputs (written atomically, it would replace that
+input with what was made from it), and a path that cannot be written is one line naming it, not a traceback naming a
+temporary file."""
+
+from __future__ import annotations
+
+import errno
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from nlgkit.cli.common import handle_errors
+from nlgkit.cli.main import app
+from nlgkit.core.errors import DataError
+from nlgkit.core.io import atomic_write, refuse_overwriting
+
+TEXT = "ein Hund läuft .\nzwei Katzen schlafen .\n"
+
+
+def invoke(*args: str) -> Any:
+    return CliRunner().invoke(app, list(args), env={"COLUMNS": "400", "NO_COLOR": "1"})
+
+
+def one_line_error(result: Any, *needles: str) -> str:
+    assert result.exit_code == 2, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+    assert "Traceback" not in result.output
+    assert all(needle in lines[0] for needle in needles), lines[0]
+    return lines[0]
+
+
+@pytest.fixture()
+def text(tmp_path: Path) -> Path:
+    path = tmp_path / "src.de"
+    path.write_text(TEXT, encoding="utf-8")
+    return path
+
+
+def test_an_output_that_is_an_input_by_any_name_is_refused(tmp_path: Path, text: Path) -> None:
+    (tmp_path / "link.de").symlink_to(text)
+    os.link(text, tmp_path / "hard.de")
+    (tmp_path / "sub").mkdir()
+    for output in (text, tmp_path / "link.de", tmp_path / "hard.de", tmp_path / "sub" / ".." / "src.de"):
+        with pytest.raises(DataError, match=r"also given as --input; writing the output there would replace"):
+            refuse_overwriting(output, [("--target-prefix", None), ("--input", text)])
+
+
+def test_other_outputs_and_standard_streams_pass(tmp_path: Path, text: Path) -> None:
+    other = tmp_path / "other.de"
+    other.write_text(TEXT, encoding="utf-8")  # the same bytes are another file
+    for output in (other, tmp_path / "new.en", "-", None):
+        refuse_overwriting(output, [("--input", text), ("--codes", "-"), ("--constraints", None)])
+    refuse_overwriting(text, [("--input", "-"), ("--input", tmp_path / "missing.de")])
+
+
+@pytest.mark.parametrize("argv", [
+    ["translate", "--model", "{tmp}/no-run", "--input", "{text}", "--output", "{text}"],
+    ["translate", "--model", "{tmp}/no-run", "--input", "{tmp}/other.de", "--target-prefix", "{text}",
+     "--output", "{text}"],
+    ["caption", "--model", "{tmp}/no-run", "--list", "{text}", "--output", "{text}"],
+    ["bpe", "learn", "--input", "{tmp}/other.de", "--input", "{text}", "--output", "{text}", "--symbols", "5"],
+    ["bpe", "apply", "--codes", "{tmp}/other.de", "--input", "{text}", "--output", "{text}"],
+    ["embed", "random", "--vocab", "{text}", "--output", "{text}"],
+    ["embed", "random", "--vocab", "{tmp}/src.vocab.txt", "--output", "{tmp}/src.safetensors"],
+], ids=["translate", "translate-prefix", "caption", "bpe-learn", "bpe-apply", "embed", "embed-word-list"])
+def test_commands_refuse_to_write_over_their_inputs_before_any_work(tmp_path: Path, text: Path,
+                                                                    argv: list[str]) -> None:
+    """Refused before the model or codes are read (the run named here does not even exist), and the input is
+    left as it was."""
+    (tmp_path / "other.de").write_text(TEXT, encoding="utf-8")
+    (tmp_path / "src.vocab.txt").write_text("hund\t3\n", encoding="utf-8")
+    before = {path: path.read_bytes() for path in tmp_path.iterdir() if path.is_file()}
+    result = invoke(*(word.format(tmp=tmp_path, text=text) for word in argv))
+    one_line_error(result, "also given as", "writing the output there would replace that input")
+    assert {path: path.read_bytes() for path in tmp_path.iterdir() if path.is_file()} == before
+
+
+def test_an_output_below_a_file_or_over_a_folder_names_the_output(tmp_path: Path, text: Path) -> None:
+    (tmp_path / "folder").mkdir()
+    for output, reason in ((text / "out.txt", f"{text} is a file, not a folder"),
+                           (tmp_path / "folder", "Is a directory")):
+        with pytest.raises(DataError) as info, atomic_write(output) as handle:
+            handle.write("x")
+        assert str(info.value) == f"{output}: cannot be written ({reason})"
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["folder", "src.de"]  # no temporary file left
+
+
+def test_the_command_line_names_an_unwritable_output_in_one_line(tmp_path: Path, text: Path) -> None:
+    assert invoke("bpe", "learn", "--input", str(text), "--output", str(tmp_path / "codes"), "--symbols",
+                  "5").exit_code == 0
+    one_line_error(invoke("bpe", "apply", "--codes", str(tmp_path / "codes"), "--input", str(text), "--output",
+                          str(text / "pieces")), f"{text}/pieces: cannot be written ({text} is a file, not a folder)")
+
+
+def test_any_os_error_is_one_line_not_a_traceback(capsys: pytest.CaptureFixture[str]) -> None:
+    """A full disk or a read-only file system while writing (not only a missing or forbidden file)."""
+    for error, expected in ((OSError(errno.ENOSPC, "No space left on device", "out.txt"),
+                             "error: out.txt: No space left on device"),
+                            (OSError(errno.EROFS, "Read-only file system", "/ro/out.txt"),
+                             "error: /ro/out.txt: Read-only file system"),
+                            (NotADirectoryError(errno.ENOTDIR, "Not a directory", "a/b"), "error: a/b: Not a directory"),
+                            (OSError("no file named"), "error: no file named")):
+        @handle_errors
+        def command(error: OSError = error) -> None:
+            raise error
+
+        with pytest.raises(typer.Exit) as exit_info:
+            command()
+        assert exit_info.value.exit_code == 2
+        assert capsys.readouterr().err == expected + "\n"
