@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,7 @@ from typer.testing import CliRunner
 from nlgkit.cli.common import handle_errors
 from nlgkit.cli.main import app
 from nlgkit.core.errors import DataError
-from nlgkit.core.io import atomic_write, refuse_overwriting
+from nlgkit.core.io import atomic_write, check_output
 
 TEXT = "ein Hund läuft .\nzwei Katzen schlafen .\n"
 
@@ -47,15 +48,15 @@ def test_an_output_that_is_an_input_by_any_name_is_refused(tmp_path: Path, text:
     (tmp_path / "sub").mkdir()
     for output in (text, tmp_path / "link.de", tmp_path / "hard.de", tmp_path / "sub" / ".." / "src.de"):
         with pytest.raises(DataError, match=r"also given as --input; writing the output there would replace"):
-            refuse_overwriting(output, [("--target-prefix", None), ("--input", text)])
+            check_output(output, [("--target-prefix", None), ("--input", text)])
 
 
 def test_other_outputs_and_standard_streams_pass(tmp_path: Path, text: Path) -> None:
     other = tmp_path / "other.de"
     other.write_text(TEXT, encoding="utf-8")  # the same bytes are another file
     for output in (other, tmp_path / "new.en", "-", None):
-        refuse_overwriting(output, [("--input", text), ("--codes", "-"), ("--constraints", None)])
-    refuse_overwriting(text, [("--input", "-"), ("--input", tmp_path / "missing.de")])
+        check_output(output, [("--input", text), ("--codes", "-"), ("--constraints", None)])
+    check_output(text, [("--input", "-"), ("--input", tmp_path / "missing.de")])
 
 
 @pytest.mark.parametrize("argv", [
@@ -83,11 +84,27 @@ def test_commands_refuse_to_write_over_their_inputs_before_any_work(tmp_path: Pa
 def test_an_output_below_a_file_or_over_a_folder_names_the_output(tmp_path: Path, text: Path) -> None:
     (tmp_path / "folder").mkdir()
     for output, reason in ((text / "out.txt", f"{text} is a file, not a folder"),
-                           (tmp_path / "folder", "Is a directory")):
+                           (tmp_path / "folder", "it is a directory")):
         with pytest.raises(DataError) as info, atomic_write(output) as handle:
             handle.write("x")
         assert str(info.value) == f"{output}: cannot be written ({reason})"
     assert sorted(path.name for path in tmp_path.iterdir()) == ["folder", "src.de"]  # no temporary file left
+
+
+def test_an_unwritable_output_is_refused_before_any_work(tmp_path: Path, text: Path) -> None:
+    """translate finds out before it loads a model (the run named here does not exist), not after translating."""
+    (tmp_path / "folder").mkdir()
+    for output, reason in ((tmp_path / "folder", "it is a directory"),
+                           (text / "sub" / "out.en", f"{text} is a file, not a folder")):
+        with pytest.raises(DataError, match=re.escape(f"{output}: cannot be written ({reason})")):
+            check_output(output)
+        one_line_error(invoke("translate", "--model", str(tmp_path / "no-run"), "--input", str(text), "--output",
+                              str(output)), f"{output}: cannot be written ({reason})")
+    check_output(tmp_path / "new" / "deeper" / "out.en")  # folders that do not exist yet are made
+    if os.geteuid() != 0:  # (root may write anywhere)
+        (tmp_path / "locked").mkdir(mode=0o555)
+        with pytest.raises(DataError, match="no permission to write in"):
+            check_output(tmp_path / "locked" / "out.en")
 
 
 def test_the_command_line_names_an_unwritable_output_in_one_line(tmp_path: Path, text: Path) -> None:

@@ -82,11 +82,12 @@ def norms_command(run_dir: RunDir, checkpoint: Checkpoint = "best", device: Devi
                   vectors: Vectors = None, png: Png = None, json_output: JsonFlag = False) -> None:
     """Spearman ρ between vector L2 norm and training frequency (Shalev et al. Fig. 2); default: all sets."""
     # lazy: CLI start-up (the library and torch load only when the command runs)
-    from nlgkit.core.figures import check_output_path, save_png
+    from nlgkit.core.figures import save_png
+    from nlgkit.core.io import check_output
     from nlgkit.evaluate.analysis import norms
 
     if png is not None:
-        check_output_path(png)
+        check_output(png)
     run, sets = _load_sets(run_dir, checkpoint, device, vectors, None)
     results = {entry.name: norms.norm_frequency(entry.matrix, entry.vocab) for entry in sets}
     if png is not None:
@@ -180,13 +181,14 @@ def geometry_command(run_dir: RunDir, checkpoint: Checkpoint = "best", device: D
                      vectors: Vectors = None, png: Png = None, json_output: JsonFlag = False) -> None:
     """Cosine to, and rank of, the 1st/5th nearest neighbour per frequency-rank bin (Tokarchuk & Niculae)."""
     # lazy: CLI start-up (the library and torch load only when the command runs)
-    from nlgkit.core.figures import check_output_path, save_png
+    from nlgkit.core.figures import save_png
+    from nlgkit.core.io import check_output
     from nlgkit.evaluate.analysis import geometry
 
     if bins < 1 or (bin_size is not None and bin_size < 1):
         raise NlgkitError("--bins and --bin-size must be at least 1")
     if png is not None:
-        check_output_path(png)
+        check_output(png)
     run, sets = _load_sets(run_dir, checkpoint, device, vectors, ["tgt_output"])
     orders = (1, 5)
     results = {}
@@ -254,15 +256,15 @@ def confidence_command(run_dirs: Annotated[list[Path], typer.Argument(
                        json_output: JsonFlag = False) -> None:
     """Mean log-probability of the reference tokens by training frequency, run beside run (forced decoding)."""
     # lazy: CLI start-up (the library and torch load only when the command runs)
-    from nlgkit.core.figures import check_output_path, save_png
-    from nlgkit.core.io import read_lines
+    from nlgkit.core.figures import save_png
+    from nlgkit.core.io import check_output, read_lines
     from nlgkit.evaluate.analysis.confidence import confidence_by_frequency, confidence_figure
     from nlgkit.generation.decode import score_references
     from nlgkit.metrics.vocabulary import DEFAULT_EDGES, parse_edges, train_counts
     from nlgkit.runs import loading as runs
 
     if png is not None:
-        check_output_path(png)
+        check_output(png)
     edges = parse_edges(bins) if bins is not None else DEFAULT_EDGES
     if len({str(run_dir) for run_dir in run_dirs}) != len(run_dirs):
         raise NlgkitError("a run directory named twice: name each run once")

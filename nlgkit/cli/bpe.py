@@ -11,7 +11,7 @@ import typer
 
 from nlgkit.cli.common import handle_errors
 from nlgkit.core.errors import ConfigError
-from nlgkit.core.io import atomic_write, decode_lines, read_lines, refuse_overwriting
+from nlgkit.core.io import atomic_write, check_output, decode_lines, read_lines
 
 app = typer.Typer(help="Learn or apply BPE (subword-nmt) and SentencePiece models on tokenised text.",
                   no_args_is_help=True)
@@ -39,7 +39,7 @@ def learn_cmd(
         raise ConfigError(f"--type {kind!r}: expected one of {', '.join(SUBWORD_KINDS)}")
     if symbols <= 0:
         raise ConfigError(f"--symbols {symbols}: must be positive")
-    refuse_overwriting(output, [("--input", path) for path in inputs])
+    check_output(output, [("--input", path) for path in inputs])
 
     def lines() -> Iterator[str]:
         for path in inputs:
@@ -60,7 +60,7 @@ def apply_cmd(
     # lazy: CLI start-up (the library and torch load only when the command runs)
     from nlgkit.data.subword import sniff_segmenter
 
-    refuse_overwriting(output, [("--input", source), ("--codes", codes)])
+    check_output(output, [("--input", source), ("--codes", codes)])
     segmenter = sniff_segmenter(codes)
     out_lines = [" ".join(segmenter.segment(line.split())) + "\n" for line in _input_lines(source)]
     if output == "-":

@@ -93,7 +93,7 @@ def caption(
     started = time.perf_counter()
     # lazy: CLI start-up (the library and torch load only when the command runs)
     from nlgkit.core.errors import DataError
-    from nlgkit.core.io import refuse_overwriting
+    from nlgkit.core.io import check_output
     from nlgkit.generation.caption import (
         caption_images,
         caption_reference_scores,
@@ -117,7 +117,7 @@ def caption(
         paths += [line.strip() for line in lines if line.strip()]
     if not paths:
         raise DataError("no images given (arguments or --list FILE)")
-    refuse_overwriting(output, [("--list", listing), ("--score-reference", score_reference),
+    check_output(output, [("--list", listing), ("--score-reference", score_reference),
                                 ("--constraints", constraints), ("--target-prefix", target_prefix),
                                 *(("an image", path) for path in paths)])
     run = load_ensemble(model, checkpoint, device, ensemble_mode, compute_type)  # one --model: that run as it is

@@ -18,16 +18,16 @@ OutputOption = Annotated[Path, typer.Option("--output", "-o", help="table to wri
 VocabOption = Annotated[Path, typer.Option("--vocab", help="the run's vocabulary, e.g. data/DIR/vocab.en.txt")]
 
 
-def _refuse_overwriting(output: Path, inputs: list[tuple[str, str | Path | None]], tables: tuple[Path, ...] = ()) -> None:
+def _check_output(output: Path, inputs: list[tuple[str, str | Path | None]], tables: tuple[Path, ...] = ()) -> None:
     """Neither the table nor its word list may be written over an input (``tables``: input tables, whose word
     lists are inputs too): written atomically, the output would replace that input."""
     # lazy: CLI start-up
-    from nlgkit.core.io import refuse_overwriting
+    from nlgkit.core.io import check_output
     from nlgkit.wordvectors.tables import vocab_path
 
     read = inputs + [(f"the word list of {table}", vocab_path(table)) for table in tables]
     for written in (output, vocab_path(output)):
-        refuse_overwriting(written, read)
+        check_output(written, read)
 
 
 def _written(path: Path, rows: int, dim: int, extra: str = "") -> None:
@@ -47,7 +47,7 @@ def random_cmd(vocab: VocabOption, output: OutputOption,
 
     if dim <= 0:
         raise ConfigError(f"--dim {dim}: must be positive")
-    _refuse_overwriting(output, [("--vocab", vocab)])
+    _check_output(output, [("--vocab", vocab)])
     words = vocabulary_words(vocab)
     save_table(output, random_table(len(words), dim, dist, seed), words, kind=dist)
     _written(output, len(words), dim)
@@ -77,7 +77,7 @@ def combine_cmd(first: Annotated[Path, typer.Argument(help="table A (e.g. extrac
     # lazy: CLI start-up (the library and torch load only when the command runs)
     from nlgkit.wordvectors.tables import combine_tables, load_table, load_table_for, save_table, vocab_path
 
-    _refuse_overwriting(output, [("table A", first), ("table B", second)], tables=(first, second))
+    _check_output(output, [("table A", first), ("table B", second)], tables=(first, second))
     a, words = load_table(first)
     b = load_table_for(second, words, str(vocab_path(first)))
     vectors = combine_tables(a, b, alpha, (str(first), str(second)))
@@ -104,7 +104,7 @@ def load_cmd(vectors_file: Annotated[Path, typer.Argument(
     from nlgkit.wordvectors.sources import vectors_from_file
     from nlgkit.wordvectors.tables import save_table, vocabulary_words
 
-    _refuse_overwriting(output, [("the vectors file", vectors_file), ("--vocab", vocab)], tables=(vectors_file,))
+    _check_output(output, [("the vectors file", vectors_file), ("--vocab", vocab)], tables=(vectors_file,))
     words = vocabulary_words(vocab)
     table, missing = vectors_from_file(vectors_file, words, fmt, seed, limit)
     save_table(output, table, words, kind="loaded")
@@ -159,7 +159,7 @@ def train_cmd(output: OutputOption,
     settings = TrainSettings(method=method, dim=dim, window=window, min_count=min_count, negative=negative,
                              epochs=epochs, seed=seed, workers=workers, buckets=buckets, glove_backend=glove_backend)
     settings.resolved()  # a bad option fails before any download or tokenisation
-    _refuse_overwriting(output, [("--corpus", path) for path in corpus])
+    _check_output(output, [("--corpus", path) for path in corpus])
     files = fetch_corpus(corpus, download_dir)
     with tempfile.TemporaryDirectory(prefix="nlgkit-corpus-") as scratch:
         files = spool_streams(files, Path(scratch))
@@ -196,7 +196,7 @@ def debias_cmd(table: TableArgument, output: OutputOption,
     from nlgkit.wordvectors.sources import read_vectors
     from nlgkit.wordvectors.tables import save_table
 
-    _refuse_overwriting(output, [("the table", table)], tables=(table,))
+    _check_output(output, [("the table", table)], tables=(table,))
     source = read_vectors(table, fmt, limit)
     with progress_bar() as bar:
         vectors = debias(source.vectors, method, components, k, device, bar, unit=unit)

@@ -121,7 +121,7 @@ def translate(
     started = time.perf_counter()
     # lazy: CLI start-up (the library and torch load only when the command runs)
     from nlgkit.core.errors import ConfigError
-    from nlgkit.core.io import refuse_overwriting
+    from nlgkit.core.io import check_output
     from nlgkit.generation.ensemble import load_ensemble
     from nlgkit.generation.output import (
         SearchOptions,
@@ -155,7 +155,7 @@ def translate(
             raise ConfigError(f"{flag}: only when searching (not with --score-reference)")
     if json_output and score_reference is not None:
         raise ConfigError("--json: only when searching (not with --score-reference)")
-    refuse_overwriting(output, [("--input", input), ("--target-prefix", target_prefix), ("--constraints", constraints),
+    check_output(output, [("--input", input), ("--target-prefix", target_prefix), ("--constraints", constraints),
                                 ("--score-reference", score_reference), ("--phrase-table", phrase_table),
                                 ("--images", images)])
     resolve = functools.partial(SearchOptions.resolve, beam=beam, nbest=nbest, length_penalty=length_penalty,

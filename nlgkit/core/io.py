@@ -68,20 +68,32 @@ def atomic_directory(path: str | Path) -> Iterator[Path]:
 
 
 def _unwritable(path: Path, exc: OSError) -> DataError:
-    """The error for an output that cannot be written, naming the output (not its temporary sibling) and, where a
-    file stands in for one of its folders, that file."""
-    blocker = next((folder for folder in reversed(path.parents) if folder.exists() and not folder.is_dir()), None)
-    reason = f"{blocker} is a file, not a folder" if blocker is not None else exc.strerror or str(exc)
-    return DataError(f"{path}: cannot be written ({reason})")
+    """The error for an output that cannot be written, naming the output (not its temporary sibling)."""
+    return DataError(f"{path}: cannot be written ({_why_unwritable(path) or exc.strerror or exc})")
 
 
-def refuse_overwriting(output: str | Path | None, inputs: Iterable[tuple[str, str | Path | None]]) -> None:
-    """A DataError when ``output`` is one of a command's ``inputs`` (pairs of what names the input, e.g.
-    ``--input``, and its path), by any name or link: written atomically, the output would replace that input once
-    the command ended, and the input would be lost. ``-`` and None (standard streams, options not given) are never
-    the same file."""
+def _why_unwritable(path: Path) -> str | None:
+    """Why ``path`` cannot be written as a file, where that can be seen without writing it (None: no reason seen)."""
+    if path.is_dir():
+        return "it is a directory"
+    folder = next((parent for parent in path.parents if parent.exists()), Path("."))  # the nearest that exists
+    if not folder.is_dir():
+        return f"{folder} is a file, not a folder"
+    if not os.access(folder, os.W_OK | os.X_OK):
+        return f"no permission to write in {folder}"
+    return None
+
+
+def check_output(output: str | Path | None, inputs: Iterable[tuple[str, str | Path | None]] = ()) -> None:
+    """Fail before any work, not after it, where ``output`` cannot be written (a directory of that name, a file
+    where one of its folders should be, a folder without write permission) or is one of the command's ``inputs``
+    (pairs of what names the input, e.g. ``--input``, and its path), by any name or link: written atomically, the
+    output would replace that input once the command ended, and the input would be lost. ``-`` and None (standard
+    streams, options not given) are never written or the same file."""
     if output is None or str(output) == "-":
         return
+    if (reason := _why_unwritable(Path(output))) is not None:
+        raise DataError(f"{output}: cannot be written ({reason})")
     for option, path in inputs:
         if path is None or str(path) == "-":
             continue
