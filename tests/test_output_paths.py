@@ -130,3 +130,15 @@ def test_any_os_error_is_one_line_not_a_traceback(capsys: pytest.CaptureFixture[
             command()
         assert exit_info.value.exit_code == 2
         assert capsys.readouterr().err == expected + "\n"
+
+
+@pytest.mark.parametrize("argv", [["reproduce", "table3"], ["reproduce", "table2", "{tmp}/no-run"],
+                                  ["evaluate", "report", "{tmp}/no-run"], ["bench"]])
+def test_long_commands_refuse_an_unwritable_output_as_they_parse_it(tmp_path: Path, text: Path,
+                                                                   argv: list[str]) -> None:
+    """Tables, reports and benchmarks write last, after minutes or hours: the option is checked when parsed (the
+    run named here does not even exist, and the benchmark never starts)."""
+    for output, reason in ((tmp_path, "it is a directory"), (text / "t.md", f"{text} is a file, not a folder")):
+        result = invoke(*(word.format(tmp=tmp_path) for word in argv), "--output", str(output))
+        assert result.exit_code == 2 and "Traceback" not in result.output
+        assert f"Invalid value for '--output': {output}: cannot be written ({reason})" in result.output

@@ -12,12 +12,13 @@ from typing import Annotated
 
 import typer
 
-from nlgkit.cli.common import handle_errors
+from nlgkit.cli.common import handle_errors, writable_output
 
 
 @handle_errors
 def bench(
-    output: Annotated[str, typer.Option(metavar="FILE.md", help="Markdown to write (the JSON goes beside it)")]
+    output: Annotated[str, typer.Option(metavar="FILE.md", help="Markdown to write (the JSON goes beside it)",
+                                        callback=writable_output)]
     = "BENCHMARKS.md",
     updates: Annotated[int, typer.Option(help="Timed training updates per recipe")] = 30,
     warmup: Annotated[int, typer.Option(help="Warm-up updates before timing")] = 3,

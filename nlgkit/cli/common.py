@@ -53,6 +53,20 @@ def progress_bar(description: str, show: bool = True,
         yield lambda done, total: progress.update(task, completed=done, total=total)
 
 
+def writable_output(value: Any) -> Any:
+    """The callback of an ``--output FILE`` option: a file that cannot be written is a usage error as the option is
+    parsed, before a command of minutes or hours whose write comes last."""
+    # lazy: CLI start-up
+    from nlgkit.core.errors import DataError
+    from nlgkit.core.io import check_output
+
+    try:
+        check_output(value)
+    except DataError as exc:
+        raise typer.BadParameter(str(exc)) from None
+    return value
+
+
 def time_report(verb: str, count: int, unit: str, seconds: float, loading_seconds: float) -> str:
     """``--report-time``'s line, e.g. "translated 1000 lines in 8.21 s (121.8 lines/s); model loaded in 1.52 s"."""
     rate = f"{count / seconds:.1f}" if seconds > 0 else "–"

@@ -14,7 +14,7 @@ from typing import Annotated
 
 import typer
 
-from nlgkit.cli.common import handle_errors
+from nlgkit.cli.common import handle_errors, writable_output
 from nlgkit.core.errors import ConfigError
 from nlgkit.metrics.names import METRICS
 
@@ -33,9 +33,10 @@ def report(
     metrics: Annotated[str, typer.Option(help="Comma-separated metrics, the first one primary")] = "bleu",
     samples: Annotated[int, typer.Option(help="Bootstrap samples for the significance test")] = 1000,
     output: Annotated[
-        Path | None, typer.Option(metavar="FILE.md", help="Write the Markdown report here")
+        Path | None, typer.Option(metavar="FILE.md", help="Write the Markdown report here", callback=writable_output)
     ] = None,
-    html: Annotated[Path | None, typer.Option(metavar="FILE.html", help="Write an HTML report here")] = None,
+    html: Annotated[Path | None, typer.Option(metavar="FILE.html", help="Write an HTML report here",
+                                              callback=writable_output)] = None,
     json_output: Annotated[bool, typer.Option("--json", help="Print JSON instead of Markdown")] = False,
     device: Annotated[str, typer.Option(help="Device for runs that must translate first")] = "auto",
 ) -> None:

@@ -15,7 +15,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from nlgkit.cli.common import handle_errors
+from nlgkit.cli.common import handle_errors, writable_output
 from nlgkit.core.errors import ConfigError
 from nlgkit.core.io import read_lines
 
@@ -27,7 +27,8 @@ app = typer.Typer(
 )
 
 Runs = Annotated[list[str], typer.Argument(metavar="RUN_DIR...", help="Run directories (or records)")]
-Output = Annotated[str | None, typer.Option(metavar="FILE.md", help="Also write the Markdown here")]
+Output = Annotated[str | None, typer.Option(metavar="FILE.md", help="Also write the Markdown here",
+                                            callback=writable_output)]
 Records = Annotated[
     str | None, typer.Option(metavar="DIR", help="Read a run with no trained directory from its record here")
 ]
