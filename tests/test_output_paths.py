@@ -114,9 +114,15 @@ def test_the_command_line_names_an_unwritable_output_in_one_line(tmp_path: Path,
                           str(text / "pieces")), f"{text}/pieces: cannot be written ({text} is a file, not a folder)")
 
 
-def test_any_os_error_is_one_line_not_a_traceback(capsys: pytest.CaptureFixture[str]) -> None:
-    """A full disk or a read-only file system while writing (not only a missing or forbidden file)."""
-    for error, expected in ((OSError(errno.ENOSPC, "No space left on device", "out.txt"),
+def test_any_os_error_is_one_line_not_a_traceback(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                                 text: Path) -> None:
+    """A full disk or a read-only file system while writing (not only a missing or forbidden file); a folder that
+    cannot be made because a file is in its way says so."""
+    for error, expected in ((FileExistsError(errno.EEXIST, "File exists", str(text)),
+                             f"error: {text}: a file, where a folder is needed"),
+                            (FileExistsError(errno.EEXIST, "File exists", str(tmp_path)),
+                             f"error: {tmp_path}: File exists"),
+                            (OSError(errno.ENOSPC, "No space left on device", "out.txt"),
                              "error: out.txt: No space left on device"),
                             (OSError(errno.EROFS, "Read-only file system", "/ro/out.txt"),
                              "error: /ro/out.txt: Read-only file system"),
@@ -130,6 +136,11 @@ def test_any_os_error_is_one_line_not_a_traceback(capsys: pytest.CaptureFixture[
             command()
         assert exit_info.value.exit_code == 2
         assert capsys.readouterr().err == expected + "\n"
+
+
+def test_a_data_directory_below_a_file_is_one_line(tmp_path: Path, text: Path) -> None:
+    one_line_error(invoke("prepare", "multi30k", "--pair", "de-en", "--out", str(text / "sub")),
+                   f"{text}: a file, where a folder is needed")
 
 
 @pytest.mark.parametrize("argv", [["reproduce", "table3"], ["reproduce", "table2", "{tmp}/no-run"],

@@ -111,6 +111,16 @@ def handle_errors(command: F) -> F:
             sys.stderr.close()
             raise typer.Exit(1) from None
         except OSError as exc:  # a missing or unreadable file, a full disk, a read-only file system, …
-            raise fail(f"{exc.filename}: {exc.strerror}" if exc.filename and exc.strerror else str(exc)) from None
+            raise fail(_os_error_message(exc)) from None
 
     return wrapper  # type: ignore[return-value]
+
+
+def _os_error_message(exc: OSError) -> str:
+    """``FILE: reason``; a folder that could not be made because a file of that name is in the way says so (mkdir's
+    own words are "File exists" or "Not a directory")."""
+    if not (exc.filename and exc.strerror):
+        return str(exc)
+    if isinstance(exc, (FileExistsError, NotADirectoryError)) and os.path.isfile(exc.filename):
+        return f"{exc.filename}: a file, where a folder is needed"
+    return f"{exc.filename}: {exc.strerror}"
