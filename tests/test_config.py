@@ -51,6 +51,14 @@ def write(tmp_path: Path, text: str) -> Path:
     ("[search]\nno_repeat_ngram_size = -3\n", "search.no_repeat_ngram_size = -3: must be 0 or positive"),
     ("[search]\nmin_len = -1\n", "search.min_len = -1: must be 0 or positive"),
     ("[search]\nmax_len_a = -1.5\n", "search.max_len_a = -1.5: must be 0 or positive"),
+    ("[train]\nlog_every = 0\n", "train.log_every = 0: must be positive"),  # (an update % 0 mid-run)
+    ("[train]\nmax_updates = -3\n", "train.max_updates = -3: must be 0 or positive"),
+    ("[train]\nmax_minutes = -1.0\n", "train.max_minutes = -1.0: must be 0 or positive"),
+    ("[train]\nclip_norm = -1.0\n", "train.clip_norm = -1.0: must be 0 or positive"),
+    ("[train]\nweight_decay = -0.1\n", "train.weight_decay = -0.1: must be 0 or positive"),
+    ("[train]\nnum_threads = -2\n", "train.num_threads = -2: must be 0 or positive"),
+    ("[data]\ntrain_limit = -5\n", "data.train_limit = -5: must be 0 or positive"),
+    ("[data]\nvalid_limit = -1\n", "data.valid_limit = -1: must be 0 or positive"),
 ])
 def test_bad_recipes_name_the_key(tmp_path: Path, text: str, expected: str) -> None:
     with pytest.raises(ConfigError) as info:

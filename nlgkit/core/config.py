@@ -316,7 +316,7 @@ def validate(config: RunConfig, source: str) -> None:
     t = config.train
     s = config.search
     positive = {"train.lr": t.lr, "train.batch_size": t.batch_size, "train.accumulate": t.accumulate,
-                "train.max_epochs": t.max_epochs,
+                "train.max_epochs": t.max_epochs, "train.log_every": t.log_every,
                 "train.valid_beam": t.valid_beam, "search.beam": s.beam, "search.nbest": s.nbest,
                 "search.batch_size": s.batch_size}
     for key, value in positive.items():
@@ -339,7 +339,10 @@ def validate(config: RunConfig, source: str) -> None:
     for key, count in (("train.keep_epochs", t.keep_epochs), ("train.save_every_updates", t.save_every_updates),
                        ("train.validate_every_updates", t.validate_every_updates),
                        ("search.min_len", s.min_len), ("search.no_repeat_ngram_size", s.no_repeat_ngram_size),
-                       ("search.max_len_a", s.max_len_a)):
+                       ("search.max_len_a", s.max_len_a), ("train.max_updates", t.max_updates),
+                       ("train.max_minutes", t.max_minutes), ("train.clip_norm", t.clip_norm),
+                       ("train.weight_decay", t.weight_decay), ("train.num_threads", t.num_threads),
+                       ("data.train_limit", config.data.train_limit), ("data.valid_limit", config.data.valid_limit)):
         if count < 0:
             raise ConfigError(f"{source}: {key} = {count}: must be 0 or positive")
     if not 0.0 <= t.ema_decay < 1.0:
