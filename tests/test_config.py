@@ -39,7 +39,9 @@ def write(tmp_path: Path, text: str) -> Path:
     ("[train]\nbatch_size = 1.5\n", "train.batch_size = 1.5: expected an integer"),
     ("[head]\ntype = \"fixd\"\n", "unknown head 'fixd' (did you mean 'fixed'?)"),
     ("[head]\ntype = \"fixed\"\ninit = \"gauss\"\n", "head.init = 'gauss': expected one of"),
-    ("[head]\ntype = \"learned\"\ninit = \"l2\"\n", "unknown key 'head.init'"),
+    ("[head]\ntype = \"learned\"\ninit = \"l2\"\n",
+     "unknown key 'head.init': the 'learned' head has no such option (heads that have it: fixed)"),
+    ("[head]\ntype = \"fixed\"\nscael = 2.0\n", "unknown key 'head.scael' (did you mean 'head.scale'?)"),  # a typo
     ("[model]\ntype = \"rnn\"\ncell = \"gru\"\nhiden = 3\n", "unknown key 'model.hiden'"),
     ("[nonsense]\n", "unknown key 'nonsense'"),
     ("[train\n", "invalid TOML"),

@@ -241,11 +241,7 @@ def from_dict(cls: type, data: dict[str, Any], prefix: str = "", source: str = "
     dot = f"{prefix}." if prefix else ""
     if saved and isinstance(cls, type) and issubclass(cls, (DataConfig, PrepareConfig)):
         data = {key: value for key, value in data.items() if key in fields}
-    for key in data:
-        if key not in fields:
-            hint = difflib.get_close_matches(key, list(fields), n=1)
-            extra = f" (did you mean '{dot}{hint[0]}'?)" if hint else ""
-            raise ConfigError(f"{source}: unknown key '{dot}{key}'{extra}")
+    _check_keys(data, list(fields), dot, source)
     if cls is RunConfig:
         return _run_config(data, source, saved)
     kwargs: dict[str, Any] = {}
@@ -258,6 +254,15 @@ def from_dict(cls: type, data: dict[str, Any], prefix: str = "", source: str = "
         raise
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"{source}: [{prefix or 'recipe'}]: {exc}") from None
+
+
+def _check_keys(data: dict[str, Any], known: list[str], dot: str, source: str) -> None:
+    """An unknown key is an error naming it and the closest known key."""
+    for key in data:
+        if key not in known:
+            hint = difflib.get_close_matches(key, known, n=1)
+            extra = f" (did you mean '{dot}{hint[0]}'?)" if hint else ""
+            raise ConfigError(f"{source}: unknown key '{dot}{key}'{extra}")
 
 
 def _run_config(data: dict[str, Any], source: str, saved: bool) -> RunConfig:
@@ -287,6 +292,14 @@ def _plugin_from_dict(registry: Registry[Any], data: Any, where: str, source: st
     if "type" not in data or not isinstance(data["type"], str):
         raise ConfigError(f"{source}: {where}.type is required (one of: {', '.join(registry.names())})")
     config_class = registry.config_class(data["type"], f"{source}: {where}.type")
+    known = {f.name for f in dataclasses.fields(config_class)}
+    for key in (key for key in data if key not in known):  # another head's or model's key is no typo: say so
+        owners = [name for name in registry.names()
+                  if key in {f.name for f in dataclasses.fields(registry.config_class(name))}]
+        if owners:
+            shown = ", ".join(owners[:4]) + (", …" if len(owners) > 4 else "")
+            raise ConfigError(f"{source}: unknown key '{where}.{key}': the {data['type']!r} {where} has no such "
+                              f"option ({where}s that have it: {shown})")
     config: PluginConfig = from_dict(config_class, data, where, source, saved)
     return config
 
