@@ -118,8 +118,8 @@ def caption(
     if not paths:
         raise DataError("no images given (arguments or --list FILE)")
     check_output(output, [("--list", listing), ("--score-reference", score_reference),
-                                ("--constraints", constraints), ("--target-prefix", target_prefix),
-                                *(("an image", path) for path in paths)])
+                          ("--constraints", constraints), ("--target-prefix", target_prefix),
+                          *(("an image", path) for path in paths)])
     run = load_ensemble(model, checkpoint, device, ensemble_mode, compute_type)  # one --model: that run as it is
     if run.compute_note():
         typer.echo(f"warning: {run.compute_note()}", err=True)

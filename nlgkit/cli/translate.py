@@ -156,8 +156,8 @@ def translate(
     if json_output and score_reference is not None:
         raise ConfigError("--json: only when searching (not with --score-reference)")
     check_output(output, [("--input", input), ("--target-prefix", target_prefix), ("--constraints", constraints),
-                                ("--score-reference", score_reference), ("--phrase-table", phrase_table),
-                                ("--images", images)])
+                          ("--score-reference", score_reference), ("--phrase-table", phrase_table),
+                          ("--images", images)])
     resolve = functools.partial(SearchOptions.resolve, beam=beam, nbest=nbest, length_penalty=length_penalty,
                                 max_len_a=max_len_a, max_len_b=max_len_b, max_len=max_len, batch_size=batch_size,
                                 min_len=min_len, no_repeat_ngram_size=no_repeat_ngram_size, no_unk=no_unk,

@@ -349,15 +349,15 @@ def validate(config: RunConfig, source: str) -> None:
     if 0 < t.stop_min_lr <= t.min_lr:
         raise ConfigError(f"{source}: train.stop_min_lr = {t.stop_min_lr} can never be passed: the schedule stops "
                           f"decaying at train.min_lr = {t.min_lr}")
-    for key, count in (("train.keep_epochs", t.keep_epochs), ("train.save_every_updates", t.save_every_updates),
+    for key, value in (("train.keep_epochs", t.keep_epochs), ("train.save_every_updates", t.save_every_updates),
                        ("train.validate_every_updates", t.validate_every_updates),
                        ("search.min_len", s.min_len), ("search.no_repeat_ngram_size", s.no_repeat_ngram_size),
                        ("search.max_len_a", s.max_len_a), ("train.max_updates", t.max_updates),
                        ("train.max_minutes", t.max_minutes), ("train.clip_norm", t.clip_norm),
                        ("train.weight_decay", t.weight_decay), ("train.num_threads", t.num_threads),
                        ("data.train_limit", config.data.train_limit), ("data.valid_limit", config.data.valid_limit)):
-        if count < 0:
-            raise ConfigError(f"{source}: {key} = {count}: must be 0 or positive")
+        if value < 0:
+            raise ConfigError(f"{source}: {key} = {value}: must be 0 or positive")
     if not 0.0 <= t.ema_decay < 1.0:
         raise ConfigError(f"{source}: train.ema_decay = {t.ema_decay}: must be in [0, 1) (0 = no averaging)")
     if not 0.0 < t.lr_decay <= 1.0:

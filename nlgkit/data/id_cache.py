@@ -88,7 +88,7 @@ def _mapped(path: Path) -> np.ndarray:
 def _store(directory: Path, rows: TokenRows, description: dict[str, Any]) -> bool:
     """Write the cache; False where the data directory cannot be written (a read-only copy is read as text) or
     another process renamed its own copy into place at the same moment."""
-    with contextlib.suppress(OSError), atomic_directory(directory) as tmp:
+    with contextlib.suppress(OSError, DataError), atomic_directory(directory) as tmp:  # (DataError: write_json's)
         np.save(tmp / IDS_FILE, rows.ids, allow_pickle=False)
         np.save(tmp / OFFSETS_FILE, rows.offsets, allow_pickle=False)
         write_json(tmp / MANIFEST_FILE, {**description, "rows": len(rows), "tokens": int(rows.offsets[-1]),
