@@ -148,3 +148,22 @@ def test_resuming_a_tampered_state_prints_only_nlgkits_line(stopped_early: tuple
     assert len(lines) == 1, result.stderr
     assert lines[0] == f"error: {state}: not a valid nlgkit training state; it was not loaded (UnpicklingError)"
     assert "ran code" not in result.stdout + result.stderr
+
+
+def test_show_prints_the_first_lines_side_by_side_and_refuses_files_of_other_lengths(tmp_path: Path) -> None:
+    """`reproduce show` (the last step of `make demo`) pairs lines by number: files of other lengths would pair a
+    hypothesis with another sentence's reference, so they are an error, as in `evaluate`."""
+    files = {"hyp": ["a dog runs", "two cats", "three birds"], "ref": ["a dog is running", "two cats sleep",
+             "three birds fly"], "src": ["ein Hund", "zwei Katzen", "drei Vögel"], "short": ["one"]}
+    for name, lines in files.items():
+        (tmp_path / name).write_text("".join(f"{line}\n" for line in lines), encoding="utf-8")
+    shown = invoke("reproduce", "show", str(tmp_path / "hyp"), str(tmp_path / "ref"), "--source",
+                   str(tmp_path / "src"), "-n", "2")
+    assert shown.exit_code == 0, shown.output
+    assert "ein Hund" in shown.output and "two cats sleep" in shown.output and "three birds" not in shown.output
+    for args, message in (([str(tmp_path / "short")], f"{tmp_path / 'short'}: 1 lines but {tmp_path / 'hyp'} has 3"),
+                          ([str(tmp_path / "ref"), "--source", str(tmp_path / "short")],
+                           f"{tmp_path / 'short'}: 1 lines but {tmp_path / 'hyp'} has 3"),
+                          ([str(tmp_path / "ref"), "-n", "0"], "-n 0: must be at least 1")):
+        result = invoke("reproduce", "show", str(tmp_path / "hyp"), *args)
+        assert result.exit_code == 2 and result.stderr.strip() == f"error: {message}", result.output

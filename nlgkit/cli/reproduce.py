@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.table import Table
 
 from nlgkit.cli.common import handle_errors, writable_output
-from nlgkit.core.errors import ConfigError
+from nlgkit.core.errors import ConfigError, DataError
 from nlgkit.core.io import read_lines
 
 app = typer.Typer(
@@ -202,8 +202,13 @@ def show(hyp: Annotated[str, typer.Argument(help="Hypotheses, one a line")],
          source: Annotated[str | None, typer.Option(help="Sources, one a line")] = None,
          n: Annotated[int, typer.Option("-n", help="How many lines")] = 5) -> None:
     """Print the first N hypotheses beside their references (and sources)."""
+    if n < 1:
+        raise ConfigError(f"-n {n}: must be at least 1")
     hyps, refs = read_lines(hyp), read_lines(ref)
     srcs = read_lines(source) if source else [""] * len(hyps)
+    for name, lines in ((ref, refs), (source, srcs)):
+        if len(lines) != len(hyps):  # lines side by side that do not belong together
+            raise DataError(f"{name}: {len(lines)} lines but {hyp} has {len(hyps)}")
     table = Table(title=f"first {n} test translations", show_lines=True)
     for column in ("source", "nlgkit", "reference"):
         table.add_column(column, overflow="fold")
