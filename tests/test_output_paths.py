@@ -7,6 +7,8 @@ from __future__ import annotations
 import errno
 import os
 import re
+import stat
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +19,7 @@ from typer.testing import CliRunner
 from nlgkit.cli.common import handle_errors
 from nlgkit.cli.main import app
 from nlgkit.core.errors import DataError
-from nlgkit.core.io import atomic_write, check_output
+from nlgkit.core.io import atomic_write, check_output, own_descriptor, written_in_place
 
 TEXT = "ein Hund läuft .\nzwei Katzen schlafen .\n"
 
@@ -153,3 +155,46 @@ def test_long_commands_refuse_an_unwritable_output_as_they_parse_it(tmp_path: Pa
         result = invoke(*(word.format(tmp=tmp_path) for word in argv), "--output", str(output))
         assert result.exit_code == 2 and "Traceback" not in result.output
         assert f"Invalid value for '--output': {output}: cannot be written ({reason})" in result.output
+
+
+def test_a_named_pipe_is_written_into_not_replaced(tmp_path: Path) -> None:
+    """bash's ``--output >(gzip > out.gz)`` and a FIFO: a rename over the pipe would leave its reader with nothing."""
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    received: list[bytes] = []
+    reader = threading.Thread(target=lambda: received.append(fifo.read_bytes()), daemon=True)
+    reader.start()
+    with atomic_write(fifo) as handle:
+        handle.write("a dog runs .\n")
+    reader.join(timeout=30)
+    assert received == [b"a dog runs .\n"] and stat.S_ISFIFO(os.stat(fifo).st_mode)
+    assert written_in_place(fifo) and written_in_place("/dev/null") and written_in_place("/dev/stdout")
+    check_output("/dev/stdout", [("--input", "/dev/stdin")])  # (may be one terminal: still nothing replaced)
+
+
+def test_a_descriptor_is_written_through_so_its_offset_moves_on(tmp_path: Path) -> None:
+    """``--output /dev/stdout`` with standard output redirected to a file: the output lands where the shell's next
+    line would have, and the shell's next line after it (neither the file emptied nor the link replaced)."""
+    log = tmp_path / "log"
+    with open(log, "w", encoding="utf-8") as shell:
+        shell.write("before\n")
+        shell.flush()
+        name = f"/dev/fd/{shell.fileno()}"
+        assert own_descriptor(name) == shell.fileno() and own_descriptor(f"/proc/self/fd/{shell.fileno()}") == \
+            shell.fileno() and own_descriptor("/dev/stdout") == 1 and own_descriptor(log) is None
+        with atomic_write(name) as handle:
+            handle.write("a dog runs .\n")
+        shell.write("after\n")
+    assert log.read_text(encoding="utf-8") == "before\na dog runs .\nafter\n"
+    assert os.path.islink("/dev/stdout") and os.readlink("/dev/stdout") == "/proc/self/fd/1"
+
+
+def test_a_link_to_a_file_is_followed_and_stays_a_link(tmp_path: Path) -> None:
+    (tmp_path / "real.txt").write_text("old\n", encoding="utf-8")
+    (tmp_path / "link.txt").symlink_to("real.txt")
+    assert not written_in_place(tmp_path / "link.txt")
+    with atomic_write(tmp_path / "link.txt") as handle:
+        handle.write("new\n")
+    assert os.readlink(tmp_path / "link.txt") == "real.txt"
+    assert (tmp_path / "real.txt").read_text(encoding="utf-8") == "new\n"
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["link.txt", "real.txt"]

@@ -11,6 +11,7 @@ import gzip
 import hashlib
 import json
 import os
+import re
 import shutil
 import stat
 import tempfile
@@ -23,8 +24,20 @@ from nlgkit.core.errors import DataError
 
 @contextlib.contextmanager
 def atomic_write(path: str | Path, mode: str = "w", encoding: str | None = "utf-8") -> Iterator[IO[Any]]:
-    """Open a temporary sibling of ``path``; rename it over ``path`` only if the block succeeds."""
+    """Open a temporary sibling of ``path``; rename it over ``path`` only if the block succeeds.
+
+    A stream or descriptor (``/dev/stdout``, ``/dev/null``, a named pipe, bash's ``>(…)``: :func:`written_in_place`)
+    is written in place: renaming a file over it would replace the device, pipe or link itself, and its reader would
+    get nothing. A symbolic link to a file is followed: the file it names is replaced, and the link stays."""
     path = Path(path)
+    if written_in_place(path):
+        descriptor = own_descriptor(path)  # /dev/stdout: through fd 1 itself, whose offset the shell shares
+        target: int | Path = os.dup(descriptor) if descriptor is not None else path
+        with open(target, mode, encoding=None if "b" in mode else encoding) as stream:
+            yield stream
+        return
+    if path.is_symlink():
+        path = Path(os.path.realpath(path))
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -72,8 +85,41 @@ def _unwritable(path: Path, exc: OSError) -> DataError:
     return DataError(f"{path}: cannot be written ({_why_unwritable(path) or exc.strerror or exc})")
 
 
+_DESCRIPTOR = re.compile(r"/(?:proc/self|dev)/fd/(\d+)")
+
+
+def _names(path: str | Path) -> list[str]:
+    """``path`` made absolute, and the target of the link it is (``/dev/stdout`` → ``/proc/self/fd/1``)."""
+    absolute = os.path.abspath(path)
+    if not os.path.islink(absolute):
+        return [absolute]
+    return [absolute, os.path.normpath(os.path.join(os.path.dirname(absolute), os.readlink(absolute)))]
+
+
+def own_descriptor(path: str | Path) -> int | None:
+    """The descriptor of this process that ``path`` names (``/dev/stdout``, ``/dev/fd/3``, ``/proc/self/fd/1``),
+    else None."""
+    found = (_DESCRIPTOR.fullmatch(name) for name in _names(path))
+    return next((int(match.group(1)) for match in found if match), None)
+
+
+def written_in_place(path: str | Path) -> bool:
+    """Whether ``path`` is a stream to write into, never a file to replace: one of the process's descriptors
+    (which may be a regular file: the link, not that file, is what a rename would replace), or a character device
+    or a pipe (``/dev/null``, a named pipe), or a link to one."""
+    if own_descriptor(path) is not None or any(name.startswith("/proc/") for name in _names(path)):
+        return True
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return False
+    return stat.S_ISCHR(mode) or stat.S_ISFIFO(mode)
+
+
 def _why_unwritable(path: Path) -> str | None:
     """Why ``path`` cannot be written as a file, where that can be seen without writing it (None: no reason seen)."""
+    if written_in_place(path):
+        return None if not path.exists() or os.access(path, os.W_OK) else "no permission to write to it"
     if path.is_dir():
         return "it is a directory"
     folder = next((parent for parent in path.parents if parent.exists()), Path("."))  # the nearest that exists
@@ -89,11 +135,14 @@ def check_output(output: str | Path | None, inputs: Iterable[tuple[str, str | Pa
     where one of its folders should be, a folder without write permission) or is one of the command's ``inputs``
     (pairs of what names the input, e.g. ``--input``, and its path), by any name or link: written atomically, the
     output would replace that input once the command ended, and the input would be lost. ``-`` and None (standard
-    streams, options not given) are never written or the same file."""
+    streams, options not given) are never written or the same file, and a stream (:func:`written_in_place`)
+    replaces nothing."""
     if output is None or str(output) == "-":
         return
     if (reason := _why_unwritable(Path(output))) is not None:
         raise DataError(f"{output}: cannot be written ({reason})")
+    if written_in_place(output):  # (it replaces nothing: --input /dev/stdin --output /dev/stdout)
+        return
     for option, path in inputs:
         if path is None or str(path) == "-":
             continue
