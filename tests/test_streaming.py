@@ -3,6 +3,7 @@ file of another length is an error naming it, and an output file is then not wri
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -88,3 +89,32 @@ def test_streamed_stdout_gets_each_group_before_the_next_is_searched(tmp_path: P
     assert translate_input(Watching(), source, None, print, buffer_size=2) == 3
     assert written == ["", "1|a|-|-|-\n2|b|-|-|-\n"]
     assert capsys.readouterr().out == "3|c|-|-|-\n"
+
+
+def test_a_pipe_named_by_output_gets_each_group_before_the_next_is_searched(tmp_path: Path) -> None:
+    """``--buffer-size N --output >(…)`` answers as stdout does: the pipe holds each group's lines before the next
+    group is searched (a file output is written whole at the end, as above)."""
+    source = tmp_path / "in.txt"
+    source.write_text("a\nb\nc\n", encoding="utf-8")
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # (opened first, so that the writer's open does not wait)
+    arrived = []
+
+    def pending() -> bytes:
+        try:
+            return os.read(reader, 1 << 16)
+        except BlockingIOError:  # a writer, nothing written yet
+            return b""
+
+    class Watching(Echo):
+        def lines(self, lines: list[str], *args: Any, **kwargs: Any) -> list[str]:
+            arrived.append(pending())  # what the pipe holds when this group's search starts
+            return super().lines(lines, *args, **kwargs)
+
+    try:
+        assert translate_input(Watching(), source, fifo, print, buffer_size=2) == 3
+        arrived.append(pending())
+    finally:
+        os.close(reader)
+    assert arrived == [b"", b"1|a|-|-|-\n2|b|-|-|-\n", b"3|c|-|-|-\n"]

@@ -9,12 +9,14 @@ the group it runs out in, a longer one only at the input's end: the input's leng
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from nlgkit.core.errors import DataError
+from nlgkit.core.io import atomic_write, written_in_place
 from nlgkit.generation.output import line_groups, read_text_input, write_lines
 from nlgkit.generation.translate import Translator
 
@@ -57,8 +59,9 @@ def translate_input(translator: Translator | CT2Translator, source: Path | None,
                     constraints: PerLine | None = None, images: PerLine | None = None) -> int:
     """Translate ``source`` (stdin when None) into ``output`` (stdout when None), one output line per input line
     (``nbest`` with n-best output), and return the number of input lines. ``buffer_size`` > 0 streams the input in
-    groups of that many lines: each group is searched when complete and, on stdout, written and flushed at once (an
-    output file is still written whole, atomically, at the end). ``constraints``: nlgkit's search only."""
+    groups of that many lines: each group is searched when complete and, on stdout or a stream ``output`` (a pipe,
+    ``/dev/stdout``), written and flushed at once (an output file is still written whole, atomically, at the end).
+    ``constraints``: nlgkit's search only."""
     name = str(source) if source is not None else "<stdin>"
     files = [file for file in (prefixes, constraints, images) if file is not None]
 
@@ -80,15 +83,20 @@ def translate_input(translator: Translator | CT2Translator, source: Path | None,
         return len(lines)
     kept: list[str] = []
     count = 0
-    for first, group in line_groups(source, buffer_size, warn):
-        out = translated(group, first, whole=False)
-        count = first - 1 + len(group)
-        if output is None:  # a pipe: answer each group at once
-            write_lines(out, None)
-        else:
-            kept += out
-    for file in files:  # a longer file shows only now (a shorter one stopped at its group)
-        file.check_length(count, name)
-    if output is not None:
+    into_stream = output is not None and written_in_place(output)  # --output >(…), /dev/stdout: streamed too
+    with atomic_write(output) if output is not None and into_stream else contextlib.nullcontext() as stream:
+        for first, group in line_groups(source, buffer_size, warn):
+            out = translated(group, first, whole=False)
+            count = first - 1 + len(group)
+            if stream is not None:
+                stream.write("".join(line + "\n" for line in out))
+                stream.flush()
+            elif output is None:  # standard output: answer each group at once
+                write_lines(out, None)
+            else:
+                kept += out
+        for file in files:  # a longer file shows only now (a shorter one stopped at its group)
+            file.check_length(count, name)
+    if output is not None and not into_stream:
         write_lines(kept, output)
     return count
