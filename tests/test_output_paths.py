@@ -129,6 +129,8 @@ def test_any_os_error_is_one_line_not_a_traceback(capsys: pytest.CaptureFixture[
                             (OSError(errno.EROFS, "Read-only file system", "/ro/out.txt"),
                              "error: /ro/out.txt: Read-only file system"),
                             (NotADirectoryError(errno.ENOTDIR, "Not a directory", "a/b"), "error: a/b: Not a directory"),
+                            (NotADirectoryError(errno.ENOTDIR, "Not a directory", str(text / "run" / "x")),
+                             f"error: {text}: a file, where a folder is needed"),
                             (OSError("no file named"), "error: no file named")):
         @handle_errors
         def command(error: OSError = error) -> None:

@@ -7,6 +7,7 @@ import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
@@ -117,10 +118,13 @@ def handle_errors(command: F) -> F:
 
 
 def _os_error_message(exc: OSError) -> str:
-    """``FILE: reason``; a folder that could not be made because a file of that name is in the way says so (mkdir's
-    own words are "File exists" or "Not a directory")."""
+    """``FILE: reason``; a folder that could not be made or entered because a file is in the way names that file
+    (mkdir's and open's own words are "File exists" or "Not a directory", about the path asked for)."""
     if not (exc.filename and exc.strerror):
         return str(exc)
-    if isinstance(exc, (FileExistsError, NotADirectoryError)) and os.path.isfile(exc.filename):
-        return f"{exc.filename}: a file, where a folder is needed"
+    named = Path(exc.filename)
+    blocked = [named] if isinstance(exc, FileExistsError) else [named, *named.parents] if isinstance(
+        exc, NotADirectoryError) else []
+    if (blocker := next((path for path in blocked if path.is_file()), None)) is not None:
+        return f"{blocker}: a file, where a folder is needed"
     return f"{exc.filename}: {exc.strerror}"
