@@ -123,8 +123,11 @@ def _os_error_message(exc: OSError) -> str:
     if not (exc.filename and exc.strerror):
         return str(exc)
     named = Path(exc.filename)
-    blocked = [named] if isinstance(exc, FileExistsError) else [named, *named.parents] if isinstance(
-        exc, NotADirectoryError) else []
+    blocked: list[Path] = []  # where a file may stand in the folder's way
+    if isinstance(exc, FileExistsError):
+        blocked = [named]
+    elif isinstance(exc, NotADirectoryError):
+        blocked = [named, *named.parents]
     if (blocker := next((path for path in blocked if path.is_file()), None)) is not None:
         return f"{blocker}: a file, where a folder is needed"
     return f"{exc.filename}: {exc.strerror}"
