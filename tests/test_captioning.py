@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import torch
+import typer
 from click.testing import Result
 from helpers import with_head
 from typer.testing import CliRunner
@@ -160,7 +161,7 @@ def test_caption_keeps_one_line_per_image_and_names_bad_files(trained: tuple[Pat
     calls: list[tuple[int, int]] = []
     options = SearchOptions.resolve(run.config.search, beam=3, batch_size=2)
     watched = caption_images(run, paths, options, warn=lambda _: None, on_batch=lambda *call: calls.append(call))
-    assert calls == [(1, 7), (3, 7), (7, 7)]  # batches [0, 1×], [2, 3×], [4×, 5×] (none readable), [6]
+    assert calls == [(2, 7), (4, 7), (6, 7), (7, 7)]  # batches [0, 1×], [2, 3×], [4×, 5×], [6]
     assert [r.hypotheses for r in watched] == [r.hypotheses for r in caption_images(run, paths, options,
                                                                                       warn=lambda _: None)]
     timed = cli("caption", "--model", str(run_dir), paths[0], paths[2], "--device", "cpu", "--beam", "3",
@@ -168,6 +169,39 @@ def test_caption_keeps_one_line_per_image_and_names_bad_files(trained: tuple[Pat
     assert timed.exit_code == 0 and timed.stdout == plain.stdout
     assert re.fullmatch(r"captioned 2 images in \d+\.\d\d s \(\d+\.\d images/s\); model loaded in \d+\.\d\d s",
                         timed.stderr.splitlines()[-1]), timed.stderr
+
+
+def test_stdout_gets_each_batch_of_captions_before_the_next_is_searched(
+        trained: tuple[Path, Path], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+        tmp_path: Path) -> None:
+    """Captions stream like ``translate --buffer-size``: stdout (or a pipe) holds each batch's lines, failed images
+    included, before the next batch is searched; n-best lines keep their image's number; a file gets the same."""
+    from nlgkit.cli.caption import caption
+    from nlgkit.generation import caption as captioning
+
+    _, run_dir = trained
+    images = [str(path) for path in sorted((SMALL / "images").iterdir())[:3]]
+    paths = [images[0], str(tmp_path / "missing.jpg"), images[1], images[2]]
+    held = []  # what stdout holds when each batch's search starts
+
+    def watched_generate(*args: object, **kwargs: object) -> object:
+        held.append(capsys.readouterr().out)
+        return generate(*args, **kwargs)
+
+    monkeypatch.setattr(captioning, "generate", watched_generate)
+    with pytest.raises(typer.Exit):  # (the missing image)
+        caption(images=[Path(p) for p in paths], model=[run_dir], beam=2, nbest=2, batch_size=2, device="cpu")
+    rest = capsys.readouterr().out
+    assert held[0] == ""
+    assert [line.split(" ||| ")[0] for line in held[1].splitlines()] == ["0", "0", "1", "1"]
+    assert held[1].splitlines()[2] == "1 |||  ||| -inf"  # the missing image, answered with the first batch's
+    assert [line.split(" ||| ")[0] for line in rest.splitlines()] == ["2", "2", "3", "3"]
+    output = tmp_path / "captions.txt"
+    with pytest.raises(typer.Exit):
+        caption(images=[Path(p) for p in paths], model=[run_dir], beam=2, nbest=2, batch_size=2, device="cpu",
+                output=output)
+    assert capsys.readouterr().out == ""
+    assert output.read_text(encoding="utf-8") == held[1] + rest
 
 
 def test_score_reference_scores_captions_as_the_search_does(trained: tuple[Path, Path], caption_data: Path,

@@ -3,14 +3,17 @@
 A missing, empty, truncated or corrupt file, a non-image or a decompression bomb gets a one-line error on
 stderr and an empty output line (a JSON error record with ``--json``); the exit code is 1 when any image
 failed. ``--score-reference REF`` scores line i of REF as the caption of image i instead (``LOG_PROB<TAB>TOKENS``,
-as ``translate --score-reference``). The work is done in ``nlgkit.generation.caption``; this module parses and
-prints.
+as ``translate --score-reference``). Standard output or a stream (a pipe, ``/dev/stdout``) gets each batch's
+lines as soon as it is captioned; an output file is written whole, atomically, at the end. The work is done in
+``nlgkit.generation.caption``; this module parses and prints.
 """
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated
 
@@ -93,8 +96,9 @@ def caption(
     started = time.perf_counter()
     # lazy: CLI start-up (the library and torch load only when the command runs)
     from nlgkit.core.errors import DataError
-    from nlgkit.core.io import check_output
+    from nlgkit.core.io import atomic_write, check_output, written_in_place
     from nlgkit.generation.caption import (
+        CaptionResult,
         caption_images,
         caption_reference_scores,
         check_captioning_run,
@@ -143,18 +147,32 @@ def caption(
         write_lines(score_lines(scores, token_scores), output)
         typer.echo(score_summary(scores, run.model.head.normalized), err=True)
     else:
-        with progress_bar("captioning") as advance:
+        detokenize = run.detokenizer()
+
+        def caption_lines(first: int, finished: Sequence[CaptionResult]) -> list[str]:
+            return result_lines(finished, options.nbest, json_output,
+                                lambda tokens: detokenize(run.tgt_vocab.decode(tokens)),
+                                run.tgt_vocab.decode if token_scores else None, first_index=first)
+
+        # stdout or a stream (a pipe, /dev/stdout) gets each batch's lines as it is captioned; a file, all of them
+        # at the end, atomically; no bar beside captions written to a terminal
+        streamed = output is None or written_in_place(output)
+        with (atomic_write(output) if output is not None and streamed else contextlib.nullcontext(sys.stdout)
+              ) as stream, progress_bar("captioning", show=not (output is None and sys.stdout.isatty())) as advance:
+            def answer(first: int, finished: Sequence[CaptionResult]) -> None:
+                stream.write("".join(line + "\n" for line in caption_lines(first, finished)))
+                stream.flush()
+
             results = caption_images(run, paths, options, attention_dir=attention, warn=error,
                                      constraints=None if constraints is None else read_text_input(constraints,
                                                                                                   error)[0],
                                      constraints_name=f"--constraints {constraints}",
                                      prefixes=None if target_prefix is None else read_text_input(target_prefix,
                                                                                                  error)[0],
-                                     prefixes_name=f"--target-prefix {target_prefix}", note=warn, on_batch=advance)
-        detokenize = run.detokenizer()
-        write_lines(result_lines(results, options.nbest, json_output,
-                                 lambda tokens: detokenize(run.tgt_vocab.decode(tokens)),
-                                 run.tgt_vocab.decode if token_scores else None), output)
+                                     prefixes_name=f"--target-prefix {target_prefix}", note=warn, on_batch=advance,
+                                     on_results=answer if streamed else None)
+        if not streamed:
+            write_lines(caption_lines(0, results), output)
     if report_time:
         typer.echo(time_report("scored" if score_reference is not None else "captioned", len(paths), "images",
                                time.perf_counter() - loaded, loaded - started), err=True)

@@ -53,6 +53,7 @@ def caption_images(run: TrainedRun, paths: Sequence[str], options: SearchOptions
                    prefixes_name: str = "target prefix",
                    note: Callable[[str], None] | None = None,
                    on_batch: Callable[[int, int], None] | None = None,
+                   on_results: Callable[[int, Sequence[CaptionResult]], None] | None = None,
                    targets: TargetReader | None = None) -> list[CaptionResult]:
     """One result per path, in order; unreadable images are error results (and a warning), not failures.
     ``constraints``: each image's phrases (tab-separated) that its captions must contain (``caption
@@ -60,7 +61,8 @@ def caption_images(run: TrainedRun, paths: Sequence[str], options: SearchOptions
     (``caption --target-prefix``, :meth:`TargetReader.prefix`; an empty line: none). Errors and warnings on them
     name ``constraints_name`` and ``prefixes_name``; the warnings go to ``note`` (default ``warn``, which gets the
     images that fail). ``on_batch(done, total)``: after each batch of images, those done so far (captioned or
-    failed) and all of them (a progress bar).
+    failed) and all of them (a progress bar); ``on_results(first, batch)``: after each batch, its results, in
+    order, ``batch[0]`` being image ``first`` (``caption`` writes them as they come).
 
     A server passes the run's ``encoder`` it built once, a ``load`` that returns the pictures it has already read
     and checked (``paths`` are then its names for them) and its ``targets`` reader of the run's target text; by
@@ -82,23 +84,26 @@ def caption_images(run: TrainedRun, paths: Sequence[str], options: SearchOptions
     phrases = None if constraints is None else reader.phrase_lines(constraints, note, constraints_name)
     prefix_ids = None if prefixes is None else reader.prefixes(prefixes, note, prefixes_name)
     results = [CaptionResult(str(path)) for path in paths]
-    done = 0
-    for good, sources, pictures in image_sources(run, paths, results, options.batch_size, warn, encoder, load):
-        with run.computing():  # the search (the CNN's features stay float32)
-            found = generate(run.model, run.task, sources, run.tgt_vocab, device=run.device,
-                             constraints=None if phrases is None else [phrases[i] for i in good],
-                             prefixes=None if prefix_ids is None else [prefix_ids[i] for i in good],
-                             **options.search_kwargs())
-        for j, i in enumerate(good):
-            results[i].hypotheses = found[j]
-            if attention_dir is not None and found[j]:
-                results[i].attention_png = str(draw_attention(run, sources[j], found[j][0].tokens, pictures[j],
-                                                              attention_dir / f"{i:05d}_{Path(paths[i]).stem}.png"))
-        done = good[-1] + 1  # (with the failed images before it)
+    first = 0  # the first image of each batch
+    for end, good, sources, pictures in image_sources(run, paths, results, options.batch_size, warn, encoder,
+                                                       load):
+        if good:  # (none of a batch's images may be readable)
+            with run.computing():  # the search (the CNN's features stay float32)
+                found = generate(run.model, run.task, sources, run.tgt_vocab, device=run.device,
+                                 constraints=None if phrases is None else [phrases[i] for i in good],
+                                 prefixes=None if prefix_ids is None else [prefix_ids[i] for i in good],
+                                 **options.search_kwargs())
+            for j, i in enumerate(good):
+                results[i].hypotheses = found[j]
+                if attention_dir is not None and found[j]:
+                    png = attention_dir / f"{i:05d}_{Path(paths[i]).stem}.png"
+                    results[i].attention_png = str(draw_attention(run, sources[j], found[j][0].tokens, pictures[j],
+                                                                  png))
         if on_batch is not None:
-            on_batch(done, len(paths))
-    if on_batch is not None and done < len(paths):  # the last images all failed
-        on_batch(len(paths), len(paths))
+            on_batch(end, len(paths))
+        if on_results is not None:
+            on_results(first, results[first:end])
+        first = end
     return results
 
 
@@ -121,7 +126,9 @@ def caption_reference_scores(run: TrainedRun, paths: Sequence[str], references: 
                                 references_name=references_name, max_tokens=max_tokens, warn=warn)
     results = [CaptionResult(str(path)) for path in paths]
     scores: list[ReferenceScore | None] = [None] * len(paths)
-    for good, sources, _ in image_sources(run, paths, results, batch_size, warn):
+    for _, good, sources, _ in image_sources(run, paths, results, batch_size, warn):
+        if not good:
+            continue
         with run.computing():
             found = score_references(run.model, run.task, sources, [targets[i] for i in good],
                                      run.tgt_vocab, batch_size=batch_size, device=run.device)
@@ -133,14 +140,16 @@ def caption_reference_scores(run: TrainedRun, paths: Sequence[str], references: 
 def image_sources(run: TrainedRun, paths: Sequence[str], results: Sequence[CaptionResult], batch_size: int,
                   warn: Callable[[str], None], encoder: ImageEncoder | None = None,
                   load: Callable[[str], Image.Image] = load_image,
-                  ) -> Iterator[tuple[list[int], list[tuple[torch.Tensor, torch.Tensor]], list[Image.Image]]]:
-    """``(indices, sources, pictures)`` for each batch of readable images, through the run's CNN; an image that
-    cannot be read gets its error in ``results`` (and a warning) and is left out."""
+                  ) -> Iterator[tuple[int, list[int], list[tuple[torch.Tensor, torch.Tensor]], list[Image.Image]]]:
+    """``(end, indices, sources, pictures)`` for each batch of ``paths[start:end]``: its readable images through
+    the run's CNN. An image that cannot be read gets its error in ``results`` (and a warning) and is left out; a
+    batch of none of them comes with empty lists."""
     if encoder is None:
         encoder = build_encoder(run.config.task.encoder).to(run.device).eval()
     for start in range(0, len(paths), batch_size):
+        end = min(start + batch_size, len(paths))
         good, pixels, pictures = [], [], []
-        for i in range(start, min(start + batch_size, len(paths))):
+        for i in range(start, end):
             try:
                 picture = load(paths[i])
             except ImageError as exc:
@@ -151,11 +160,12 @@ def image_sources(run: TrainedRun, paths: Sequence[str], results: Sequence[Capti
             pictures.append(picture)
             pixels.append(encoder.preprocess(picture))
         if not good:
+            yield end, [], [], []
             continue
         with torch.inference_mode():
             spatial, pooled = encoder(torch.stack(pixels).to(run.device))  # (B, L, C), (B, P)
         spatial, pooled = spatial.half().float(), pooled.half().float()  # as the training cache stores them
-        yield good, [(spatial[j], pooled[j]) for j in range(len(good))], pictures
+        yield end, good, [(spatial[j], pooled[j]) for j in range(len(good))], pictures
 
 
 def draw_attention(run: TrainedRun, source: tuple[torch.Tensor, torch.Tensor], tokens: list[int], picture: object,
@@ -211,10 +221,10 @@ def caption_records(found: Sequence[Hypothesis], render: Callable[[list[int]], s
 
 def result_lines(results: Sequence[CaptionResult], nbest: int, as_json: bool,
                  render: Callable[[list[int]], str],
-                 words: Callable[[list[int]], list[str]] | None = None) -> list[str]:
-    """Text lines (one per image; Moses n-best with nbest > 1) or one JSON record per image; with ``words``
-    (token ids → tokens), each caption's tokens' log-scores, the EOS's last (a last field ``||| …`` of each line,
-    or ``tokens`` and ``token_scores`` in each JSON caption)."""
+                 words: Callable[[list[int]], list[str]] | None = None, first_index: int = 0) -> list[str]:
+    """Text lines (one per image; Moses n-best with nbest > 1, numbered from ``first_index``) or one JSON record
+    per image; with ``words`` (token ids → tokens), each caption's tokens' log-scores, the EOS's last (a last field
+    ``||| …`` of each line, or ``tokens`` and ``token_scores`` in each JSON caption)."""
     if as_json:
         lines = []
         for r in results:
@@ -229,4 +239,4 @@ def result_lines(results: Sequence[CaptionResult], nbest: int, as_json: bool,
         return lines
 
     return output_lines([r.hypotheses for r in results], nbest, lambda _, hypothesis: render(hypothesis.tokens),
-                        extras=[token_scores_field] * (words is not None))
+                        first_index=first_index, extras=[token_scores_field] * (words is not None))
