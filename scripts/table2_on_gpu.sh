@@ -13,7 +13,7 @@
 #
 # Prepare at home first, since the machine fetches nothing:
 #   make table2-data                              # data/multi30k_de-en and data/multi30k_en-de: carry both
-#   cp -r ../shared/data/wordsim data/wordsim     # Table 4's word-similarity sets (inside data/: carried with it)
+#   .venv/bin/nlgkit prepare wordsim               # Table 4's word-similarity sets (inside data/: carried with it)
 #   pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
 #     --platform manylinux2014_x86_64 -d .whl sacremoses   # and whatever the import check below names: carry .whl
 # Settings: CELLS (runs to train; default: `make table2-missing`), RUNS_DIR (default /tmp/table2-runs), OUT

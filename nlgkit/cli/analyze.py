@@ -18,7 +18,7 @@ from rich.table import Table
 
 from nlgkit.cli.common import handle_errors
 from nlgkit.core.errors import NlgkitError
-from nlgkit.evaluate.analysis import wordsim_files
+from nlgkit.data.wordsim import BENCHMARKS, default_dir
 
 if TYPE_CHECKING:  # the analyses import torch, scipy and matplotlib: only when a command runs
     from nlgkit.evaluate.analysis.vectors import VectorSet
@@ -104,17 +104,19 @@ def norms_command(run_dir: RunDir, checkpoint: Checkpoint = "best", device: Devi
 @handle_errors
 def wordsim_command(run_dir: RunDir, checkpoint: Checkpoint = "best", device: Device = "auto",
                     vectors: Vectors = None,
-                    data_dir: Annotated[Path, typer.Option(help="Directory of the benchmark files")]
-                    = wordsim_files.DEFAULT_DIR,
+                    data_dir: Annotated[Path | None, typer.Option(
+                        help="Directory of the benchmark files (default: data/wordsim, written by `nlgkit prepare "
+                             "wordsim`, else ../shared/data/wordsim)")] = None,
                     benchmark: Annotated[list[str] | None, typer.Option(
-                        help=f"Repeatable: {', '.join(wordsim_files.BENCHMARKS)} (default: all)")] = None,
+                        help=f"Repeatable: {', '.join(BENCHMARKS)} (default: all)")] = None,
                     json_output: JsonFlag = False) -> None:
     """Spearman ρ between cosines and human similarity, with pairs covered (Shalev et al. Table 4)."""
     # lazy: CLI start-up (the library and torch load only when the command runs)
     from nlgkit.evaluate.analysis import wordsim
 
     benchmarks = {name: wordsim.read_benchmark(path)
-                  for name, path in wordsim.benchmark_paths(data_dir, benchmark).items()}
+                  for name, path in wordsim.benchmark_paths(data_dir or default_dir(),
+                                                            benchmark).items()}
     run, sets = _load_sets(run_dir, checkpoint, device, vectors, None)
     results = {entry.name: {name: wordsim.word_similarity(entry.matrix, entry.vocab, pairs)
                             for name, pairs in benchmarks.items()} for entry in sets}

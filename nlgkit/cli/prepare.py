@@ -354,3 +354,27 @@ def wmt14(
                              lowercase=lowercase, bpe=bpe, min_freq=min_freq, max_len=max_len, max_ratio=max_ratio,
                              workers=workers, log=lambda line: typer.echo(line, err=True))
     _summary(out, manifest)
+
+
+@app.command("wordsim")
+@handle_errors
+def wordsim(
+    out: Annotated[Path, typer.Option("--out", help="folder the analyses read by default")] = Path("data")
+    / "wordsim",
+    source: Annotated[str, typer.Option(
+        "--source", help="URL base or folder holding the files (default: ../shared/data/wordsim if present, else "
+                         "github.com/mfaruqui/eval-word-vectors)")] = "",
+) -> None:
+    """SimLex-999, MEN and MTurk-771 (Shalev et al.'s Table 4; `nlgkit evaluate wordsim`), as
+    mfaruqui/eval-word-vectors distributes them."""
+    from nlgkit.data.wordsim import prepare_wordsim  # lazy: CLI start-up
+
+    manifest = prepare_wordsim(out, source, log=lambda line: typer.echo(line, err=True))
+    console = Console()
+    console.print(f"wrote {out} (word similarity, from {manifest['source']})")
+    table = Table()
+    for column in ("benchmark", "file", "pairs"):
+        table.add_column(column, justify="right" if column == "pairs" else "left")
+    for name, entry in manifest["files"].items():
+        table.add_row(name, entry["file"], f"{entry['pairs']:,}")
+    console.print(table)

@@ -94,8 +94,8 @@ def table3(output: Output = None) -> None:
 @handle_errors
 def table4(runs: Runs, output: Output = None, records: Records = None,
            wordsim_dir: Annotated[str | None, typer.Option(
-               help="Word-similarity benchmarks directory (read for runs with weights; default "
-                    "../shared/data/wordsim)")] = None) -> None:
+               help="Word-similarity benchmarks directory (read for runs with weights; default data/wordsim, "
+                    "written by `nlgkit prepare wordsim`, else ../shared/data/wordsim)")] = None) -> None:
     """Shalev et al.'s Table 4 (word similarity of target and input vectors) and Fig. 2's norm–frequency ρ.
 
     A run with weights is analysed and keeps its figures in RUN/vector_analysis.json; a run without is read from it.

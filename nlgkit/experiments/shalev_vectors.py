@@ -21,10 +21,10 @@ from typing import Any
 
 from nlgkit.core.errors import DataError, NlgkitError
 from nlgkit.core.io import read_json, sha256_file, write_json
+from nlgkit.data.wordsim import default_dir
 from nlgkit.evaluate.analysis.norms import norm_frequency
 from nlgkit.evaluate.analysis.vectors import VectorSet, vector_sets
 from nlgkit.evaluate.analysis.wordsim import (
-    DEFAULT_DIR,
     Pair,
     benchmark_paths,
     read_benchmark,
@@ -79,7 +79,7 @@ def english_sets(src_lang: str | None, tgt_lang: str) -> dict[str, str | None]:
 
 def read_benchmarks(wordsim_dir: str | None) -> dict[str, tuple[Path, list[Pair]]]:
     """Every word-similarity benchmark by name, with its file (read only when some run has weights)."""
-    paths = benchmark_paths(Path(wordsim_dir) if wordsim_dir else DEFAULT_DIR)
+    paths = benchmark_paths(Path(wordsim_dir) if wordsim_dir else default_dir(), option="--wordsim-dir")
     return {name: (path, read_benchmark(path)) for name, path in paths.items()}
 
 

@@ -14,15 +14,11 @@ import torch
 from torch import Tensor
 
 from nlgkit.core.errors import DataError
-from nlgkit.core.io import read_lines
 from nlgkit.data.vocab import Vocabulary
+from nlgkit.data.wordsim import BENCHMARKS, Pair, read_benchmark  # noqa: F401  (re-exported)
 from nlgkit.evaluate.analysis.norms import spearman
 from nlgkit.evaluate.analysis.similarity import pair_cosines
 from nlgkit.evaluate.analysis.vectors import lookup
-from nlgkit.evaluate.analysis.wordsim_files import BENCHMARKS, DEFAULT_DIR  # noqa: F401  (re-exported)
-
-# name → file in the wordsim directory (copies of mfaruqui/eval-word-vectors data/word-sim)
-Pair = tuple[str, str, float]
 
 
 @dataclass
@@ -35,28 +31,9 @@ class WordSimResult:
         return {"rho": self.rho, "covered": self.covered, "total": self.total}
 
 
-def read_benchmark(path: Path) -> list[Pair]:
-    """``word1<TAB>word2<TAB>score`` lines (blank lines skipped); a malformed line is a DataError."""
-    pairs = []
-    for number, line in enumerate(read_lines(path), start=1):
-        if not line.strip():
-            continue
-        fields = line.split("\t")
-        if len(fields) != 3:
-            fields = line.split()  # tolerate space-separated copies of the same files
-        try:
-            left, right, score = fields
-            pairs.append((left, right, float(score)))
-        except ValueError:
-            raise DataError(f"{path}: line {number}: expected 'word1<TAB>word2<TAB>score', "
-                            f"got {line!r}") from None
-    if not pairs:
-        raise DataError(f"{path}: no word pairs")
-    return pairs
-
-
-def benchmark_paths(data_dir: Path, names: list[str] | None = None) -> dict[str, Path]:
-    """Existing benchmark files by name; an unknown name or a missing file is a DataError."""
+def benchmark_paths(data_dir: Path, names: list[str] | None = None, option: str = "--data-dir") -> dict[str, Path]:
+    """Existing benchmark files by name; an unknown name or a missing file is a DataError that says how to get it
+    (``nlgkit prepare wordsim``) or name its folder (``option``)."""
     chosen = names or list(BENCHMARKS)
     paths = {}
     for name in chosen:
@@ -64,7 +41,8 @@ def benchmark_paths(data_dir: Path, names: list[str] | None = None) -> dict[str,
             raise DataError(f"unknown word-similarity benchmark {name!r} (known: {', '.join(BENCHMARKS)})")
         path = Path(data_dir) / BENCHMARKS[name]
         if not path.is_file():
-            raise DataError(f"{path}: word-similarity file not found (set the directory with --data-dir)")
+            raise DataError(f"{path}: word-similarity file not found (`nlgkit prepare wordsim` writes it to "
+                            f"data/wordsim; {option} DIR names another folder)")
         paths[name] = path
     return paths
 
