@@ -78,11 +78,16 @@ train = grep -qs '"finished": true' $(RUNS_DIR)/$(1)/summary.json || \
 	pappas-speed reproduce-hirasawa hirasawa-report reproduce-ensemble pretrained-vectors browser clean
 .PHONY: table2-data $(TABLE2_TRAIN) $(HIRASAWA_TRAIN)
 
+# The stamp names the checkout the environment's editable install points to: a VENV= shared from another checkout
+# is used as it is, never reinstalled from here (that would point its `nlgkit` at this checkout's files).
 $(STAMP): pyproject.toml
+	@if [ -s $(STAMP) ] && [ "$$(cat $(STAMP))" != "$(CURDIR)" ]; then \
+	  echo "$(VENV) is installed from $$(cat $(STAMP)), whose pyproject.toml is older than this one's:" \
+	    "run make install there, or give this checkout its own VENV"; exit 1; fi
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install -q --upgrade pip
 	$(VENV)/bin/pip install -q -e '.[dev]'
-	touch $(STAMP)
+	echo "$(CURDIR)" > $(STAMP)
 
 install: $(STAMP)
 
