@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -46,16 +47,22 @@ CaptionMaxLenOption = Annotated[int, typer.Option(
 CaptionOutOption = Annotated[Path | None, typer.Option("--out", help="data directory (default: data/CORPUS)")]
 
 
+def _counts_table(columns: Sequence[str], rows: Iterable[Sequence[str]]) -> Table:
+    """A summary table: names in the first column, counts right-aligned in the others."""
+    table = Table()
+    for number, column in enumerate(columns):
+        table.add_column(column, justify="right" if number else "left")
+    for row in rows:
+        table.add_row(*row)
+    return table
+
+
 def _caption_summary(out: Path, manifest: dict[str, Any]) -> None:
     console = Console()
     console.print(f"wrote {out} ({manifest['corpus']} captions, {manifest['lang']})")
-    table = Table()
-    for column in ("split", "images", "captions"):
-        table.add_column(column, justify="left" if column == "split" else "right")
-    for split, counts in manifest["splits"].items():
-        table.add_row(split, f"{counts['images']:,}", f"{counts['captions']:,}")
-    table.add_row("vocabulary", f"{manifest['vocab_size']:,}", "")
-    console.print(table)
+    console.print(_counts_table(("split", "images", "captions"), [
+        *((split, f"{counts['images']:,}", f"{counts['captions']:,}") for split, counts in manifest["splits"].items()),
+        ("vocabulary", f"{manifest['vocab_size']:,}", "")]))
     if manifest["skipped_count"]:
         console.print(f"skipped {manifest['skipped_count']:,} images (listed in {out / 'manifest.json'})")
     if manifest["unassigned_count"]:
@@ -372,9 +379,5 @@ def wordsim(
     manifest = prepare_wordsim(out, source, log=lambda line: typer.echo(line, err=True))
     console = Console()
     console.print(f"wrote {out} (word similarity, from {manifest['source']})")
-    table = Table()
-    for column in ("benchmark", "file", "pairs"):
-        table.add_column(column, justify="right" if column == "pairs" else "left")
-    for name, entry in manifest["files"].items():
-        table.add_row(name, entry["file"], f"{entry['pairs']:,}")
-    console.print(table)
+    console.print(_counts_table(("benchmark", "pairs", "file"), [
+        (name, f"{entry['pairs']:,}", entry["file"]) for name, entry in manifest["files"].items()]))
