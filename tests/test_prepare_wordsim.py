@@ -70,8 +70,16 @@ def test_a_broken_or_missing_file_is_named_and_nothing_is_written(tmp_path: Path
         assert result.exit_code != 0 and "EN-MEN-TR-3k.txt: HTTP 404" in result.output
     result = cli("prepare", "wordsim", "--source", str(tmp_path / "served"), "--out", str(tmp_path / "wordsim"))
     assert result.exit_code != 0
-    assert result.output == (f"error: {tmp_path / 'served'}: no EN-MEN-TR-3k.txt here (a source folder holds "
-                             f"EN-SIMLEX-999.txt, EN-MEN-TR-3k.txt, EN-MTurk-771.txt)\n")
+    assert result.output == (f"error: {tmp_path / 'served'}: no EN-MEN-TR-3k.txt here (a source folder holds the "
+                             f"3 files of mfaruqui/eval-word-vectors' data/word-sim)\n")
+    result = cli("prepare", "wordsim", "--source", str(tmp_path / "served"), "--out", str(tmp_path / "served"))
+    assert result.exit_code != 0 and "EN-SIMLEX-999.txt: also given as --source" in result.output
+    (tmp_path / "file").touch()
+    with serve(tmp_path / "served") as server:  # refused before any download
+        result = cli("prepare", "wordsim", "--source", server.base, "--out", str(tmp_path / "file"))
+    assert result.exit_code != 0 and server.requests == []
+    blocked = tmp_path / "file"
+    assert result.output == f"error: {blocked / 'EN-SIMLEX-999.txt'}: cannot be written ({blocked} is a file, not a folder)\n"
     assert not (tmp_path / "wordsim").exists()
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from nlgkit.core.errors import DataError
-from nlgkit.core.io import atomic_write, read_lines, sha256_file, write_json
+from nlgkit.core.io import atomic_write, check_output, read_lines, sha256_file, write_json
 from nlgkit.data.download import download, is_url
 
 BENCHMARKS: dict[str, str] = {
@@ -88,21 +88,21 @@ def prepare_wordsim(out: Path, source: str = "", log: Callable[[str], None] = pr
     ``out`` with Unix line ends, each file checked before any is written; ``out/manifest.json`` names the source
     and each file's pairs and SHA-256. Return that manifest."""
     source = source or default_source()
-    if not is_url(source):
-        missing = [file for file in BENCHMARKS.values() if not (Path(source).expanduser() / file).is_file()]
-        if missing:
-            raise DataError(f"{source}: no {' or '.join(missing)} here (a source folder holds "
-                            f"{', '.join(BENCHMARKS.values())})")
+    local = None if is_url(source) else Path(source).expanduser()
+    for file in BENCHMARKS.values():  # before any download
+        check_output(Path(out) / file, [("--source", None if local is None else local / file)])
+    if local is not None and (missing := [file for file in BENCHMARKS.values() if not (local / file).is_file()]):
+        raise DataError(f"{source}: no {' or '.join(missing)} here (a source folder holds the "
+                        f"{len(BENCHMARKS)} files of mfaruqui/eval-word-vectors' data/word-sim)")
     texts: dict[str, tuple[list[str], int]] = {}  # each file's lines and pairs
     with tempfile.TemporaryDirectory(prefix="nlgkit-wordsim-") as downloads:
         for name, file in BENCHMARKS.items():
-            if is_url(source):
-                url = source.rstrip("/") + "/" + file
-                log(f"downloading {url}")
-                path = download(url, Path(downloads) / file)
-                where = url
+            if local is None:
+                where = source.rstrip("/") + "/" + file
+                log(f"downloading {where}")
+                path = download(where, Path(downloads) / file)
             else:
-                path = Path(source).expanduser() / file
+                path = local / file
                 where = str(path)
             lines = read_lines(path)
             pairs = parse_pairs(lines, where)
