@@ -78,16 +78,16 @@ train = grep -qs '"finished": true' $(RUNS_DIR)/$(1)/summary.json || \
 	pappas-speed reproduce-hirasawa hirasawa-report reproduce-ensemble pretrained-vectors browser clean
 .PHONY: table2-data $(TABLE2_TRAIN) $(HIRASAWA_TRAIN)
 
-# The stamp names the checkout the environment's editable install points to: a VENV= shared from another checkout
-# is used as it is, never reinstalled from here (that would point its `nlgkit` at this checkout's files).
+# A VENV= shared from another checkout (its editable nlgkit installed from there) is used as it is, never reinstalled
+# from here: that would point its `nlgkit` command at this checkout. Make targets run this checkout's own code either
+# way (`python -m nlgkit` from here).
 $(STAMP): pyproject.toml
-	@if [ -s $(STAMP) ] && [ "$$(cat $(STAMP))" != "$(CURDIR)" ]; then \
-	  echo "$(VENV) is installed from $$(cat $(STAMP)), whose pyproject.toml is older than this one's:" \
-	    "run make install there, or give this checkout its own VENV"; exit 1; fi
-	$(PYTHON) -m venv $(VENV)
-	$(VENV)/bin/pip install -q --upgrade pip
-	$(VENV)/bin/pip install -q -e '.[dev]'
-	echo "$(CURDIR)" > $(STAMP)
+	@owner=$$(cd / && $(abspath $(VENV))/bin/python -c \
+	  'import nlgkit, pathlib; print(pathlib.Path(nlgkit.__file__).resolve().parents[1])' 2>/dev/null); \
+	if [ -n "$$owner" ] && [ "$$owner" != "$(CURDIR)" ]; then \
+	  echo "$(VENV): nlgkit is installed there from $$owner; used as it is (make install there updates it)"; \
+	else set -x; $(PYTHON) -m venv $(VENV) && $(VENV)/bin/pip install -q --upgrade pip \
+	  && $(VENV)/bin/pip install -q -e '.[dev]' && touch $(STAMP); fi
 
 install: $(STAMP)
 

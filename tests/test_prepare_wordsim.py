@@ -63,8 +63,8 @@ def test_a_broken_or_missing_file_is_named_and_nothing_is_written(tmp_path: Path
         result = cli("prepare", "wordsim", "--source", server.base, "--out", str(tmp_path / "wordsim"))
         assert result.exit_code != 0
         assert result.output.splitlines()[-1] == (f"error: {server.base}EN-MTurk-771.txt: line 1: expected "
-                                          f"'word1<TAB>word2<TAB>score', got '<html>rate limited</html>'")
-        assert not (tmp_path / "wordsim").exists()  # not even the two good files
+                                                  f"'word1<TAB>word2<TAB>score', got '<html>rate limited</html>'")
+        assert [path.name for path in tmp_path.iterdir()] == ["served"]  # no folder, not even a temporary one
         (tmp_path / "served" / BENCHMARKS["men"]).unlink()
         result = cli("prepare", "wordsim", "--source", server.base, "--out", str(tmp_path / "wordsim"))
         assert result.exit_code != 0 and "EN-MEN-TR-3k.txt: HTTP 404" in result.output
@@ -72,15 +72,31 @@ def test_a_broken_or_missing_file_is_named_and_nothing_is_written(tmp_path: Path
     assert result.exit_code != 0
     assert result.output == (f"error: {tmp_path / 'served'}: no EN-MEN-TR-3k.txt here (a source folder holds the "
                              f"3 files of mfaruqui/eval-word-vectors' data/word-sim)\n")
+    result = cli("prepare", "wordsim", "--source", str(tmp_path / "nowhere"))
+    assert result.output == (f"error: {tmp_path / 'nowhere'}: word-similarity source folder not found (give a folder "
+                             f"or an http(s) URL)\n")
+    (tmp_path / "served" / BENCHMARKS["men"]).write_text("a\tb\t1\n")
     result = cli("prepare", "wordsim", "--source", str(tmp_path / "served"), "--out", str(tmp_path / "served"))
-    assert result.exit_code != 0 and "EN-SIMLEX-999.txt: also given as --source" in result.output
+    assert result.exit_code != 0 and "not empty and has no manifest.json; refusing to overwrite it" in result.output
     (tmp_path / "file").touch()
     with serve(tmp_path / "served") as server:  # refused before any download
         result = cli("prepare", "wordsim", "--source", server.base, "--out", str(tmp_path / "file"))
     assert result.exit_code != 0 and server.requests == []
-    blocked = tmp_path / "file"
-    assert result.output == f"error: {blocked / 'EN-SIMLEX-999.txt'}: cannot be written ({blocked} is a file, not a folder)\n"
-    assert not (tmp_path / "wordsim").exists()
+    assert result.output == f"error: {tmp_path / 'file'}: exists and is not a directory\n"
+
+
+def test_a_new_download_replaces_the_folder_only_once_every_file_parsed(tmp_path: Path) -> None:
+    texts = stand_ins(tmp_path / "served")
+    out = tmp_path / "wordsim"
+    assert cli("prepare", "wordsim", "--source", str(tmp_path / "served"), "--out", str(out)).exit_code == 0
+    before = {path.name: path.read_bytes() for path in out.iterdir()}
+    (tmp_path / "served" / BENCHMARKS["mturk771"]).write_bytes(b"\xff\xfe broken\n")
+    with serve(tmp_path / "served") as server:
+        result = cli("prepare", "wordsim", "--source", server.base, "--out", str(out))
+    assert result.exit_code != 0
+    assert result.output.splitlines()[-1].startswith(f"error: {server.base}EN-MTurk-771.txt: line 1: not valid UTF-8")
+    assert {path.name: path.read_bytes() for path in out.iterdir()} == before  # the old folder, whole
+    assert len(before) == len(texts) + 1  # (and its manifest)
 
 
 def test_the_analyses_read_what_prepare_wrote(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -158,7 +158,7 @@ def caption(
         # at the end, atomically; no bar beside captions written to a terminal
         streamed = output is None or written_in_place(output)
         with (atomic_write(output) if output is not None and streamed else contextlib.nullcontext(sys.stdout)
-              ) as stream, progress_bar("captioning", show=not (output is None and sys.stdout.isatty())) as advance:
+              ) as stream, progress_bar("captioning", show=not (streamed and stream.isatty())) as advance:
             def answer(first: int, finished: Sequence[CaptionResult]) -> None:
                 stream.write("".join(line + "\n" for line in caption_lines(first, finished)))
                 stream.flush()

@@ -47,11 +47,11 @@ CaptionMaxLenOption = Annotated[int, typer.Option(
 CaptionOutOption = Annotated[Path | None, typer.Option("--out", help="data directory (default: data/CORPUS)")]
 
 
-def _counts_table(columns: Sequence[str], rows: Iterable[Sequence[str]]) -> Table:
-    """A summary table: names in the first column, counts right-aligned in the others."""
+def _counts_table(columns: Sequence[str], rows: Iterable[Sequence[str]], counts: Sequence[str] = ()) -> Table:
+    """A summary table: names in the first column, the ``counts`` columns (default: all the others) right-aligned."""
     table = Table()
-    for number, column in enumerate(columns):
-        table.add_column(column, justify="right" if number else "left")
+    for column in columns:
+        table.add_column(column, justify="right" if column in (counts or columns[1:]) else "left")
     for row in rows:
         table.add_row(*row)
     return table
@@ -379,5 +379,5 @@ def wordsim(
     manifest = prepare_wordsim(out, source, log=lambda line: typer.echo(line, err=True))
     console = Console()
     console.print(f"wrote {out} (word similarity, from {manifest['source']})")
-    console.print(_counts_table(("benchmark", "pairs", "file"), [
-        (name, f"{entry['pairs']:,}", entry["file"]) for name, entry in manifest["files"].items()]))
+    console.print(_counts_table(("benchmark", "file", "pairs"), [
+        (name, entry["file"], f"{entry['pairs']:,}") for name, entry in manifest["files"].items()], counts=["pairs"]))

@@ -2,8 +2,9 @@
 checked and written where the analyses read them (``nlgkit prepare wordsim``).
 
 The files are those github.com/mfaruqui/eval-word-vectors distributes in ``data/word-sim/``: one
-``word1<TAB>word2<TAB>human score`` pair per line. Each is parsed whole before any is written, so a truncated
-download or an HTML error page never lands in the folder. No torch here: the CLI's help names the benchmarks.
+``word1<TAB>word2<TAB>human score`` pair per line. The folder is built beside the old one and swapped in once every
+file has parsed, so a truncated download or an HTML error page never lands in it. No torch here: the CLI's help
+names the benchmarks.
 """
 
 from __future__ import annotations
@@ -14,8 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from nlgkit.core.errors import DataError
-from nlgkit.core.io import atomic_write, check_output, read_lines, sha256_file, write_json
+from nlgkit.core.io import decode_lines, read_lines, sha256_file, write_json
 from nlgkit.data.download import download, is_url
+from nlgkit.data.prepare import staging
 
 BENCHMARKS: dict[str, str] = {
     "simlex999": "EN-SIMLEX-999.txt",
@@ -85,17 +87,18 @@ def read_benchmark(path: Path) -> list[Pair]:
 
 def prepare_wordsim(out: Path, source: str = "", log: Callable[[str], None] = print) -> dict[str, Any]:
     """Copy (a directory ``source``) or download (a URL base; default :func:`default_source`) every benchmark into
-    ``out`` with Unix line ends, each file checked before any is written; ``out/manifest.json`` names the source
-    and each file's pairs and SHA-256. Return that manifest."""
+    ``out`` with Unix line ends; ``out/manifest.json`` names the source and each file's pairs and SHA-256. The
+    folder is built beside ``out`` and swapped in whole once every file has parsed, as every ``prepare`` does.
+    Return the manifest."""
     source = source or default_source()
     local = None if is_url(source) else Path(source).expanduser()
-    for file in BENCHMARKS.values():  # before any download
-        check_output(Path(out) / file, [("--source", None if local is None else local / file)])
+    if local is not None and not local.is_dir():
+        raise DataError(f"{source}: word-similarity source folder not found (give a folder or an http(s) URL)")
     if local is not None and (missing := [file for file in BENCHMARKS.values() if not (local / file).is_file()]):
         raise DataError(f"{source}: no {' or '.join(missing)} here (a source folder holds the "
                         f"{len(BENCHMARKS)} files of mfaruqui/eval-word-vectors' data/word-sim)")
-    texts: dict[str, tuple[list[str], int]] = {}  # each file's lines and pairs
-    with tempfile.TemporaryDirectory(prefix="nlgkit-wordsim-") as downloads:
+    files = {}
+    with staging(Path(out)) as tmp, tempfile.TemporaryDirectory(prefix="nlgkit-wordsim-") as downloads:
         for name, file in BENCHMARKS.items():
             if local is None:
                 where = source.rstrip("/") + "/" + file
@@ -104,17 +107,12 @@ def prepare_wordsim(out: Path, source: str = "", log: Callable[[str], None] = pr
             else:
                 path = local / file
                 where = str(path)
-            lines = read_lines(path)
+            lines = decode_lines(path.read_bytes(), where)  # (errors name the URL, not the download's file)
             pairs = parse_pairs(lines, where)
             if len(pairs) != PUBLISHED_PAIRS[name]:
                 log(f"warning: {where}: {len(pairs)} pairs, not the published file's {PUBLISHED_PAIRS[name]}")
-            texts[name] = lines, len(pairs)
-    files = {}
-    for name, (lines, count) in texts.items():
-        path = Path(out) / BENCHMARKS[name]
-        with atomic_write(path) as handle:
-            handle.write("".join(line + "\n" for line in lines))
-        files[name] = {"file": BENCHMARKS[name], "pairs": count, "sha256": sha256_file(path)}
-    manifest = {"corpus": "wordsim", "source": source, "files": files}
-    write_json(Path(out) / "manifest.json", manifest)
+            (tmp / file).write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+            files[name] = {"file": file, "pairs": len(pairs), "sha256": sha256_file(tmp / file)}
+        manifest = {"corpus": "wordsim", "source": source, "files": files}
+        write_json(tmp / "manifest.json", manifest)
     return manifest
