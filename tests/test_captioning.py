@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -259,6 +260,65 @@ def test_score_reference_cuts_an_over_long_caption_with_a_warning(trained: tuple
     assert "refs.txt: reference of line 2: 450 tokens, cut to 400" in scored.stderr
     assert "line 1" not in scored.stderr and "cut to" not in cut.stderr
     assert scored.stdout == cut.stdout
+
+
+def test_a_streamed_list_gets_the_captions_of_the_whole_list(trained: tuple[Path, Path], caption_data: Path,
+                                                              tmp_path: Path) -> None:
+    """``caption --list - --buffer-size N`` reads the paths as they arrive and answers each group: the same lines,
+    attention files and per-line warnings as the whole list; a per-image file of another length is named (a shorter
+    one at its group, a longer one at the end), an empty stream is an error and leaves no output file."""
+    _, run_dir = trained
+    images = [str(SMALL / "images" / r["image"]) for r in read_records(caption_data / "train.jsonl")[:4]]
+    listing = "\n".join([images[0], "", str(tmp_path / "missing.jpg"), *images[1:]]) + "\n"  # (a blank line)
+    (tmp_path / "prefixes.txt").write_text("a\n\n\nzzzunknownword\na dog\n")
+    base = ("caption", "--model", str(run_dir), "--list", "-", "--device", "cpu", "--beam", "3", "--nbest", "2",
+            "--target-prefix", str(tmp_path / "prefixes.txt"))
+    whole = cli(*base, "--attention", str(tmp_path / "whole"), input=listing)
+    assert whole.exit_code == 1 and len(whole.stdout.splitlines()) == 10  # (2 lines per image)
+    for size in ("1", "2"):
+        streamed = cli(*base, "--attention", str(tmp_path / size), "--buffer-size", size, input=listing)
+        assert streamed.exit_code == 1
+        assert streamed.stdout == whole.stdout
+        # the unknown prefix word named at its line 4 and the missing image (in the order they are met)
+        assert sorted(streamed.stderr.splitlines()) == sorted(whole.stderr.splitlines())
+        assert sorted(p.name for p in (tmp_path / size).iterdir()) == sorted(p.name for p in
+                                                                             (tmp_path / "whole").iterdir())
+    assert "prefixes.txt: line 4" in whole.stderr and "missing.jpg" in whole.stderr
+    (tmp_path / "short.txt").write_text("a\n\n")
+    short = cli(*base[:-1], str(tmp_path / "short.txt"), "--buffer-size", "2", input=listing)
+    assert short.exit_code != 0 and short.stderr.splitlines()[-1] == (
+        f"error: --target-prefix {tmp_path / 'short.txt'}: 2 lines, fewer than the images")
+    # the first group (the list's lines 1-2: image 0 and a blank line) was answered; the second needs prefix line 3
+    assert [line.split(" ||| ")[0] for line in short.stdout.splitlines()] == ["0", "0"]
+    (tmp_path / "long.txt").write_text("a\n" * 6)
+    out = tmp_path / "out.txt"
+    long = cli(*base[:-1], str(tmp_path / "long.txt"), "--buffer-size", "2", "--output", str(out), input=listing)
+    assert long.exit_code != 0 and long.stderr.splitlines()[-1] == (
+        f"error: --target-prefix {tmp_path / 'long.txt'}: 6 lines for 5 images") and not out.exists()
+    empty = cli(*base, "--buffer-size", "2", "--output", str(out), input="\n\n")
+    assert empty.exit_code != 0 and "no images given" in empty.stderr and not out.exists()
+
+
+def test_a_streamed_list_answers_each_group_before_reading_the_next(trained: tuple[Path, Path],
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    from nlgkit.generation.caption_stream import caption_input
+
+    _, run_dir = trained
+    images = [str(path) for path in sorted((SMALL / "images").iterdir())[:3]]
+    run = load_trained(run_dir, "best", "cpu")
+    held = []  # what stdout holds each time the next group is asked for
+
+    def arriving() -> Iterator[list[str]]:
+        for image in images:
+            held.append(capsys.readouterr().out)
+            yield [image]
+
+    results = caption_input(run, arriving(), SearchOptions.resolve(run.config.search, beam=2), None,
+                            lambda first, batch: [f"{first + i}:{bool(r.hypotheses)}" for i, r in enumerate(batch)],
+                            whole=False)
+    assert len(results) == 3
+    assert held == ["", "0:True\n", "1:True\n"]
+    assert capsys.readouterr().out == "2:True\n"
 
 
 def free_captions(run_dir: Path, caption_data: Path) -> tuple[tuple[str, ...], Result]:

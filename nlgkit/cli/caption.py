@@ -10,10 +10,9 @@ lines as soon as it is captioned; an output file is written whole, atomically, a
 
 from __future__ import annotations
 
-import contextlib
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Annotated
 
@@ -71,6 +70,9 @@ def caption(
     attention: Annotated[Path | None, typer.Option(help="Directory for per-image attention PNGs "
                                                         "(show_attend_tell)")] = None,
     output: Output = None,
+    buffer_size: Annotated[int, typer.Option(help="Read the --list as a stream, N images at a time, each group "
+                                                  "captioned as soon as it is complete (0: the whole list first)")
+                           ] = 0,
     device: Device = "auto",
     ensemble_mode: Annotated[str, typer.Option(help="Several --model: log_linear (mean log-probability) or linear "
                                                     "(log of the mean probability)")] = "log_linear",
@@ -96,14 +98,14 @@ def caption(
     started = time.perf_counter()
     # lazy: CLI start-up (the library and torch load only when the command runs)
     from nlgkit.core.errors import DataError
-    from nlgkit.core.io import atomic_write, check_output, written_in_place
+    from nlgkit.core.io import check_output, written_in_place
     from nlgkit.generation.caption import (
         CaptionResult,
-        caption_images,
         caption_reference_scores,
         check_captioning_run,
         result_lines,
     )
+    from nlgkit.generation.caption_stream import PerImage, caption_input, image_groups
     from nlgkit.generation.ensemble import load_ensemble
     from nlgkit.generation.output import (
         SearchOptions,
@@ -115,12 +117,20 @@ def caption(
 
     if not model:
         raise DataError("no model given (--model RUN_DIR or $NLGKIT_MODEL)")
-    paths = [str(path) for path in images or []]
-    if listing is not None:
-        lines, _ = read_text_input(None if str(listing) == "-" else listing, error)
-        paths += [line.strip() for line in lines if line.strip()]
-    if not paths:
-        raise DataError("no images given (arguments or --list FILE)")
+    if buffer_size < 0:
+        raise DataError(f"--buffer-size {buffer_size}: must be 0 or positive")
+    if buffer_size and score_reference is not None:
+        raise DataError("--score-reference: scores one given caption per image of the whole list; not with "
+                        "--buffer-size")
+    arguments = [str(path) for path in images or []]
+    groups: Iterable[list[str]]
+    if buffer_size == 0:  # the whole list, read now: its paths are checked before the model loads
+        paths = next(image_groups(arguments, listing, 0, error))
+        if not paths:
+            raise DataError("no images given (arguments or --list FILE)")
+        groups = [paths]
+    else:  # read as it arrives
+        paths, groups = arguments, image_groups(arguments, listing, buffer_size, error)
     check_output(output, [("--list", listing), ("--score-reference", score_reference),
                           ("--constraints", constraints), ("--target-prefix", target_prefix),
                           *(("an image", path) for path in paths)])
@@ -134,6 +144,10 @@ def caption(
                                     sampling=sampling, sampling_topk=sampling_topk,
                                     sampling_topp=sampling_topp, temperature=temperature, seed=seed)
     loaded = time.perf_counter()
+
+    def per_image(flag: str, path: Path | None) -> PerImage | None:
+        return None if path is None else PerImage(f"{flag} {path}", read_text_input(path, error)[0])
+
     if constraints is not None and sampling:
         raise DataError("--constraints: a beam search (not with --sampling)")
     if score_reference is not None:
@@ -154,27 +168,16 @@ def caption(
                                 lambda tokens: detokenize(run.tgt_vocab.decode(tokens)),
                                 run.tgt_vocab.decode if token_scores else None, first_index=first)
 
-        # stdout or a stream (a pipe, /dev/stdout) gets each batch's lines as it is captioned; a file, all of them
-        # at the end, atomically; no bar beside captions written to a terminal
-        streamed = output is None or written_in_place(output)
-        with (atomic_write(output) if output is not None and streamed else contextlib.nullcontext(sys.stdout)
-              ) as stream, progress_bar("captioning", show=not (streamed and stream.isatty())) as advance:
-            def answer(first: int, finished: Sequence[CaptionResult]) -> None:
-                stream.write("".join(line + "\n" for line in caption_lines(first, finished)))
-                stream.flush()
-
-            results = caption_images(run, paths, options, attention_dir=attention, warn=error,
-                                     constraints=None if constraints is None else read_text_input(constraints,
-                                                                                                  error)[0],
-                                     constraints_name=f"--constraints {constraints}",
-                                     prefixes=None if target_prefix is None else read_text_input(target_prefix,
-                                                                                                 error)[0],
-                                     prefixes_name=f"--target-prefix {target_prefix}", note=warn, on_batch=advance,
-                                     on_results=answer if streamed else None)
-        if not streamed:
-            write_lines(caption_lines(0, results), output)
+        # a bar over a whole list, not beside captions written to a terminal (nor over a stream of unknown length)
+        to_terminal = sys.stdout.isatty() if output is None else written_in_place(output) and output.is_char_device()
+        with progress_bar("captioning", show=buffer_size == 0 and not to_terminal) as advance:
+            results = caption_input(
+                run, groups, options, output, caption_lines, whole=buffer_size == 0,
+                constraints=per_image("--constraints", constraints), prefixes=per_image("--target-prefix",
+                                                                                         target_prefix),
+                attention_dir=attention, warn=error, note=warn, on_batch=advance)
     if report_time:
-        typer.echo(time_report("scored" if score_reference is not None else "captioned", len(paths), "images",
+        typer.echo(time_report("scored" if score_reference is not None else "captioned", len(results), "images",
                                time.perf_counter() - loaded, loaded - started), err=True)
     failed = sum(1 for r in results if r.error)
     if failed:

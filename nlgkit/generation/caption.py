@@ -54,7 +54,7 @@ def caption_images(run: TrainedRun, paths: Sequence[str], options: SearchOptions
                    note: Callable[[str], None] | None = None,
                    on_batch: Callable[[int, int], None] | None = None,
                    on_results: Callable[[int, Sequence[CaptionResult]], None] | None = None,
-                   targets: TargetReader | None = None) -> list[CaptionResult]:
+                   targets: TargetReader | None = None, first_image: int = 0) -> list[CaptionResult]:
     """One result per path, in order; unreadable images are error results (and a warning), not failures.
     ``constraints``: each image's phrases (tab-separated) that its captions must contain (``caption
     --constraints``, :meth:`TargetReader.phrases`); ``prefixes``: the text each image's captions start with
@@ -62,7 +62,9 @@ def caption_images(run: TrainedRun, paths: Sequence[str], options: SearchOptions
     name ``constraints_name`` and ``prefixes_name``; the warnings go to ``note`` (default ``warn``, which gets the
     images that fail). ``on_batch(done, total)``: after each batch of images, those done so far (captioned or
     failed) and all of them (a progress bar); ``on_results(first, batch)``: after each batch, its results, in
-    order, ``batch[0]`` being image ``first`` (``caption`` writes them as they come).
+    order, ``batch[0]`` being image ``first`` (``caption`` writes them as they come). ``first_image``: how many
+    images a stream captioned before these; image numbers (in ``on_results``, warnings and attention files) count
+    from it.
 
     A server passes the run's ``encoder`` it built once, a ``load`` that returns the pictures it has already read
     and checked (``paths`` are then its names for them) and its ``targets`` reader of the run's target text; by
@@ -81,8 +83,9 @@ def caption_images(run: TrainedRun, paths: Sequence[str], options: SearchOptions
     reader = targets if targets is not None else TargetReader(run.tgt_vocab,
                                                               lambda: run.task.target_tokenizer(run.assets))
     note = note or warn
-    phrases = None if constraints is None else reader.phrase_lines(constraints, note, constraints_name)
-    prefix_ids = None if prefixes is None else reader.prefixes(prefixes, note, prefixes_name)
+    phrases = None if constraints is None else reader.phrase_lines(constraints, note, constraints_name,
+                                                                   first_image + 1)
+    prefix_ids = None if prefixes is None else reader.prefixes(prefixes, note, prefixes_name, first_image + 1)
     results = [CaptionResult(str(path)) for path in paths]
     first = 0  # the first image of each batch
     for end, good, sources, pictures in image_sources(run, paths, results, options.batch_size, warn, encoder,
@@ -96,13 +99,13 @@ def caption_images(run: TrainedRun, paths: Sequence[str], options: SearchOptions
             for j, i in enumerate(good):
                 results[i].hypotheses = found[j]
                 if attention_dir is not None and found[j]:
-                    png = attention_dir / f"{i:05d}_{Path(paths[i]).stem}.png"
+                    png = attention_dir / f"{first_image + i:05d}_{Path(paths[i]).stem}.png"
                     results[i].attention_png = str(draw_attention(run, sources[j], found[j][0].tokens, pictures[j],
                                                                   png))
         if on_batch is not None:
             on_batch(end, len(paths))
         if on_results is not None:
-            on_results(first, results[first:end])
+            on_results(first_image + first, results[first:end])
         first = end
     return results
 
@@ -144,8 +147,7 @@ def image_sources(run: TrainedRun, paths: Sequence[str], results: Sequence[Capti
     """``(end, indices, sources, pictures)`` for each batch of ``paths[start:end]``: its readable images through
     the run's CNN. An image that cannot be read gets its error in ``results`` (and a warning) and is left out; a
     batch of none of them comes with empty lists."""
-    if encoder is None:
-        encoder = build_encoder(run.config.task.encoder).to(run.device).eval()
+    encoder = encoder or image_encoder(run)
     for start in range(0, len(paths), batch_size):
         end = min(start + batch_size, len(paths))
         good, pixels, pictures = [], [], []
@@ -166,6 +168,12 @@ def image_sources(run: TrainedRun, paths: Sequence[str], results: Sequence[Capti
             spatial, pooled = encoder(torch.stack(pixels).to(run.device))  # (B, L, C), (B, P)
         spatial, pooled = spatial.half().float(), pooled.half().float()  # as the training cache stores them
         yield end, good, [(spatial[j], pooled[j]) for j in range(len(good))], pictures
+
+
+def image_encoder(run: TrainedRun) -> ImageEncoder:
+    """The CNN ``run`` was trained on, on its device, for inference: built once by a caller that captions many
+    groups of images (a stream, a server)."""
+    return build_encoder(run.config.task.encoder).to(run.device).eval()
 
 
 def draw_attention(run: TrainedRun, source: tuple[torch.Tensor, torch.Tensor], tokens: list[int], picture: object,

@@ -27,7 +27,7 @@ from PIL import Image
 from nlgkit.core.config import RunConfig
 from nlgkit.core.errors import ConfigError, DataError, NlgkitError
 from nlgkit.export.ct2 import META_FILE
-from nlgkit.generation.caption import caption_images, caption_records, check_captioning_run
+from nlgkit.generation.caption import caption_images, caption_records, check_captioning_run, image_encoder
 from nlgkit.generation.ensemble import load_ensemble
 from nlgkit.generation.output import SearchOptions
 from nlgkit.generation.targets import TargetReader
@@ -36,7 +36,7 @@ from nlgkit.generation.translate import Translator
 from nlgkit.runs.loading import TrainedRun
 from nlgkit.serve.batching import DynamicBatcher
 from nlgkit.serve.limits import ServeLimits
-from nlgkit.vision.encoders import RESAMPLE, ImageEncoder, build_encoder
+from nlgkit.vision.encoders import RESAMPLE, ImageEncoder
 from nlgkit.vision.images import load_image
 
 LOG = logging.getLogger("nlgkit.serve")
@@ -259,7 +259,7 @@ def load_model(spec: str, checkpoint: str, device: str, limits: ServeLimits,
     except DataError:
         raise DataError(f"{run.checkpoint}: a {run.config.task.type!r} model reads neither text nor images: "
                         "nothing to serve") from None
-    encoder = build_encoder(run.config.task.encoder).to(run.device).eval()
+    encoder = image_encoder(run)
     return ServedModel(name, run.config, CAPTION, limits, str(run.checkpoint), str(run.device),
                        compute_type=run.compute_type, run=run, encoder=encoder)
 

@@ -1,0 +1,100 @@
+"""Images captioned as ``nlgkit caption`` does it: a list read at once, or streamed in groups of ``--buffer-size``
+paths captioned as they arrive (``find … | nlgkit caption --list - --buffer-size 8``).
+
+Stdout or a stream output (a pipe, ``/dev/stdout``) gets each batch's lines as soon as it is captioned; an output
+file is written whole, atomically, at the end, and not at all after an error. A file with a line per image
+(``--constraints``, ``--target-prefix``) of another length than the images is an error naming it: before any work
+when the list is read at once; streamed, a shorter one at the group it runs out in, a longer one at the end.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from nlgkit.core.errors import DataError
+from nlgkit.core.io import atomic_write, written_in_place
+from nlgkit.generation.caption import CaptionResult, caption_images, image_encoder
+from nlgkit.generation.output import SearchOptions, line_groups, read_text_input, write_lines
+from nlgkit.generation.targets import TargetReader
+from nlgkit.runs.loading import TrainedRun
+
+
+@dataclass(frozen=True)
+class PerImage:
+    """The lines of a file with one line per image, named in errors by ``label`` (its flag and path)."""
+
+    label: str
+    lines: Sequence[str]
+
+    def take(self, done: int, count: int) -> Sequence[str]:
+        """The lines of images ``done`` … ``done + count − 1``."""
+        if len(self.lines) < done + count:
+            raise DataError(f"{self.label}: {len(self.lines)} lines, fewer than the images")
+        return self.lines[done:done + count]
+
+    def check(self, images: int) -> None:
+        if len(self.lines) != images:
+            raise DataError(f"{self.label}: {len(self.lines)} lines for {images} images")
+
+
+def image_groups(images: Sequence[str], listing: Path | None, size: int,
+                 warn: Callable[[str], None]) -> Iterator[list[str]]:
+    """The image paths to caption, in groups of up to ``size`` (0: one group of all): the arguments first, then the
+    non-blank lines of ``listing`` (``-``: stdin), read as they arrive when ``size`` > 0."""
+    source = None if listing is None or str(listing) == "-" else listing
+    if size == 0:
+        lines = read_text_input(source, warn)[0] if listing is not None else []
+        yield [*images, *(line.strip() for line in lines if line.strip())]
+        return
+    for start in range(0, len(images), size):
+        yield list(images[start:start + size])
+    if listing is not None:
+        for _, lines in line_groups(source, size, warn):
+            if group := [line.strip() for line in lines if line.strip()]:
+                yield group
+
+
+def caption_input(run: TrainedRun, groups: Iterable[list[str]], options: SearchOptions, output: Path | None,
+                  render: Callable[[int, Sequence[CaptionResult]], list[str]], *, whole: bool,
+                  constraints: PerImage | None = None, prefixes: PerImage | None = None,
+                  **caption_options: Any) -> list[CaptionResult]:
+    """Caption each group of ``groups`` into ``output`` (stdout when None): ``render(first, results)`` gives the
+    lines of consecutive results, ``results[0]`` being image ``first``. ``whole``: ``groups`` is one group of every
+    image (the list read at once). ``caption_options`` go to :func:`caption_images` (attention, warnings, progress).
+    Return every image's result, failed ones included."""
+    streamed = output is None or written_in_place(output)
+    reader = TargetReader(run.tgt_vocab, lambda: run.task.target_tokenizer(run.assets))
+    per_image = [file for file in (constraints, prefixes) if file is not None]
+    encoder = None
+    results: list[CaptionResult] = []
+    with (atomic_write(output) if output is not None and streamed else contextlib.nullcontext(sys.stdout)
+          ) as stream:
+        def answer(first: int, batch: Sequence[CaptionResult]) -> None:
+            stream.write("".join(line + "\n" for line in render(first, batch)))
+            stream.flush()
+
+        for group in groups:
+            done = len(results)
+            if whole:
+                for file in per_image:
+                    file.check(len(group))
+            encoder = encoder or image_encoder(run)  # (built once the first images are known)
+            results += caption_images(
+                run, group, options, encoder=encoder, targets=reader, first_image=done,
+                on_results=answer if streamed else None,
+                constraints=None if constraints is None else constraints.take(done, len(group)),
+                constraints_name=constraints.label if constraints is not None else "constraints",
+                prefixes=None if prefixes is None else prefixes.take(done, len(group)),
+                prefixes_name=prefixes.label if prefixes is not None else "target prefix", **caption_options)
+        if not results:
+            raise DataError("no images given (arguments or --list FILE)")
+        for file in per_image:  # a longer file shows only now (a shorter one stopped at its group)
+            file.check(len(results))
+    if not streamed:
+        write_lines(render(0, results), output)
+    return results
