@@ -147,7 +147,8 @@ def image_sources(run: TrainedRun, paths: Sequence[str], results: Sequence[Capti
     """``(end, indices, sources, pictures)`` for each batch of ``paths[start:end]``: its readable images through
     the run's CNN. An image that cannot be read gets its error in ``results`` (and a warning) and is left out; a
     batch of none of them comes with empty lists."""
-    encoder = encoder or image_encoder(run)
+    if encoder is None:
+        encoder = image_encoder(run)
     for start in range(0, len(paths), batch_size):
         end = min(start + batch_size, len(paths))
         good, pixels, pictures = [], [], []

@@ -83,7 +83,8 @@ def caption_input(run: TrainedRun, groups: Iterable[list[str]], options: SearchO
             if whole:
                 for file in per_image:
                     file.check(len(group))
-            encoder = encoder or image_encoder(run)  # (built once the first images are known)
+            if encoder is None:  # (built once, when the first images are known)
+                encoder = image_encoder(run)
             results += caption_images(
                 run, group, options, encoder=encoder, targets=reader, first_image=done,
                 on_results=answer if streamed else None,
