@@ -297,6 +297,25 @@ def test_a_streamed_list_gets_the_captions_of_the_whole_list(trained: tuple[Path
         f"error: --target-prefix {tmp_path / 'long.txt'}: 6 lines for 5 images") and not out.exists()
     empty = cli(*base, "--buffer-size", "2", "--output", str(out), input="\n\n")
     assert empty.exit_code != 0 and "no images given" in empty.stderr and not out.exists()
+    # samples too: an image's draws are its own, whatever its group or batch (an argument first, then the list)
+    sampled = ("caption", "--model", str(run_dir), images[3], "--list", "-", "--device", "cpu", "--sampling",
+               "--seed", "3", "--nbest", "2", "--json")
+    whole = cli(*sampled, "--batch-size", "4", input=listing)
+    streamed = cli(*sampled, "--batch-size", "1", "--buffer-size", "2", input=listing)
+    assert whole.exit_code == streamed.exit_code == 1
+    records = [json.loads(line) for line in whole.stdout.splitlines()]
+    for record, again in zip(records, map(json.loads, streamed.stdout.splitlines()), strict=True):
+        assert [c["text"] for c in record.get("captions", [])] == [c["text"] for c in again.get("captions", [])]
+        for caption, same in zip(record.get("captions", []), again.get("captions", []), strict=True):
+            assert caption["score"] == pytest.approx(same["score"], abs=1e-3)  # (batches of 4 and 1: float noise)
+    assert [record["image"] for record in records] == [images[3], images[0], str(tmp_path / "missing.jpg"),
+                                                       *images[1:]]
+    assert records[0]["captions"] != records[4]["captions"]  # (the same picture, another image's draws)
+    listed = tmp_path / "listed.jpg"  # an image of the list named as the output file: refused, not replaced
+    listed.write_bytes(Path(images[0]).read_bytes())
+    clash = cli(*base[:-2], "--buffer-size", "1", "--output", str(listed), input=f"{images[1]}\n{listed}\n")
+    assert clash.exit_code != 0 and "also given as an image" in clash.stderr
+    assert listed.read_bytes() == Path(images[0]).read_bytes()
 
 
 def test_a_streamed_list_answers_each_group_before_reading_the_next(trained: tuple[Path, Path],

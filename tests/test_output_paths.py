@@ -16,7 +16,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from nlgkit.cli.common import handle_errors
+from nlgkit.cli.common import handle_errors, writes_to_terminal
 from nlgkit.cli.main import app
 from nlgkit.core.errors import DataError
 from nlgkit.core.io import atomic_write, check_output, own_descriptor, written_in_place
@@ -200,3 +200,20 @@ def test_a_link_to_a_file_is_followed_and_stays_a_link(tmp_path: Path) -> None:
     assert os.readlink(tmp_path / "link.txt") == "real.txt"
     assert (tmp_path / "real.txt").read_text(encoding="utf-8") == "new\n"
     assert sorted(path.name for path in tmp_path.iterdir()) == ["link.txt", "real.txt"]
+
+
+def test_a_terminal_is_told_from_files_pipes_and_the_null_device(tmp_path: Path) -> None:
+    """The progress bar's question (``writes_to_terminal``): a terminal by any name, its own or through one of the
+    process's descriptors; never a file, a pipe or ``/dev/null`` (a character device, but no terminal)."""
+    leader, follower = os.openpty()
+    try:
+        assert writes_to_terminal(Path(os.ttyname(follower)))
+        assert writes_to_terminal(Path(f"/dev/fd/{follower}"))
+    finally:
+        os.close(leader)
+        os.close(follower)
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    (tmp_path / "file").touch()
+    for output in (Path("/dev/null"), fifo, tmp_path / "file", tmp_path / "not_yet"):
+        assert not writes_to_terminal(output)

@@ -4,8 +4,9 @@ A missing, empty, truncated or corrupt file, a non-image or a decompression bomb
 stderr and an empty output line (a JSON error record with ``--json``); the exit code is 1 when any image
 failed. ``--score-reference REF`` scores line i of REF as the caption of image i instead (``LOG_PROB<TAB>TOKENS``,
 as ``translate --score-reference``). Standard output or a stream (a pipe, ``/dev/stdout``) gets each batch's
-lines as soon as it is captioned; an output file is written whole, atomically, at the end. The work is done in
-``nlgkit.generation.caption``; this module parses and prints.
+lines as soon as it is captioned; an output file is written whole, atomically, at the end. ``--buffer-size N``
+reads the list as a stream, N lines at a time. The work is done in ``nlgkit.generation.caption`` and
+``caption_stream``; this module parses and prints.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Annotated
 
 import typer
 
-from nlgkit.cli.common import ReportTime, handle_errors, progress_bar, time_report
+from nlgkit.cli.common import ReportTime, handle_errors, progress_bar, time_report, writes_to_terminal
 from nlgkit.cli.search_flags import (
     Beam,
     Checkpoint,
@@ -70,9 +71,9 @@ def caption(
     attention: Annotated[Path | None, typer.Option(help="Directory for per-image attention PNGs "
                                                         "(show_attend_tell)")] = None,
     output: Output = None,
-    buffer_size: Annotated[int, typer.Option(help="Read the --list as a stream, N images at a time, each group "
-                                                  "captioned as soon as it is complete (0: the whole list first)")
-                           ] = 0,
+    buffer_size: Annotated[int, typer.Option(help="Read the --list as a stream, N lines at a time, each group's "
+                                                  "images captioned as soon as it is complete (0: the whole list "
+                                                  "first); not with --score-reference")] = 0,
     device: Device = "auto",
     ensemble_mode: Annotated[str, typer.Option(help="Several --model: log_linear (mean log-probability) or linear "
                                                     "(log of the mean probability)")] = "log_linear",
@@ -98,7 +99,7 @@ def caption(
     started = time.perf_counter()
     # lazy: CLI start-up (the library and torch load only when the command runs)
     from nlgkit.core.errors import DataError
-    from nlgkit.core.io import check_output, written_in_place
+    from nlgkit.core.io import check_output, require_readable
     from nlgkit.generation.caption import (
         CaptionResult,
         caption_reference_scores,
@@ -130,6 +131,10 @@ def caption(
             raise DataError("no images given (arguments or --list FILE)")
         groups = [paths]
     else:  # read as it arrives
+        if not arguments and listing is None:
+            raise DataError("no images given (arguments or --list FILE)")
+        if listing is not None and str(listing) != "-":
+            require_readable(listing)  # (before the model loads, not when the list is reached)
         paths, groups = arguments, image_groups(arguments, listing, buffer_size, error)
     check_output(output, [("--list", listing), ("--score-reference", score_reference),
                           ("--constraints", constraints), ("--target-prefix", target_prefix),
@@ -169,8 +174,7 @@ def caption(
                                 run.tgt_vocab.decode if token_scores else None, first_index=first)
 
         # a bar over a whole list, not beside captions written to a terminal (nor over a stream of unknown length)
-        to_terminal = sys.stdout.isatty() if output is None else written_in_place(output) and output.is_char_device()
-        with progress_bar("captioning", show=buffer_size == 0 and not to_terminal) as advance:
+        with progress_bar("captioning", show=buffer_size == 0 and not writes_to_terminal(output)) as advance:
             results = caption_input(
                 run, groups, options, output, caption_lines, whole=buffer_size == 0,
                 constraints=per_image("--constraints", constraints), prefixes=per_image("--target-prefix",

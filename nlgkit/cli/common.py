@@ -54,6 +54,25 @@ def progress_bar(description: str, show: bool = True,
         yield lambda done, total: progress.update(task, completed=done, total=total)
 
 
+def writes_to_terminal(output: Path | None) -> bool:
+    """Whether ``output`` (stdout when None) is a terminal: a progress bar drawn beside what it writes would garble
+    both. ``/dev/stdout`` is asked through the process's own descriptor; a named terminal, by opening it."""
+    # lazy: CLI start-up
+    from nlgkit.core.io import own_descriptor
+
+    if output is None:
+        return sys.stdout.isatty()
+    if (descriptor := own_descriptor(output)) is not None:
+        return os.isatty(descriptor)
+    if not output.is_char_device():  # (a file or a pipe; /dev/null is a character device, not a terminal)
+        return False
+    descriptor = os.open(output, os.O_WRONLY | os.O_NOCTTY)
+    try:
+        return os.isatty(descriptor)
+    finally:
+        os.close(descriptor)
+
+
 def writable_output(value: Any) -> Any:
     """The callback of an ``--output FILE`` option: a file that cannot be written is a usage error as the option is
     parsed, before a command of minutes or hours whose write comes last."""

@@ -29,7 +29,7 @@ from typing import Annotated
 
 import typer
 
-from nlgkit.cli.common import ReportTime, handle_errors, progress_bar, time_report
+from nlgkit.cli.common import ReportTime, handle_errors, progress_bar, time_report, writes_to_terminal
 from nlgkit.cli.search_flags import (
     Beam,
     Checkpoint,
@@ -200,7 +200,7 @@ def translate(
             per_line["images"] = PerLine("--images", images or Path(), image_files, "images")
         # a bar while a whole input is searched by nlgkit: not for a stream (it answers its groups as they come), nor
         # over lines being typed at the terminal or beside the translations written to it
-        on_terminal = (input is None and sys.stdin.isatty()) or (output is None and sys.stdout.isatty())
+        on_terminal = (input is None and sys.stdin.isatty()) or writes_to_terminal(output)
         with progress_bar("translating", show=buffer_size == 0 and not on_terminal) as advance:
             translator.on_batch = advance
             count = translate_input(translator, input, output, warn, buffer_size=buffer_size, **per_line)

@@ -45,6 +45,18 @@ def check_captioning_run(run: TrainedRun) -> None:
                         f"model that reads images ([task.encoder])")
 
 
+def check_caption_options(run: TrainedRun, attention_dir: Path | None) -> None:
+    """What :func:`caption_images` refuses before any image is read: a run that reads no images, ``--attention``
+    for an ensemble or a model without attention."""
+    check_captioning_run(run)
+    if attention_dir is not None and isinstance(run.model, Ensemble):
+        raise DataError(f"--attention: an ensemble of {len(run.model.members)} models has no one attention to "
+                        f"draw; give a single --model")
+    if attention_dir is not None and not hasattr(run.model, "attention"):
+        raise DataError(f"--attention: the {run.config.model.type!r} model has no attention to draw "
+                        f"(show_attend_tell has)")
+
+
 def caption_images(run: TrainedRun, paths: Sequence[str], options: SearchOptions, *,
                    attention_dir: Path | None = None, warn: Callable[[str], None] = print,
                    encoder: ImageEncoder | None = None,
@@ -70,13 +82,7 @@ def caption_images(run: TrainedRun, paths: Sequence[str], options: SearchOptions
     and checked (``paths`` are then its names for them) and its ``targets`` reader of the run's target text; by
     default all three are made here."""
 
-    check_captioning_run(run)
-    if attention_dir is not None and isinstance(run.model, Ensemble):
-        raise DataError(f"--attention: an ensemble of {len(run.model.members)} models has no one attention to "
-                        f"draw; give a single --model")
-    if attention_dir is not None and not hasattr(run.model, "attention"):
-        raise DataError(f"--attention: the {run.config.model.type!r} model has no attention to draw "
-                        f"(show_attend_tell has)")
+    check_caption_options(run, attention_dir)
     for values, name in ((constraints, constraints_name), (prefixes, prefixes_name)):
         if values is not None and len(values) != len(paths):
             raise DataError(f"{name}: {len(values)} lines for {len(paths)} images")
@@ -93,6 +99,7 @@ def caption_images(run: TrainedRun, paths: Sequence[str], options: SearchOptions
         if good:  # (none of a batch's images may be readable)
             with run.computing():  # the search (the CNN's features stay float32)
                 found = generate(run.model, run.task, sources, run.tgt_vocab, device=run.device,
+                                 item_ids=[first_image + i for i in good],  # (an image's samples: its own)
                                  constraints=None if phrases is None else [phrases[i] for i in good],
                                  prefixes=None if prefix_ids is None else [prefix_ids[i] for i in good],
                                  **options.search_kwargs())

@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from nlgkit.core.errors import DataError
-from nlgkit.core.io import atomic_write, written_in_place
-from nlgkit.generation.caption import CaptionResult, caption_images, image_encoder
+from nlgkit.core.io import atomic_write, check_output, written_in_place
+from nlgkit.generation.caption import CaptionResult, caption_images, check_caption_options, image_encoder
 from nlgkit.generation.output import SearchOptions, line_groups, read_text_input, write_lines
 from nlgkit.generation.targets import TargetReader
 from nlgkit.runs.loading import TrainedRun
@@ -67,6 +67,7 @@ def caption_input(run: TrainedRun, groups: Iterable[list[str]], options: SearchO
     lines of consecutive results, ``results[0]`` being image ``first``. ``whole``: ``groups`` is one group of every
     image (the list read at once). ``caption_options`` go to :func:`caption_images` (attention, warnings, progress).
     Return every image's result, failed ones included."""
+    check_caption_options(run, caption_options.get("attention_dir"))  # before the first images arrive
     streamed = output is None or written_in_place(output)
     reader = TargetReader(run.tgt_vocab, lambda: run.task.target_tokenizer(run.assets))
     per_image = [file for file in (constraints, prefixes) if file is not None]
@@ -83,6 +84,8 @@ def caption_input(run: TrainedRun, groups: Iterable[list[str]], options: SearchO
             if whole:
                 for file in per_image:
                     file.check(len(group))
+            if not streamed:  # (a listed image named as the output file would be replaced by it)
+                check_output(output, [("an image", path) for path in group])
             if encoder is None:  # (built once, when the first images are known)
                 encoder = image_encoder(run)
             results += caption_images(
