@@ -14,6 +14,7 @@ import shutil
 import tempfile
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 from nlgkit.core.errors import DataError
@@ -29,14 +30,18 @@ def is_url(source: str) -> bool:
     return source.split("://", 1)[0].lower() in ("http", "https", "file") and "://" in source
 
 
+def shared_copy(relative: Path, holds: Callable[[Path], bool]) -> Path | None:
+    """The folder ``relative`` (e.g. ``../shared/data/multi30k``) beside the checkout or the working directory,
+    the first that ``holds`` what is wanted; None when neither does."""
+    repo_root = Path(__file__).resolve().parents[2]
+    candidates = ((base / relative).resolve() for base in (repo_root, Path.cwd()))
+    return next((candidate for candidate in candidates if holds(candidate)), None)
+
+
 def default_source() -> str:
     """The shared copy beside the repository (or the current directory) when it exists, else the URL."""
-    repo_root = Path(__file__).resolve().parents[2]
-    for base in (repo_root, Path.cwd()):
-        candidate = (base / SHARED_DIR).resolve()
-        if (candidate / "task1" / "raw").is_dir():
-            return str(candidate)
-    return DEFAULT_URL
+    shared = shared_copy(SHARED_DIR, lambda folder: (folder / "task1" / "raw").is_dir())
+    return str(shared) if shared is not None else DEFAULT_URL
 
 
 def raw_name(split: str, lang: str) -> str:

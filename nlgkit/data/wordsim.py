@@ -16,7 +16,7 @@ from typing import Any
 
 from nlgkit.core.errors import DataError
 from nlgkit.core.io import decode_lines, read_lines, sha256_file, write_json
-from nlgkit.data.download import download, is_url
+from nlgkit.data.download import download, is_url, shared_copy
 from nlgkit.data.prepare import staging
 
 BENCHMARKS: dict[str, str] = {
@@ -39,12 +39,7 @@ def _holds_all(folder: Path) -> bool:
 
 def _shared_copy() -> Path | None:
     """``../shared/data/wordsim`` beside the checkout or the working directory, when it holds every file."""
-    repo_root = Path(__file__).resolve().parents[2]
-    for base in (repo_root, Path.cwd()):
-        candidate = (base / SHARED_DIR).resolve()
-        if _holds_all(candidate):
-            return candidate
-    return None
+    return shared_copy(SHARED_DIR, _holds_all)
 
 
 def default_dir() -> Path:

@@ -9,17 +9,15 @@ when the list is read at once; streamed, a shorter one at the group it runs out 
 
 from __future__ import annotations
 
-import contextlib
-import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from nlgkit.core.errors import DataError
-from nlgkit.core.io import atomic_write, check_output, written_in_place
+from nlgkit.core.io import check_output
 from nlgkit.generation.caption import CaptionResult, caption_images, check_caption_options, image_encoder
-from nlgkit.generation.output import SearchOptions, line_groups, read_text_input, write_lines
+from nlgkit.generation.output import SearchOptions, answered_lines, line_groups, read_text_input
 from nlgkit.generation.targets import TargetReader
 from nlgkit.runs.loading import TrainedRun
 
@@ -68,29 +66,23 @@ def caption_input(run: TrainedRun, groups: Iterable[list[str]], options: SearchO
     image (the list read at once). ``caption_options`` go to :func:`caption_images` (attention, warnings, progress).
     Return every image's result, failed ones included."""
     check_caption_options(run, caption_options.get("attention_dir"))  # before the first images arrive
-    streamed = output is None or written_in_place(output)
     reader = TargetReader(run.tgt_vocab, lambda: run.task.target_tokenizer(run.assets))
     per_image = [file for file in (constraints, prefixes) if file is not None]
     encoder = None
     results: list[CaptionResult] = []
-    with (atomic_write(output) if output is not None and streamed else contextlib.nullcontext(sys.stdout)
-          ) as stream:
-        def answer(first: int, batch: Sequence[CaptionResult]) -> None:
-            stream.write("".join(line + "\n" for line in render(first, batch)))
-            stream.flush()
-
+    with answered_lines(output) as answer:  # stdout, a pipe: each batch at once; a file: all of them at the end
         for group in groups:
             done = len(results)
             if whole:
                 for file in per_image:
                     file.check(len(group))
-            if not streamed:  # (a listed image named as the output file would be replaced by it)
+            if output is not None:  # (a listed image named as the output file would be replaced by it)
                 check_output(output, [("an image", path) for path in group])
             if encoder is None:  # (built once, when the first images are known)
                 encoder = image_encoder(run)
             results += caption_images(
                 run, group, options, encoder=encoder, targets=reader, first_image=done,
-                on_results=answer if streamed else None,
+                on_results=lambda first, batch: answer(render(first, batch)),
                 constraints=None if constraints is None else constraints.take(done, len(group)),
                 constraints_name=constraints.label if constraints is not None else "constraints",
                 prefixes=None if prefixes is None else prefixes.take(done, len(group)),
@@ -99,6 +91,4 @@ def caption_input(run: TrainedRun, groups: Iterable[list[str]], options: SearchO
             raise DataError("no images given (arguments or --list FILE)")
         for file in per_image:  # a longer file shows only now (a shorter one stopped at its group)
             file.check(len(results))
-    if not streamed:
-        write_lines(render(0, results), output)
     return results

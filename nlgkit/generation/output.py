@@ -6,6 +6,7 @@ whatever the input; this module is where that promise is kept.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import sys
@@ -16,7 +17,7 @@ from typing import Any
 
 from nlgkit.core.config import SearchConfig
 from nlgkit.core.errors import DataError
-from nlgkit.core.io import atomic_write, decode_lines, require_readable
+from nlgkit.core.io import atomic_write, decode_lines, require_readable, written_in_place
 from nlgkit.generation.decode import ReferenceScore
 from nlgkit.search import Hypothesis, Sampling
 
@@ -185,6 +186,24 @@ def score_summary(scores: Sequence[ReferenceScore | None], normalized: bool) -> 
             f"log-score per token {per_token:.4f}")
     return text + (f", perplexity {math.exp(-per_token):.2f}" if normalized else " (the head's scores are not "
                                                                                   "probabilities: no perplexity)")
+
+
+@contextlib.contextmanager
+def answered_lines(output: Path | None) -> Iterator[Callable[[Sequence[str]], None]]:
+    """A writer of output lines as they are ready (a stream's groups, a batch's captions): stdout and a stream
+    ``output`` (a pipe, ``/dev/stdout``: :func:`written_in_place`) get each call's lines at once, flushed; an output
+    file gets all of them at the end, atomically, and nothing when the block fails."""
+    if output is not None and not written_in_place(output):
+        kept: list[str] = []
+        yield kept.extend
+        write_lines(kept, output)
+        return
+    with atomic_write(output) if output is not None else contextlib.nullcontext(sys.stdout) as stream:
+        def answer(lines: Sequence[str]) -> None:
+            stream.write("".join(line + "\n" for line in lines))
+            stream.flush()
+
+        yield answer
 
 
 def write_lines(lines: Sequence[str], output: Path | None) -> None:

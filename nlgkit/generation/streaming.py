@@ -9,15 +9,13 @@ the group it runs out in, a longer one only at the input's end: the input's leng
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from nlgkit.core.errors import DataError
-from nlgkit.core.io import atomic_write, written_in_place
-from nlgkit.generation.output import line_groups, read_text_input, write_lines
+from nlgkit.generation.output import answered_lines, line_groups, read_text_input, write_lines
 from nlgkit.generation.translate import Translator
 
 if TYPE_CHECKING:  # (CTranslate2 is an optional extra)
@@ -81,22 +79,11 @@ def translate_input(translator: Translator | CT2Translator, source: Path | None,
         lines, _ = read_text_input(source, warn)
         write_lines(translated(lines, 1, whole=True), output)
         return len(lines)
-    kept: list[str] = []
     count = 0
-    into_stream = output is not None and written_in_place(output)  # --output >(…), /dev/stdout: streamed too
-    with atomic_write(output) if output is not None and into_stream else contextlib.nullcontext() as stream:
+    with answered_lines(output) as answer:  # stdout, a pipe: each group at once; a file: all of them at the end
         for first, group in line_groups(source, buffer_size, warn):
-            out = translated(group, first, whole=False)
+            answer(translated(group, first, whole=False))
             count = first - 1 + len(group)
-            if stream is not None:
-                stream.write("".join(line + "\n" for line in out))
-                stream.flush()
-            elif output is None:  # standard output: answer each group at once
-                write_lines(out, None)
-            else:
-                kept += out
         for file in files:  # a longer file shows only now (a shorter one stopped at its group)
             file.check_length(count, name)
-    if output is not None and not into_stream:
-        write_lines(kept, output)
     return count
