@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import copy
 import json
+import re
+import typing
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from helpers import nlgkit_command
 
+from nlgkit.cli.bench import bench
 from nlgkit.experiments.bench.precision import RECIPES as PRECISION_RECIPES
 from nlgkit.experiments.bench.report import render_benchmarks
+from nlgkit.experiments.bench.run import SECTIONS
 from nlgkit.experiments.bench.threads import thread_cases, usable_cores
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -232,3 +236,12 @@ def test_bench_keeps_its_figures_and_carries_what_it_could_not_measure(tmp_path:
     assert f"Not measured: no trained run at `{tmp_path / 'none'}`" in text
     assert f"The previous `make bench` (same file) measured `{old['translation']['run']}` at beam 5" in text
     assert "nlgkit translate --model" not in text
+
+
+def test_bench_help_names_every_section_that_only_accepts() -> None:
+    """``--only``'s help lists its sections by hand (the CLI starts without the measuring module's torch): it must
+    name every one the measuring accepts (it once left ``corpus`` out)."""
+    help_text = typing.get_type_hints(bench, include_extras=True)["only"].__metadata__[0].help
+    listed = re.search(r"\(([^)]*)\)", help_text)
+    assert listed is not None, help_text
+    assert sorted(listed.group(1).split(", ")) == sorted(SECTIONS)

@@ -36,8 +36,8 @@ def bench(
     ct2_run: Annotated[str, typer.Option(help="Trained Transformer run measured against its CTranslate2 export")]
     = "runs/ct2_transformer",
     only: Annotated[str, typer.Option(
-        metavar="SECTION", help="Measure only this section (multimodal, gpu, serve, ct2, translation, debias, threads, precision) and keep the other "
-                                "figures of the JSON")]
+        metavar="SECTION", help="Measure only this section (multimodal, gpu, serve, ct2, translation, debias, threads, "
+                                "corpus, precision) and keep the other figures of the JSON")]
     = "",
     render: Annotated[bool, typer.Option("--render", help="Measure nothing: rewrite the Markdown from the JSON beside it")]
     = False,
