@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 from pathlib import Path
 
 import pytest
@@ -323,6 +324,18 @@ def test_cli_params_measures_optimizer_state(run_dir: Path) -> None:
     body = 1200 + 252 + 238 + 1512 + 369  # as in BODY
     assert report["trainable"] == vocab_src * 8 + vocab_tgt * 8 + body + vocab_tgt * (9 + 1)
     assert report["adam_bytes_measured"] >= report["adam_bytes"] == 8 * report["trainable"]
+
+
+def test_cli_params_says_which_checkpoint_keeps_the_optimizer_state(run_dir: Path, tmp_path: Path) -> None:
+    """A best checkpoint written without the training state (as the trainer writes it) was "no training state to
+    resume from", though nothing resumes."""
+    copy = tmp_path / "run"
+    shutil.copytree(run_dir, copy)
+    (copy / "checkpoints" / "best" / "train_state.pt").unlink()
+    result = cli("params", copy, "--measure-optimizer")
+    assert result.exit_code == 2 and result.stderr.strip().splitlines() == [
+        (f"error: --measure-optimizer: {copy / 'checkpoints' / 'best'} keeps no optimizer state (train_state.pt; "
+        "the last checkpoint does: --checkpoint last)")], result.stderr
 
 
 @pytest.mark.parametrize("args", [

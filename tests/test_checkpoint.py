@@ -9,8 +9,9 @@ import pytest
 import torch
 from torch import nn
 
-from nlgkit.core.errors import CheckpointError
+from nlgkit.core.errors import CheckpointError, ConfigError
 from nlgkit.runs import checkpoint as ckpt
+from nlgkit.runs.loading import resolve_checkpoint
 
 
 def model(value: float) -> nn.Module:
@@ -44,6 +45,24 @@ def test_a_crash_between_the_two_renames_falls_back_to_the_old_directory(tmp_pat
     loaded = model(0.0)
     ckpt.load_weights(target, loaded)
     assert torch.all(loaded.weight == 3.0)
+
+
+def test_a_checkpoint_named_dot_or_root_or_nothing_is_found_or_refused_in_one_line(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--checkpoint .`` from inside a checkpoint directory loads it (its ``.old`` fallback is named from the
+    resolved path: ``.`` has no name of its own); ``/`` has no checkpoint and no sibling; an empty name is refused
+    (all three were a traceback: "has an empty name")."""
+    target = tmp_path / "best"
+    ckpt.save_checkpoint(target, model(4.0), {"config": {}})
+    monkeypatch.chdir(target)
+    assert ckpt.find_checkpoint(Path(".")) == Path(".")
+    assert ckpt.find_checkpoint(Path("/")) is None
+    shutil.move(target, tmp_path / "best.old")
+    target.mkdir()
+    monkeypatch.chdir(target)  # (the process had moved with its folder)
+    assert ckpt.find_checkpoint(Path(".")) == tmp_path / "best.old"
+    with pytest.raises(ConfigError, match=r"^--checkpoint: empty \(best, last, or a checkpoint directory\)$"):
+        resolve_checkpoint(tmp_path, "")
 
 
 class Payload:

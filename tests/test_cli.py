@@ -404,6 +404,10 @@ def test_bad_input_gives_one_line_errors(trained: tuple[Path, Path], paper, tmp_
     one_line_error(cli("translate", "--model", str(run_dir), "--input", str(tmp_path / "none.de")), "none.de")
     one_line_error(cli("translate", "--model", str(run_dir), "--sampling-topk", "5", input="ein hund\n"),
                    "--sampling-topk: only with --sampling")
+    one_line_error(cli("translate", "--model", str(run_dir), "--device", "gpu7", input="ein hund\n"),
+                   "--device 'gpu7': not a device")  # (the option, not the recipe's train.device)
+    one_line_error(cli("translate", "--model", str(run_dir), "--checkpoint", "", input="ein hund\n"),
+                   "--checkpoint: empty")
     # a vocabulary that does not match the checkpoint
     other = tmp_path / "other_run"
     import shutil

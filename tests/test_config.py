@@ -61,6 +61,8 @@ def write(tmp_path: Path, text: str) -> Path:
     ("[train]\nnum_threads = -2\n", "train.num_threads = -2: must be 0 or positive"),
     ("[data]\ntrain_limit = -5\n", "data.train_limit = -5: must be 0 or positive"),
     ("[data]\nvalid_limit = -1\n", "data.valid_limit = -1: must be 0 or positive"),
+    ("[model]\ntype = 5\n", "model.type = 5: expected a name in quotes (one of: "),  # (was: "is required")
+    ("[model]\ncell = \"gru\"\n", "model.type is required (one of: "),
 ])
 def test_bad_recipes_name_the_key(tmp_path: Path, text: str, expected: str) -> None:
     with pytest.raises(ConfigError) as info:
@@ -95,6 +97,14 @@ def test_errors_from_an_override_name_the_override(tmp_path: Path) -> None:
     assert str(info.value) == f"{bad_file}: unknown key 'train.nosuch'"
 
 
+def test_an_override_into_a_recipe_key_that_is_no_table_names_the_key_and_the_recipe(tmp_path: Path) -> None:
+    """The recipe's ``train = 5`` was blamed on the --set alone ("'train' is not a table")."""
+    path = write(tmp_path, "train = 5\n[model]\ntype = \"rnn\"\n")
+    with pytest.raises(ConfigError) as info:
+        load_recipe(path, ["train.num_threads=1"])
+    assert str(info.value) == f"--set 'train.num_threads=1': train = 5 in {path}, not a table"
+
+
 def test_missing_keys_take_defaults_so_old_configs_load() -> None:
     old = {"head": {"type": "fixed"}, "train": {"lr": 0.01}}
     config = config_from_dict(old)
@@ -105,3 +115,5 @@ def test_missing_keys_take_defaults_so_old_configs_load() -> None:
 def test_missing_recipe_is_an_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="recipe not found"):
         load_recipe(tmp_path / "nope.toml")
+    with pytest.raises(ConfigError, match="a directory, not a recipe"):  # (was "recipe not found")
+        load_recipe(tmp_path)

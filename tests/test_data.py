@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from sentencepiece import sentencepiece_model_pb2
 from typer.testing import CliRunner
 
 from nlgkit.cli.bpe import app as bpe_app
@@ -320,6 +321,42 @@ def test_cli_bpe(small_corpus: Path, tmp_path: Path, kind: str) -> None:
 
     assert_one_line_error(runner.invoke(bpe_app, ["apply", "--codes", str(tmp_path / "none")]))
     assert_one_line_error(runner.invoke(bpe_app, [*learn[:-1], "wordpiece"]))
+
+
+def test_bpe_names_a_bad_codes_file_a_cut_sentencepiece_model_and_an_empty_input(small_corpus: Path,
+                                                                                  tmp_path: Path) -> None:
+    """subword-nmt wrote its own two lines and exited on a bad codes file (the file unnamed); SentencePiece loads a
+    model cut at a piece's end as a smaller one and segmented with it silently (exit 0); learning from empty input
+    blamed the output file."""
+    runner = CliRunner()
+    text = tmp_path / "train.tok"
+    text.write_text((small_corpus / "train.en").read_text(encoding="utf-8").lower(), encoding="utf-8")
+    model = tmp_path / "spm.model"
+    assert runner.invoke(bpe_app, ["learn", "--input", str(text), "--output", str(model), "--symbols", "300",
+                                   "--type", "spm"]).exit_code == 0
+    proto = sentencepiece_model_pb2.ModelProto()
+    proto.ParseFromString(model.read_bytes())
+    whole = model.read_bytes()
+    pieces = sentencepiece_model_pb2.ModelProto(pieces=proto.pieces[:200]).SerializeToString()
+    assert whole.startswith(pieces)  # (the pieces come first in the file)
+    cut = tmp_path / "cut.model"  # the file cut at the end of its 200th piece
+    cut.write_bytes(pieces)
+    bad_codes, empty_codes, empty_text = tmp_path / "bad.codes", tmp_path / "empty.codes", tmp_path / "empty.tok"
+    bad_codes.write_text("#version: 0.2\na b\nthree word line\n", encoding="utf-8")
+    empty_codes.write_bytes(b"")
+    empty_text.write_text("\n  \n", encoding="utf-8")
+    for argv, message in (
+            (["apply", "--codes", str(cut), "--input", str(text)],
+             f"{cut}: a damaged SentencePiece model (200 pieces and no trainer_spec or normalizer_spec; truncated?)"),
+            (["apply", "--codes", str(bad_codes), "--input", str(text)],
+             f"{bad_codes}: not a subword-nmt codes file (line 3: 'three word line' is not two subword units)"),
+            (["apply", "--codes", str(empty_codes), "--input", str(text)], f"{empty_codes}: empty"),
+            (["learn", "--input", str(empty_text), "--output", str(tmp_path / "c"), "--type", "spm"],
+             f"{empty_text}: no text to learn from (empty or blank lines only)")):
+        result = runner.invoke(bpe_app, argv)
+        assert_one_line_error(result)
+        assert message in result.stderr, (argv, result.stderr)
+    assert not (tmp_path / "c").exists()
 
 
 def test_atomic_directory_swaps_in_only_a_complete_directory(tmp_path: Path) -> None:

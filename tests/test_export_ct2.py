@@ -490,6 +490,21 @@ def test_bad_uses_give_one_line_errors(exported: tuple[Path, Path], tmp_path: Pa
     assert sorted(p.name for p in export_dir.iterdir()) == before
 
 
+def test_an_export_whose_engine_vocabulary_was_damaged_is_refused_before_translating(
+        exported: tuple[Path, Path], tmp_path: Path) -> None:
+    """CTranslate2 loads any token list; one emptied or edited after the export failed mid-translation with a
+    traceback ("Invalid token ID 4"). It must equal the run's vocabulary, id for id."""
+    _, export_dir = exported
+    damaged = tmp_path / "damaged"
+    for name, tokens in (("target_vocabulary.json", []), ("source_vocabulary.json", ["<pad>"])):
+        shutil.copytree(export_dir, damaged, dirs_exist_ok=True)
+        (damaged / name).write_text(json.dumps(tokens), encoding="utf-8")
+        result = cli("translate", "--engine", "ct2", "--model", str(damaged), input="ein hund .\n")
+        assert result.exit_code != 0 and result.stdout == "", name
+        assert result.stderr.count("\n") == 1, result.stderr
+        assert f"{damaged / name}: not the run's vocabulary ({len(tokens):,} tokens, the run's has" in result.stderr
+
+
 @pytest.mark.parametrize("argv", [["export"], ["export", "ct2"]])
 def test_export_help_loads_neither_torch_nor_ctranslate2(argv: list[str]) -> None:
     code = ("import sys\nfrom nlgkit.cli.main import main\ntry:\n"

@@ -103,7 +103,7 @@ def test_debias_cli_writes_a_table_and_refuses_bad_input(tmp_path: Path) -> None
     bad = [(["--method", "pca"], "--method 'pca': expected abtt or lc"),
            (["--components", "8"], "--components 8: expected 0 to 7"),
            (["--method", "lc", "--k", "50"], "--k 50: expected 1 to 49"),
-           (["--device", "gpu"], "--device = 'gpu': not a device")]
+           (["--device", "gpu"], "--device 'gpu': not a device")]
     for options, message in bad:
         result = cli("embed", "debias", str(table), "-o", str(tmp_path / "x.safetensors"), *options)
         assert result.exit_code != 0 and message in result.stderr and "\n" not in result.stderr.strip()

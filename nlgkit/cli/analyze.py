@@ -85,9 +85,10 @@ def norms_command(run_dir: RunDir, checkpoint: Checkpoint = "best", device: Devi
     from nlgkit.core.figures import save_png
     from nlgkit.core.io import check_output
     from nlgkit.evaluate.analysis import norms
+    from nlgkit.runs.files import models_as_inputs
 
     if png is not None:
-        check_output(png)
+        check_output(png, models_as_inputs([run_dir], "RUN_DIR"))
     run, sets = _load_sets(run_dir, checkpoint, device, vectors, None)
     results = {entry.name: norms.norm_frequency(entry.matrix, entry.vocab) for entry in sets}
     if png is not None:
@@ -186,11 +187,12 @@ def geometry_command(run_dir: RunDir, checkpoint: Checkpoint = "best", device: D
     from nlgkit.core.figures import save_png
     from nlgkit.core.io import check_output
     from nlgkit.evaluate.analysis import geometry
+    from nlgkit.runs.files import models_as_inputs
 
     if bins < 1 or (bin_size is not None and bin_size < 1):
         raise NlgkitError("--bins and --bin-size must be at least 1")
     if png is not None:
-        check_output(png)
+        check_output(png, models_as_inputs([run_dir], "RUN_DIR"))
     run, sets = _load_sets(run_dir, checkpoint, device, vectors, ["tgt_output"])
     orders = (1, 5)
     results = {}
@@ -224,9 +226,12 @@ def params_command(run_dir: RunDir, checkpoint: Checkpoint = "best", device: Dev
     # lazy: CLI start-up (the library and torch load only when the command runs)
     from nlgkit.evaluate.analysis import params
     from nlgkit.runs import loading as runs
-    from nlgkit.runs.checkpoint import load_train_state
+    from nlgkit.runs.checkpoint import STATE_FILE, find_checkpoint, load_train_state
 
     run = runs.load_trained(run_dir, checkpoint, device)
+    if measure_optimizer and not ((find_checkpoint(run.checkpoint) or run.checkpoint) / STATE_FILE).is_file():
+        raise NlgkitError(f"--measure-optimizer: {run.checkpoint} keeps no optimizer state ({STATE_FILE}; the "
+                          "last checkpoint does: --checkpoint last)")
     state = load_train_state(run.checkpoint).get("optimizer") if measure_optimizer else None
     if measure_optimizer and not isinstance(state, dict):
         raise NlgkitError(f"{run.checkpoint}: training state holds no optimizer state")
@@ -264,9 +269,10 @@ def confidence_command(run_dirs: Annotated[list[Path], typer.Argument(
     from nlgkit.generation.decode import score_references
     from nlgkit.metrics.vocabulary import DEFAULT_EDGES, parse_edges, train_counts
     from nlgkit.runs import loading as runs
+    from nlgkit.runs.files import models_as_inputs
 
     if png is not None:
-        check_output(png)
+        check_output(png, models_as_inputs(run_dirs, "RUN_DIR"))
     edges = parse_edges(bins) if bins is not None else DEFAULT_EDGES
     if len({str(run_dir) for run_dir in run_dirs}) != len(run_dirs):
         raise NlgkitError("a run directory named twice: name each run once")

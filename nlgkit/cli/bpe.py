@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from nlgkit.cli.common import handle_errors
-from nlgkit.core.errors import ConfigError
+from nlgkit.core.errors import ConfigError, DataError
 from nlgkit.core.io import atomic_write, check_output, decode_lines, read_lines
 
 app = typer.Typer(help="Learn or apply BPE (subword-nmt) and SentencePiece models on tokenised text.",
@@ -40,12 +39,10 @@ def learn_cmd(
     if symbols <= 0:
         raise ConfigError(f"--symbols {symbols}: must be positive")
     check_output(output, [("--input", path) for path in inputs])
-
-    def lines() -> Iterator[str]:
-        for path in inputs:
-            yield from read_lines(path)
-
-    learn(kind, lines(), output, symbols)
+    texts = [read_lines(path) for path in inputs]
+    if not any(line.strip() for text in texts for line in text):  # (the learners' own errors name no input)
+        raise DataError(f"{', '.join(map(str, inputs))}: no text to learn from (empty or blank lines only)")
+    learn(kind, (line for text in texts for line in text), output, symbols)
     typer.echo(f"wrote {output}", err=True)
 
 

@@ -115,6 +115,7 @@ def caption(
         score_summary,
         write_lines,
     )
+    from nlgkit.runs.files import models_as_inputs
 
     if not model:
         raise DataError("no model given (--model RUN_DIR or $NLGKIT_MODEL)")
@@ -138,7 +139,7 @@ def caption(
         paths, groups = arguments, image_groups(arguments, listing, buffer_size, error)
     check_output(output, [("--list", listing), ("--score-reference", score_reference),
                           ("--constraints", constraints), ("--target-prefix", target_prefix),
-                          *(("an image", path) for path in paths)])
+                          *(("an image", path) for path in paths), *models_as_inputs(model)])
     run = load_ensemble(model, checkpoint, device, ensemble_mode, compute_type)  # one --model: that run as it is
     if run.compute_note():
         typer.echo(f"warning: {run.compute_note()}", err=True)

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import functools
+import io
 import os
 import sys
+import zlib
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -12,7 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 
-from nlgkit.core.errors import NlgkitError
+from nlgkit.core.errors import DataError, NlgkitError
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -61,7 +63,7 @@ def writes_to_terminal(output: Path | None) -> bool:
     from nlgkit.core.io import own_descriptor
 
     if output is None:
-        return sys.stdout.isatty()
+        return sys.stdout is not None and sys.stdout.isatty()  # (None: started with stdout closed, no terminal)
     if (descriptor := own_descriptor(output)) is not None:
         return os.isatty(descriptor)
     if not output.is_char_device():  # (a file or a pipe; /dev/null is a character device, not a terminal)
@@ -75,16 +77,27 @@ def writes_to_terminal(output: Path | None) -> bool:
 
 def writable_output(value: Any) -> Any:
     """The callback of an ``--output FILE`` option: a file that cannot be written is a usage error as the option is
-    parsed, before a command of minutes or hours whose write comes last."""
+    parsed, before a command of minutes or hours whose write comes last. An empty path is refused as one (a
+    ``str`` option's; a ``Path`` option has made ``""`` into ``.`` before its callback: see :func:`output_path`)."""
     # lazy: CLI start-up
-    from nlgkit.core.errors import DataError
     from nlgkit.core.io import check_output
 
+    if isinstance(value, str) and not value.strip():
+        raise typer.BadParameter(f"empty path {value!r}")
     try:
         check_output(value)
     except DataError as exc:
         raise typer.BadParameter(str(exc)) from None
     return value
+
+
+def output_path(value: str) -> Path:
+    """The ``parser`` of a ``Path`` option naming an output file (``typer.Option(parser=output_path)``): the text
+    as typed, so that ``--output ""`` is refused as an empty path, where pathlib would make it ``.`` and the
+    message would call the current folder a directory that cannot be written."""
+    if not value.strip():
+        raise typer.BadParameter(f"empty path {value!r}")
+    return Path(value)
 
 
 def time_report(verb: str, count: int, unit: str, seconds: float, loading_seconds: float) -> str:
@@ -102,6 +115,8 @@ def end_at_once(code: int, argv: Sequence[str]) -> None:
     if not words or words[0] not in ENDS_AT_ONCE:
         return
     for stream in (sys.stdout, sys.stderr):
+        if stream is None:  # started with it closed (>&-, 2>&-): nothing to flush
+            continue
         try:
             stream.flush()
         except (BrokenPipeError, OSError, ValueError):  # a closed pipe has nothing left to receive
@@ -117,12 +132,14 @@ def fail(message: str, code: int = 2) -> typer.Exit:
 
 def handle_errors(command: F) -> F:
     """Turn user errors (NlgkitError, files that cannot be read or written, Ctrl-C) into a one-line message and exit
-    code."""
+    code. While the command runs, standard input and output are :func:`standard_streams`: a closed one, or a write
+    that standard output refuses, is such an error too."""
 
     @functools.wraps(command)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
-            return command(*args, **kwargs)
+            with standard_streams():
+                return command(*args, **kwargs)
         except NlgkitError as exc:
             raise fail(str(exc), exc.exit_code) from None
         except KeyboardInterrupt:
@@ -132,8 +149,139 @@ def handle_errors(command: F) -> F:
             raise typer.Exit(1) from None
         except OSError as exc:  # a missing or unreadable file, a full disk, a read-only file system, …
             raise fail(_os_error_message(exc)) from None
+        # a compressed stream cut short (an EOFError) or corrupt, read where no reader named the file: one line, never
+        # click's "interrupted" (exit 130), its word for an EOFError that reaches it
+        except EOFError as exc:
+            raise fail(f"unexpected end of input ({_reason(exc)})") from None
+        except zlib.error as exc:
+            raise fail(f"corrupt compressed input ({_reason(exc)})") from None
 
     return wrapper  # type: ignore[return-value]
+
+
+def _reason(exc: BaseException) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
+class ClosedStream:
+    """What ``sys.stdin`` or ``sys.stdout`` is while a command runs where the process started with that descriptor
+    closed (``<&-``, ``>&-``; Python sets the stream to None): no terminal (``isatty()`` is False, as for any
+    descriptor that is not one), and reading or writing it is a DataError "standard input: closed", not an
+    AttributeError about None. Nothing can have been written to it, so ``flush()`` has nothing to do."""
+
+    closed = True
+    encoding = "utf-8"
+    errors = "strict"
+
+    def __init__(self, label: str) -> None:
+        self.label = label
+        self.name = f"<{label}>"
+
+    @property
+    def buffer(self) -> ClosedStream:  # (sys.stdin.buffer.read(): the binary side is closed too)
+        return self
+
+    def isatty(self) -> bool:
+        return False
+
+    def readable(self) -> bool:
+        return False
+
+    def writable(self) -> bool:
+        return False
+
+    def flush(self) -> None:
+        pass
+
+    def fileno(self) -> int:
+        raise io.UnsupportedOperation(f"{self.label}: closed")  # (as io does for a stream without a descriptor)
+
+    def _closed(self, *_: Any, **__: Any) -> Any:
+        raise DataError(f"{self.label}: closed")
+
+    read = readline = readlines = read1 = readinto = write = writelines = _closed
+
+    def __iter__(self) -> Iterator[str]:
+        return self._closed()
+
+
+class NamedOutput:
+    """``sys.stdout`` as a command writes to it: a write or flush that the stream refuses (a full disk, an I/O error,
+    ``> /dev/full``) is a DataError "standard output: cannot be written (No space left on device)", not an errno
+    without a name; what it could not take is dropped, so that the interpreter's last flush at exit does not fail
+    again ("Exception ignored", exit 120). A closed pipe stays a BrokenPipeError (see :func:`handle_errors`).
+    Everything else is the stream's own."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "_stream":  # (not set yet: a copy being made)
+            raise AttributeError(name)
+        return getattr(self._stream, name)
+
+    @property
+    def buffer(self) -> Any:  # (binary writes, e.g. sys.stdout.buffer.write(…), are named too)
+        buffer = getattr(self._stream, "buffer", None)
+        return NamedOutput(buffer) if buffer is not None else self._stream.buffer
+
+    def write(self, data: Any) -> Any:
+        return self._guarded(self._stream.write, data)
+
+    def writelines(self, lines: Any) -> None:
+        self._guarded(self._stream.writelines, lines)
+
+    def flush(self) -> None:
+        self._guarded(self._stream.flush)
+
+    def _guarded(self, call: Callable[..., Any], *args: Any) -> Any:
+        # lazy: CLI start-up
+        from nlgkit.core.io import STREAM_NAMES, naming_write_errors
+
+        try:
+            with naming_write_errors(STREAM_NAMES["stdout"]):
+                return call(*args)
+        except DataError:
+            self._drop_unwritten()
+            raise
+
+    def _drop_unwritten(self) -> None:
+        """Send what is still buffered, and anything written after, to the null device: the descriptor took none
+        of it, and the command ends with its error."""
+        try:
+            descriptor = self._stream.fileno()
+        except (OSError, ValueError, AttributeError):  # (not a descriptor: a test's buffer)
+            return
+        null = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(null, descriptor)
+        finally:
+            os.close(null)
+
+
+@contextmanager
+def standard_streams() -> Iterator[None]:
+    """Within: ``sys.stdin`` and ``sys.stdout`` a :class:`ClosedStream` where the process started with them closed,
+    and ``sys.stdout`` a :class:`NamedOutput` otherwise; as they were after. (Within a command that another runs:
+    as they are already.)"""
+    saved_input, saved_output = sys.stdin, sys.stdout
+    installed_input: Any = ClosedStream("standard input") if saved_input is None else None
+    installed_output: Any = None
+    if saved_output is None:
+        installed_output = ClosedStream("standard output")
+    elif not isinstance(saved_output, (NamedOutput, ClosedStream)):
+        installed_output = NamedOutput(saved_output)
+    if installed_input is not None:
+        sys.stdin = installed_input
+    if installed_output is not None:
+        sys.stdout = installed_output
+    try:
+        yield
+    finally:
+        if installed_input is not None and sys.stdin is installed_input:
+            sys.stdin = saved_input
+        if installed_output is not None and sys.stdout is installed_output:
+            sys.stdout = saved_output
 
 
 def _os_error_message(exc: OSError) -> str:

@@ -19,15 +19,49 @@ VocabOption = Annotated[Path, typer.Option("--vocab", help="the run's vocabulary
 
 
 def _check_output(output: Path, inputs: list[tuple[str, str | Path | None]], tables: tuple[Path, ...] = ()) -> None:
-    """Neither the table nor its word list may be written over an input (``tables``: input tables, whose word
-    lists are inputs too): written atomically, the output would replace that input."""
+    """Before any work: ``--output`` must name a file (its word list is NAME.vocab.txt beside it), and neither the
+    table nor its word list may be written over an input (``tables``: input tables, whose word lists and fastText
+    models are inputs too): written atomically, the output would replace that input."""
     # lazy: CLI start-up
+    from nlgkit.core.errors import DataError
     from nlgkit.core.io import check_output
     from nlgkit.wordvectors.tables import vocab_path
 
-    read = inputs + [(f"the word list of {table}", vocab_path(table)) for table in tables]
+    if output.name in ("", ".", ".."):  # "", ".", "..", "/": a folder, and a word list NAME.vocab.txt with no NAME
+        raise DataError(f"--output {str(output)!r}: a folder, not a file name (write e.g. "
+                        f"{output / 'NAME.safetensors'}; its word list goes to NAME.vocab.txt beside it)")
+    read = inputs + [item for table in tables for item in _table_inputs(table)]
     for written in (output, vocab_path(output)):
         check_output(written, read)
+
+
+def _table_inputs(table: Path) -> list[tuple[str, str | Path | None]]:
+    """The files beside a table that are read with it: its word list and the fastText model it came from."""
+    # lazy: CLI start-up
+    from nlgkit.wordvectors.sources import fasttext_model_path
+    from nlgkit.wordvectors.tables import vocab_path
+
+    return [(f"the word list of {table}", vocab_path(table)), (f"the fastText model of {table}",
+                                                                fasttext_model_path(table))]
+
+
+def _run_inputs(run_dir: Path, checkpoint: str) -> list[tuple[str, str | Path | None]]:
+    """What ``embed extract`` reads of a run: its files (:func:`~nlgkit.runs.files.model_files`), those of a
+    checkpoint given by path, and the table a continuous head was built from, with its word list."""
+    # lazy: CLI start-up
+    from nlgkit.runs.checkpoint import find_checkpoint, load_meta
+    from nlgkit.runs.files import models_as_inputs
+    from nlgkit.runs.loading import resolve_checkpoint
+
+    read: list[tuple[str, str | Path | None]] = [*models_as_inputs([run_dir], "RUN_DIR")]
+    found = find_checkpoint(resolve_checkpoint(run_dir, checkpoint))  # (a missing one: a one-line error now)
+    if found is not None:
+        read += [(f"a file of checkpoint {found}", path) for path in sorted(found.iterdir()) if path.is_file()]
+        head = load_meta(found)["config"].get("head")
+        table = head.get("table") if isinstance(head, dict) else None
+        if isinstance(table, str) and table:
+            read += [("the head's table", Path(table).expanduser()), *_table_inputs(Path(table).expanduser())]
+    return read
 
 
 def _written(path: Path, rows: int, dim: int, extra: str = "") -> None:
@@ -63,6 +97,7 @@ def extract_cmd(run_dir: Annotated[Path, typer.Argument(help="a trained run dire
     from nlgkit.runs.vectors import extract_table
     from nlgkit.wordvectors.tables import save_table
 
+    _check_output(output, _run_inputs(run_dir, checkpoint))
     vectors, words = extract_table(run_dir, side, checkpoint)
     save_table(output, vectors, words, kind="pretrained" if side == "target" else "input")
     _written(output, *vectors.shape)
@@ -172,6 +207,21 @@ def train_cmd(output: OutputOption,
     _written(output, rows, dim, f"; {trained.backend}{extra}")
 
 
+def _check_k(k: int, words: int, table: Path, limit: int) -> None:
+    """A word's k nearest neighbours are among the table's other words: 1 ≤ k < words, said in terms of the
+    option to change (--limit, where it kept too few words)."""
+    # lazy: CLI start-up
+    from nlgkit.core.errors import ConfigError
+
+    counted = f"{words:,} word{'s' * (words != 1)}"
+    kept = f"--limit {limit} keeps {counted} of {table}" if 0 < limit <= words else f"{table} has {counted}"
+    if words < 2:
+        raise ConfigError(f"{kept}: too few for nearest neighbours (--k {k}), which need at least 2 words")
+    if not 0 < k < words:
+        raise ConfigError(f"--k {k}: expected 1 to {words - 1}, as each word's neighbours are the other words "
+                          f"({kept})")
+
+
 TableArgument = Annotated[Path, typer.Argument(help="an nlgkit table or any vector file `embed load` reads")]
 FormatOption = Annotated[str, typer.Option("--format", help="auto, table, word2vec, word2vec-binary, glove, "
                                                             "fasttext, spacy or npy-parquet")]
@@ -198,6 +248,8 @@ def debias_cmd(table: TableArgument, output: OutputOption,
 
     _check_output(output, [("the table", table)], tables=(table,))
     source = read_vectors(table, fmt, limit)
+    if method == "lc":
+        _check_k(k, len(source.words), table, limit)
     with progress_bar() as bar:
         vectors = debias(source.vectors, method, components, k, device, bar, unit=unit)
     save_table(output, vectors, source.words, kind="debiased")
@@ -218,14 +270,18 @@ def report_cmd(table: TableArgument,
                fmt: FormatOption = "auto", limit: LimitOption = 0, device: DeviceOption = "cpu") -> None:
     """Coverage of a vocabulary, hubness (skewness of N_k; hubs: N_k > 2k) and nearest neighbours."""
     # lazy: CLI start-up (the library and torch load only when the command runs)
-    from nlgkit.core.io import write_json
+    from nlgkit.core.io import check_output, write_json
     from nlgkit.data.vocab import Vocabulary
     from nlgkit.wordvectors.hubness import coverage, neighbours_of
     from nlgkit.wordvectors.hubness import hubness as measure_hubness
     from nlgkit.wordvectors.knn import progress_bar
     from nlgkit.wordvectors.sources import read_vectors
 
+    if json_file is not None:
+        check_output(json_file, [("the table", table), ("--vocab", vocab), *_table_inputs(table)])
     source = read_vectors(table, fmt, limit)
+    if hubness:
+        _check_k(k, len(source.words), table, limit)
     figures: dict[str, object] = {"table": str(table), "format": source.fmt, "words": len(source.words),
                                   "dim": source.dim, "ngrams": source.ngrams is not None}
     shown = Table(title=f"{table}", show_header=False)

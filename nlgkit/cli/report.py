@@ -42,10 +42,11 @@ def report(
 ) -> None:
     """Score each run's test hypotheses (translating with its best checkpoint only when needed) and report."""
     # lazy: CLI start-up (the library and torch load only when the command runs)
-    from nlgkit.core.io import atomic_write
+    from nlgkit.core.io import atomic_write, check_output
     from nlgkit.evaluate.render import render_html, render_markdown
     from nlgkit.evaluate.report import build_report, collect_runs, report_to_dict
     from nlgkit.experiments.papers import load_table
+    from nlgkit.runs.files import models_as_inputs
     from nlgkit.runs.records import best_meta
 
     names = [name.strip().lower() for name in metrics.split(",") if name.strip()]
@@ -58,6 +59,8 @@ def report(
     dirs = list(run_dirs)
     baselines = baseline or []
     dirs += [base for base in baselines if all(d.resolve() != base.resolve() for d in dirs)]
+    for written in (output, html):
+        check_output(written, models_as_inputs(dirs, "RUN_DIR"))
     for run_dir in dirs:
         best_meta(run_dir)
     results = collect_runs(

@@ -8,10 +8,13 @@ from typing import Annotated
 
 import typer
 
+from nlgkit.cli.common import output_path
+
 Checkpoint = Annotated[str, typer.Option(help="best, last, or a checkpoint directory")]
 Beam = Annotated[int | None, typer.Option(help="Beam size (1 = greedy); default from the run's \\[search]")]
 LengthPenalty = Annotated[float | None, typer.Option(help="Scores divided by length**this")]
-Output = Annotated[Path | None, typer.Option("--output", "-o", help="Output file (default: stdout)")]
+Output = Annotated[Path | None, typer.Option("--output", "-o", parser=output_path, metavar="<path>",
+                                             help="Output file (default: stdout)")]
 Device = Annotated[str, typer.Option(help="auto, cpu, cuda or cuda:N")]
 MinLen = Annotated[int | None, typer.Option(help="No end of output before this many tokens")]
 NoRepeatNgramSize = Annotated[int | None, typer.Option(help="No n-gram of this many tokens twice in one output "

@@ -133,6 +133,7 @@ def translate(
     from nlgkit.generation.streaming import PerLine, translate_input
     from nlgkit.generation.translate import Translator, read_image_list
     from nlgkit.generation.unknowns import phrase_table_option
+    from nlgkit.runs.files import models_as_inputs
 
     if buffer_size < 0:
         raise ConfigError(f"--buffer-size {buffer_size}: must be 0 or positive")
@@ -157,7 +158,7 @@ def translate(
         raise ConfigError("--json: only when searching (not with --score-reference)")
     check_output(output, [("--input", input), ("--target-prefix", target_prefix), ("--constraints", constraints),
                           ("--score-reference", score_reference), ("--phrase-table", phrase_table),
-                          ("--images", images)])
+                          ("--images", images), *models_as_inputs(model)])
     resolve = functools.partial(SearchOptions.resolve, beam=beam, nbest=nbest, length_penalty=length_penalty,
                                 max_len_a=max_len_a, max_len_b=max_len_b, max_len=max_len, batch_size=batch_size,
                                 min_len=min_len, no_repeat_ngram_size=no_repeat_ngram_size, no_unk=no_unk,

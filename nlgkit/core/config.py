@@ -289,8 +289,11 @@ def _table(value: Any, where: str, source: str) -> dict[str, Any]:
 def _plugin_from_dict(registry: Registry[Any], data: Any, where: str, source: str, saved: bool) -> PluginConfig:
     if not isinstance(data, dict):
         raise ConfigError(f"{source}: {where}: expected a table")
-    if "type" not in data or not isinstance(data["type"], str):
+    if "type" not in data:
         raise ConfigError(f"{source}: {where}.type is required (one of: {', '.join(registry.names())})")
+    if not isinstance(data["type"], str):
+        raise ConfigError(f"{source}: {where}.type = {data['type']!r}: expected a name in quotes (one of: "
+                          f"{', '.join(registry.names())})")
     config_class = registry.config_class(data["type"], f"{source}: {where}.type")
     known = {f.name for f in dataclasses.fields(config_class)}
     for key in (key for key in data if key not in known):  # another head's or model's key is no typo: say so

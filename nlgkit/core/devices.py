@@ -12,12 +12,13 @@ def select_device(name: str | torch.device, key: str = "train.device") -> torch.
     error naming ``key`` (the setting or option the name came from)."""
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    given = f"{key} {str(name)!r}" if key.startswith("--") else f"{key} = {str(name)!r}"  # an option, a setting
     try:
         device = torch.device(name)
     except RuntimeError:
-        raise ConfigError(f"{key} = {str(name)!r}: not a device (use auto, cpu, cuda or cuda:N)") from None
+        raise ConfigError(f"{given}: not a device (use auto, cpu, cuda or cuda:N)") from None
     if device.type == "cuda" and not torch.cuda.is_available():
-        raise ConfigError(f"{key} = {str(name)!r}: CUDA is not available on this machine")
+        raise ConfigError(f"{given}: CUDA is not available on this machine")
     return device
 
 

@@ -7,6 +7,7 @@ bad input never leaves a half-written file behind.
 from __future__ import annotations
 
 import contextlib
+import errno
 import gzip
 import hashlib
 import json
@@ -14,10 +15,12 @@ import os
 import re
 import shutil
 import stat
+import sys
 import tempfile
+import zlib
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, TextIO
 
 from nlgkit.core.errors import DataError
 
@@ -28,13 +31,22 @@ def atomic_write(path: str | Path, mode: str = "w", encoding: str | None = "utf-
 
     A stream or descriptor (``/dev/stdout``, ``/dev/null``, a named pipe, bash's ``>(…)``: :func:`written_in_place`)
     is written in place: renaming a file over it would replace the device, pipe or link itself, and its reader would
-    get nothing. A symbolic link to a file is followed: the file it names is replaced, and the link stays."""
+    get nothing. A symbolic link to a file is followed: the file it names is replaced, and the link stays.
+
+    A write the output refuses (a full disk or quota, an I/O error: :func:`refused_write`), in the block or as the
+    file is flushed and closed, is a DataError naming ``path``: "``path``: cannot be written (No space left on
+    device)"; the temporary file is removed and ``path`` left as it was."""
     path = Path(path)
     if written_in_place(path):
         descriptor = own_descriptor(path)  # /dev/stdout: through fd 1 itself, whose offset the shell shares
         target: int | Path = os.dup(descriptor) if descriptor is not None else path
-        with open(target, mode, encoding=None if "b" in mode else encoding) as stream:
-            yield stream
+        try:
+            with open(target, mode, encoding=None if "b" in mode else encoding) as stream:
+                yield stream
+        except OSError as exc:
+            if refused_write(exc):
+                raise _unwritable(path, exc) from None
+            raise
         return
     if path.is_symlink():
         path = Path(os.path.realpath(path))
@@ -45,11 +57,18 @@ def atomic_write(path: str | Path, mode: str = "w", encoding: str | None = "utf-
         raise _unwritable(path, exc) from None
     os.chmod(tmp, 0o666 & ~_umask())  # mkstemp creates 0600; give the file the usual permissions
     binary = "b" in mode
+    block_done = False  # past the caller's block, every OSError is the output's own (flush, fsync, close)
     try:
-        with os.fdopen(fd, mode, encoding=None if binary else encoding) as handle:
-            yield handle
-            handle.flush()
-            os.fsync(handle.fileno())
+        try:
+            with os.fdopen(fd, mode, encoding=None if binary else encoding) as handle:
+                yield handle
+                block_done = True
+                handle.flush()
+                os.fsync(handle.fileno())
+        except OSError as exc:
+            if block_done or refused_write(exc):
+                raise _unwritable(path, exc) from None
+            raise
         try:
             os.replace(tmp, path)
         except OSError as exc:  # e.g. a directory of that name
@@ -58,6 +77,43 @@ def atomic_write(path: str | Path, mode: str = "w", encoding: str | None = "utf-
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
+
+
+# What a device answers to a write it cannot take (a full disk or quota, a file over its size limit, an I/O error).
+# An OSError that names a file is not one: it came from opening or reading that file, and names it already.
+_REFUSED_WRITES = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO})
+
+
+def refused_write(exc: BaseException) -> bool:
+    """Whether ``exc`` is a write refused by the file being written (see ``_REFUSED_WRITES``), not an error of
+    another file."""
+    return isinstance(exc, OSError) and exc.filename is None and exc.errno in _REFUSED_WRITES
+
+
+# the words that name a standard stream in messages
+STREAM_NAMES = {"stdin": "standard input", "stdout": "standard output"}
+
+
+def standard_stream(which: str) -> TextIO:
+    """``sys.stdin`` or ``sys.stdout`` (``which``: "stdin", "stdout"); a DataError saying so where the process
+    started with it closed (``<&-``, ``>&-``: Python then sets it to None)."""
+    stream = getattr(sys, which)
+    if stream is None:
+        raise DataError(f"{STREAM_NAMES[which]}: closed")
+    return stream
+
+
+@contextlib.contextmanager
+def naming_write_errors(name: str) -> Iterator[None]:
+    """Inside, a failed write to the stream ``name`` (e.g. "standard output" on a full disk) is a DataError
+    "``name``: cannot be written (why)", not an errno without a name. A closed pipe stays a BrokenPipeError: its
+    reader stopped reading, which is not an error (``nlgkit … | head``)."""
+    try:
+        yield
+    except BrokenPipeError:
+        raise
+    except OSError as exc:
+        raise DataError(f"{name}: cannot be written ({exc.strerror or exc})") from None
 
 
 @contextlib.contextmanager
@@ -185,6 +241,15 @@ def require_readable(path: str | Path, what: str = "file") -> None:
         raise DataError(f"{path}: not {_article(what)} {what} (a socket or a block device)")
 
 
+def require_file(path: str | Path, what: str = "file") -> None:
+    """A DataError naming ``path`` unless it is a regular file (or a link to one), for a reader that opens it more
+    than once or seeks in it, which a pipe would not allow: "…: a directory, not a file" for a folder (never
+    "file not found", the message of a path that does not exist), as :func:`require_readable` says it."""
+    require_readable(path, what)
+    if not os.path.isfile(path):
+        raise DataError(f"{path}: a pipe or a device, where {_article(what)} {what} is needed")
+
+
 def _article(noun: str) -> str:
     """"an" before a vowel ("an image list"), else "a"."""
     return "an" if noun[:1].lower() in "aeiou" else "a"
@@ -192,8 +257,7 @@ def _article(noun: str) -> str:
 
 def read_json(path: str | Path) -> Any:
     path = Path(path)
-    if not path.is_file():
-        raise DataError(f"{path}: file not found")
+    require_readable(path)  # (a directory is named as one, not as a file not found)
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
@@ -209,8 +273,19 @@ def read_lines(path: str | Path) -> list[str]:
     require_readable(path)
     opener = gzip.open if path.suffix == ".gz" else open
     with opener(path, "rb") as handle:
-        raw = handle.read()
+        try:
+            raw = handle.read()
+        except (OSError, EOFError, zlib.error) as exc:  # a truncated or corrupt .gz, not gzip at all, an I/O error
+            raise unreadable(path, exc) from None
     return decode_lines(raw, str(path))
+
+
+def unreadable(path: str | Path, exc: BaseException) -> DataError:
+    """The error for an input whose bytes cannot be read, naming it: "in.gz: unreadable (Compressed file ended
+    before the end-of-stream marker was reached)" for a truncated gzip file (an EOFError), "… (Not a gzipped file
+    (b'ei'))" for a ``.gz`` that is not one, a zlib error for corrupt data, an I/O error's reason."""
+    reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc) or type(exc).__name__
+    return DataError(f"{path}: unreadable ({' '.join(reason.split())})")
 
 
 def decode_lines(raw: bytes, name: str, on_invalid: Callable[[int], None] | None = None) -> list[str]:

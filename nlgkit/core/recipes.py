@@ -30,16 +30,16 @@ def parse_override(text: str) -> tuple[list[str], Any]:
     return key.split("."), value
 
 
-def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
-    """Return a copy of ``data`` with each ``section.key=value`` override applied."""
+def apply_overrides(data: dict[str, Any], overrides: list[str], source: str = "the recipe") -> dict[str, Any]:
+    """Return a copy of ``data`` (read from ``source``) with each ``section.key=value`` override applied."""
     data = copy.deepcopy(data)
     for text in overrides:
         path, value = parse_override(text)
         node = data
-        for part in path[:-1]:
+        for depth, part in enumerate(path[:-1], start=1):
             child = node.setdefault(part, {})
             if not isinstance(child, dict):
-                raise ConfigError(f"--set {text!r}: '{part}' is not a table")
+                raise ConfigError(f"--set {text!r}: {'.'.join(path[:depth])} = {child!r} in {source}, not a table")
             node = child
         node[path[-1]] = value
     return data
@@ -47,6 +47,8 @@ def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any
 
 def load_toml(path: str | Path) -> dict[str, Any]:
     path = Path(path)
+    if path.is_dir():
+        raise ConfigError(f"{path}: a directory, not a recipe")
     if not path.is_file():
         raise ConfigError(f"{path}: recipe not found")
     try:
@@ -59,7 +61,7 @@ def load_toml(path: str | Path) -> dict[str, Any]:
 
 def load_recipe(path: str | Path, overrides: list[str] | None = None) -> RunConfig:
     """Read a recipe file, apply ``--set`` overrides and validate the result."""
-    data = apply_overrides(load_toml(path), overrides or [])
+    data = apply_overrides(load_toml(path), overrides or [], str(path))
     try:
         config = from_dict(RunConfig, data, "", str(path))
         validate(config, str(path))

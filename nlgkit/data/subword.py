@@ -9,13 +9,14 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import re
 import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Protocol
 
 from nlgkit.core.errors import ConfigError, DataError
-from nlgkit.core.io import atomic_write
+from nlgkit.core.io import atomic_write, require_file
 
 SUBWORD_KINDS = ("bpe", "bpe-joint", "spm")  # bpe-joint: one set of merges learned on both languages
 BPE_SEPARATOR = "@@"
@@ -52,13 +53,20 @@ class BpeSegmenter:
         from subword_nmt.apply_bpe import BPE
 
         codes = Path(codes)
+        said = io.StringIO()  # subword-nmt writes a bad line to stderr and exits
         try:
-            with open(codes, encoding="utf-8") as handle:
+            if codes.is_file() and codes.stat().st_size == 0:
+                raise DataError(f"{codes}: empty (a subword-nmt codes file has a merge per line)")
+            with open(codes, encoding="utf-8") as handle, contextlib.redirect_stderr(said):
                 self._bpe = BPE(handle, separator=BPE_SEPARATOR)
         except FileNotFoundError:
             raise DataError(f"{codes}: BPE codes not found") from None
         except (UnicodeDecodeError, ValueError, IndexError) as exc:
             raise DataError(f"{codes}: not a subword-nmt codes file ({exc})") from None
+        except SystemExit:
+            found = re.search(r"invalid line (\d+) in BPE codes file: (.*)", said.getvalue())
+            where = f"line {found[1]}: {found[2]!r} is not two subword units" if found else said.getvalue().strip()
+            raise DataError(f"{codes}: not a subword-nmt codes file ({where})") from None
 
     def segment(self, tokens: list[str]) -> list[str]:
         return self._bpe.segment_tokens(tokens)
@@ -75,18 +83,36 @@ class SpmSegmenter:
         import sentencepiece as spm
 
         model = Path(model)
-        if not model.is_file():
-            raise DataError(f"{model}: SentencePiece model not found")
+        require_file(model, "SentencePiece model")
         try:
             self._sp = spm.SentencePieceProcessor(model_file=str(model))
         except (RuntimeError, OSError) as exc:
             raise DataError(f"{model}: not a SentencePiece model ({' '.join(str(exc).split())})") from None
+        if (damage := _spm_damage(self._sp.serialized_model_proto())) is not None:
+            raise DataError(f"{model}: a damaged SentencePiece model ({damage}; truncated?)")
 
     def segment(self, tokens: list[str]) -> list[str]:
         return self._sp.encode(" ".join(tokens), out_type=str) if tokens else []
 
     def desegment(self, pieces: list[str]) -> list[str]:
         return self._sp.decode_pieces(list(pieces)).split()
+
+
+def _spm_damage(serialized: bytes) -> str | None:
+    """What a model cut short lacks (None: whole). SentencePiece loads a file cut at a piece's end as a smaller
+    model, without its trainer and normaliser settings, and segments with it silently; its trainer always writes
+    both after the pieces, and as many pieces as ``vocab_size`` under its default hard limit."""
+    from sentencepiece import sentencepiece_model_pb2
+
+    proto = sentencepiece_model_pb2.ModelProto()  # type: ignore[attr-defined]  # (generated, no stubs)
+    proto.ParseFromString(serialized)
+    missing = [name for name in ("trainer_spec", "normalizer_spec") if not proto.HasField(name)]
+    if missing:
+        return f"{len(proto.pieces):,} pieces and no {' or '.join(missing)}"
+    wanted = proto.trainer_spec.vocab_size
+    if proto.trainer_spec.hard_vocab_limit and len(proto.pieces) != wanted:
+        return f"{len(proto.pieces):,} pieces of the {wanted:,} it was trained with"
+    return None
 
 
 def load_segmenter(kind: str, path: str | Path) -> Segmenter:
@@ -96,8 +122,7 @@ def load_segmenter(kind: str, path: str | Path) -> Segmenter:
 def sniff_segmenter(path: str | Path) -> Segmenter:
     """Load a codes file of either kind: SentencePiece models are binary, BPE codes are text."""
     path = Path(path)
-    if not path.is_file():
-        raise DataError(f"{path}: file not found")
+    require_file(path, "codes file")
     with open(path, "rb") as handle:
         head = handle.read(64)
     try:
@@ -118,7 +143,7 @@ def learn_bpe(lines: Iterable[str], codes_path: str | Path, symbols: int, min_fr
         with atomic_write(codes_path) as out, contextlib.redirect_stderr(io.StringIO()):
             _learn(text, out, symbols, min_frequency=min_frequency)
     except ValueError:  # subword-nmt fails on max() of no pairs
-        raise DataError(f"{codes_path}: cannot learn BPE: no input word has two or more characters") from None
+        raise DataError(f"cannot learn BPE codes ({codes_path}): no input word has two or more characters") from None
 
 
 def learn_spm(lines: Iterable[str], model_path: str | Path, vocab_size: int,

@@ -172,4 +172,20 @@ def load_export(directory: Path) -> ExportedModel:
         if checksums.get(lang) != vocab.checksum():
             raise CheckpointError(f"{assets / f'vocab.{lang}.txt'}: does not match the vocabulary the model was "
                                   f"exported with (checksum differs)")
+    _check_engine_vocabularies(directory, task.source_vocabulary(vocabs), vocabs[task.target_lang])
     return ExportedModel(directory, config, task, vocabs, meta)
+
+
+def _check_engine_vocabularies(directory: Path, source: Vocabulary | None, target: Vocabulary) -> None:
+    """CTranslate2's own token lists must be the run's vocabularies, id for id: CTranslate2 loads any list, and one
+    edited or damaged after the export fails mid-translation ("Invalid token ID") or maps ids to other words."""
+    expected = {"source_vocabulary.json": source, "target_vocabulary.json": target, "shared_vocabulary.json": target}
+    for name, vocab in expected.items():
+        path = directory / name
+        if vocab is None or not path.is_file():
+            continue
+        tokens = read_json(path)
+        if tokens != vocab.tokens:
+            held = f"{len(tokens):,} tokens" if isinstance(tokens, list) else "not a token list"
+            raise CheckpointError(f"{path}: not the run's vocabulary ({held}, the run's has {len(vocab):,}; "
+                                  "re-export the run)")

@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import math
-import sys
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,7 +16,15 @@ from typing import Any
 
 from nlgkit.core.config import SearchConfig
 from nlgkit.core.errors import DataError
-from nlgkit.core.io import atomic_write, decode_lines, require_readable, written_in_place
+from nlgkit.core.io import (
+    STREAM_NAMES,
+    atomic_write,
+    decode_lines,
+    naming_write_errors,
+    require_readable,
+    standard_stream,
+    written_in_place,
+)
 from nlgkit.generation.decode import ReferenceScore
 from nlgkit.search import Hypothesis, Sampling
 
@@ -85,7 +92,7 @@ def read_text_input(path: Path | None, warn: Callable[[str], None]) -> tuple[lis
         require_readable(path)
         raw = path.read_bytes()
     else:
-        raw = sys.stdin.buffer.read()
+        raw = standard_stream("stdin").buffer.read()
     return decode_lines(raw, name,
                         on_invalid=lambda number: warn(f"{name}: line {number}: invalid UTF-8 replaced by U+FFFD")), name
 
@@ -100,7 +107,7 @@ def line_groups(path: Path | None, size: int, warn: Callable[[str], None]) -> It
     name = str(path) if path else "<stdin>"
     if path is not None:
         require_readable(path)
-    handle = open(path, "rb") if path is not None else sys.stdin.buffer  # noqa: SIM115 - closed below
+    handle = open(path, "rb") if path is not None else standard_stream("stdin").buffer  # noqa: SIM115 - closed below
     try:
         group: list[str] = []
         number = first = 1
@@ -198,20 +205,23 @@ def answered_lines(output: Path | None) -> Iterator[Callable[[Sequence[str]], No
         yield kept.extend
         write_lines(kept, output)
         return
-    with atomic_write(output) if output is not None else contextlib.nullcontext(sys.stdout) as stream:
+    with atomic_write(output) if output is not None else contextlib.nullcontext(standard_stream("stdout")) as stream:
         def answer(lines: Sequence[str]) -> None:
-            stream.write("".join(line + "\n" for line in lines))
-            stream.flush()
+            with naming_write_errors(str(output) if output is not None else STREAM_NAMES["stdout"]):
+                stream.write("".join(line + "\n" for line in lines))
+                stream.flush()
 
         yield answer
 
 
 def write_lines(lines: Sequence[str], output: Path | None) -> None:
-    """To ``output`` atomically (never half-written), or to stdout."""
+    """To ``output`` atomically (never half-written), or to stdout; a write refused (a full disk) names where."""
     text = "".join(line + "\n" for line in lines)
     if output is not None:
         with atomic_write(output) as handle:
             handle.write(text)
     else:
-        sys.stdout.write(text)
-        sys.stdout.flush()
+        stdout = standard_stream("stdout")
+        with naming_write_errors(STREAM_NAMES["stdout"]):
+            stdout.write(text)
+            stdout.flush()

@@ -50,7 +50,9 @@ def save_checkpoint(directory: Path, model: nn.Module, meta: dict[str, Any],
 def find_checkpoint(directory: Path) -> Path | None:
     """The checkpoint directory to load: ``directory`` itself, or its ``.old`` left by a crash mid-swap."""
     directory = Path(directory)
-    for candidate in (directory, directory.with_name(f"{directory.name}.old")):
+    named = directory.resolve()  # ("." and ".." name their folder; "/" has no name, so no sibling either)
+    siblings = [named.with_name(f"{named.name}.old")] if named.name else []
+    for candidate in (directory, *siblings):
         if (candidate / MODEL_FILE).is_file() and (candidate / META_FILE).is_file():
             return candidate
     return None

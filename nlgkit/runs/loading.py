@@ -78,6 +78,8 @@ class TrainedRun:
 def resolve_checkpoint(run_dir: Path, checkpoint: str) -> Path:
     """``best``/``last`` inside RUN_DIR/checkpoints, or a checkpoint directory given by path."""
     run_dir = Path(run_dir)
+    if not checkpoint.strip():
+        raise ConfigError("--checkpoint: empty (best, last, or a checkpoint directory)")
     candidate = run_dir / "checkpoints" / checkpoint if checkpoint in ("best", "last") else Path(checkpoint)
     if find_checkpoint(candidate) is None:
         if not run_dir.exists():
@@ -105,7 +107,7 @@ def load_trained(run_dir: Path, checkpoint: str = "best", device: str = "auto",
         if recorded.get(lang) != vocab.checksum():
             raise CheckpointError(f"{assets / f'vocab.{lang}.txt'}: does not match the vocabulary of checkpoint "
                                   f"{path} (checksum differs)")
-    torch_device = select_device(device)
+    torch_device = select_device(device, "--device")
     model = build_model(config, task.model_context(vocabs), vocabs[task.target_lang])
     load_weights(path, model)
     model.to(torch_device).eval()

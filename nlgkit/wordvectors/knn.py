@@ -54,6 +54,9 @@ def nearest_neighbours(vectors: Tensor, k: int, block: int = 0, device: str | to
     and similarities (V, k) float32, most similar first. ``block`` rows are scored at a time (0: as many as
     :data:`BLOCK_BYTES` allows); the result does not depend on it."""
     total = vectors.size(0)
+    if total < 2:
+        raise ConfigError(f"a table of {total} word{'s' * (total != 1)} has no nearest neighbours (k = {k}): "
+                          "at least 2 words are needed")
     if not 0 < k < total:
         raise ConfigError(f"--k {k}: expected 1 to {total - 1} for a table of {total:,} words")
     device = select_device(device, "--device")

@@ -12,6 +12,7 @@ one, supplies the n-grams.
 
 from __future__ import annotations
 
+import codecs
 import gzip
 import importlib.util
 import io
@@ -32,6 +33,7 @@ from nlgkit.wordvectors.tables import load_table, random_table
 SOURCE_FORMATS = ("auto", "table", "word2vec", "word2vec-binary", "glove", "fasttext", "spacy", "npy-parquet")
 VECTOR_FORMATS = SOURCE_FORMATS  # the choices of ``nlgkit embed load --format``
 FASTTEXT_MAGIC = 793712314  # the first int32 of every fastText .bin model
+FINITE_CHECK_ROWS = 65_536  # rows checked for NaN and infinity at a time
 
 
 @dataclass(frozen=True)
@@ -175,7 +177,47 @@ def read_vectors(source: Path | str, fmt: str = "auto", limit: int = 0) -> WordV
         vectors = _read_npy_parquet(source, limit)
     if vectors.vectors.dim() != 2 or vectors.vectors.numel() == 0:
         raise DataError(f"{source}: no vectors in it (read as {fmt})")
+    _require_finite(source, vectors)
     return vectors
+
+
+def _require_finite(source: Path, vectors: WordVectors) -> None:
+    """Refuse a source with a NaN or infinite value: every table made from it would carry it (a target or an
+    initial embedding of NaN spoils the whole model), and ``embed report`` refuses such a table only later."""
+    bad_rows = []
+    for start in range(0, vectors.vectors.size(0), FINITE_CHECK_ROWS):  # (a mask of the whole table: gigabytes)
+        finite = torch.isfinite(vectors.vectors[start:start + FINITE_CHECK_ROWS]).all(dim=1)  # (block,)
+        bad_rows += (start + (~finite).nonzero().flatten()).tolist()
+    if not bad_rows:
+        return
+    word = vectors.words[bad_rows[0]]
+    text = vectors.fmt in ("word2vec", "glove")  # a line to name: the first that gives the word's vector
+    line = _line_of(source, word, has_header=vectors.fmt == "word2vec") if text else None
+    where = f"line {line}: " if line is not None else ""
+    bad = len(bad_rows)
+    raise DataError(f"{source}: {where}the vector of {word!r} holds a non-finite value (nan or inf); "
+                    f"{bad:,} such row{'s' * (bad != 1)} in all")
+
+
+def _line_of(path: Path, word: str, has_header: bool) -> int | None:
+    """The number of the first line of a text vector file that gives ``word``'s vector (an error's address)."""
+    with _open_binary(path) as raw:
+        for number, line_bytes in enumerate(raw, 1):
+            if number == 1 and has_header:
+                continue
+            fields = line_bytes.decode("utf-8", errors="replace").split(" ", 1)
+            if fields[0].strip("\r\n") == word:
+                return number
+    return None
+
+
+def _blank(path: Path) -> bool:
+    """Whether a file (gzipped or not) holds nothing but white space: gensim fails on it with a TypeError."""
+    with _open_binary(path) as raw:
+        while chunk := raw.read(1 << 16):
+            if chunk.strip():
+                return False
+    return True
 
 
 def _first_bad_line(path: Path, has_header: bool) -> str | None:
@@ -207,16 +249,51 @@ def _first_bad_line(path: Path, has_header: bool) -> str | None:
     return None
 
 
+def _refuse_text_as_binary(path: Path) -> None:
+    """Refuse a text file read as word2vec binary: gensim would take its characters' bytes for float32 values
+    and give garbage vectors without a word of warning. A text file is a well-formed text format (given the
+    wrong ``--format``), or a broken word2vec text file that ``auto`` took for binary (its line 2 is not a word and
+    DIM numbers): the error then names the bad line."""
+    seen = detect_vector_format(path)
+    if seen != "word2vec-binary":
+        raise DataError(f"{path}: a {seen} text file, not word2vec-binary: use --format {seen} (or auto)")
+    if not _text_after_header(path):
+        return
+    where = _first_bad_line(path, has_header=True)
+    raise DataError(f"{path}: " + (f"{where} (read as word2vec text: the file is not binary)" if where
+                                   else "a text file, not word2vec-binary: use --format word2vec (or auto)"))
+
+
+def _text_after_header(path: Path) -> bool:
+    """Whether the bytes after a word2vec header are text (UTF-8 without control characters other than line
+    breaks and tabs): float32 vectors never are, as their low bytes and exponent bytes break UTF-8 at once."""
+    with _open_binary(path) as raw:
+        raw.readline()
+        sample = raw.read(1 << 16)
+    try:
+        text = codecs.getincrementaldecoder("utf-8")().decode(sample, final=False)  # a cut last character is fine
+    except UnicodeDecodeError:
+        return False
+    return bool(text.strip()) and not any(ord(char) < 32 and char not in "\t\n\r" for char in text)
+
+
 def _read_keyed(path: Path, fmt: str, limit: int) -> WordVectors:
     """word2vec text or binary, or GloVe, through gensim's ``KeyedVectors.load_word2vec_format``."""
     from gensim.models import KeyedVectors  # lazy: gensim loads scipy, which most commands never need
 
+    if _blank(path):  # (gensim fails on it with a TypeError)
+        raise DataError(f"{path}: no vectors (empty file)")
+    if fmt == "word2vec-binary":
+        _refuse_text_as_binary(path)
     try:
         kv = KeyedVectors.load_word2vec_format(str(path), binary=fmt == "word2vec-binary", no_header=fmt == "glove",
                                                unicode_errors="replace", limit=limit or None)
     except (ValueError, EOFError, UnicodeDecodeError, IndexError) as exc:
         where = None if fmt == "word2vec-binary" else _first_bad_line(path, has_header=fmt == "word2vec")
-        raise DataError(f"{path}: " + (where or f"not a {fmt} vector file ({type(exc).__name__}: {exc})")) from None
+        seen = detect_vector_format(path)
+        hint = f" (it looks like {seen}: --format {seen} or auto)" if seen != fmt else ""
+        raise DataError(f"{path}: " + (where or f"not a {fmt} vector file ({type(exc).__name__}: {exc})")
+                        + hint) from None
     if kv.vector_size == 0 or len(kv) == 0:
         raise DataError(f"{path}: no vectors in the file (read as {fmt})")
     return WordVectors.of(list(kv.index_to_key), torch.from_numpy(np.array(kv.vectors)), fmt)

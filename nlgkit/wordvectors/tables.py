@@ -47,19 +47,29 @@ KINDS = ("sphere", "cube", "pretrained", "input", "combined", "loaded", "trained
 
 
 def save_table(path: Path, vectors: Tensor, words: Sequence[str], kind: str = "") -> None:
-    """Write the table and its word list atomically (each file: temporary, then rename); ``kind`` (one of
-    :data:`KINDS`) says where the vectors came from. The same vectors give the same bytes every time, so that a
-    run's record of its table's SHA-256 tells tables apart, not saves."""
+    """Write the table and its word list atomically, as a pair: both are written to temporaries, then renamed
+    into place, the word list last; an error before that leaves neither file (and a table that was not there
+    before is removed again if its word list cannot be renamed). ``kind`` (one of :data:`KINDS`) says where the
+    vectors came from. The same vectors give the same bytes every time, so that a run's record of its table's
+    SHA-256 tells tables apart, not saves."""
+    if path.name in ("", ".", ".."):  # a folder: NAME.vocab.txt would have no NAME
+        raise DataError(f"{path}: not a file name (a table is written as NAME.safetensors)")
     if vectors.dim() != 2 or vectors.size(0) != len(words):
         raise DataError(f"{path}: {tuple(vectors.shape)} vectors for {len(words)} words")
     if any("\n" in word or "\r" in word for word in words):
         raise DataError(f"{path}: a word contains a line break (the word list has one word per line)")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with atomic_write(vocab_path(path)) as handle:
-        handle.write("".join(f"{word}\n" for word in words))
     data = save({TENSOR: vectors.detach().float().contiguous().cpu()}, metadata={"format": "nlgkit-table", "kind": kind})
-    with atomic_write(path, "wb") as handle:
-        handle.write(canonical_safetensors(data))
+    new_table, renamed = not path.exists(), False
+    try:
+        with atomic_write(vocab_path(path)) as words_handle:
+            words_handle.write("".join(f"{word}\n" for word in words))
+            with atomic_write(path, "wb") as handle:
+                handle.write(canonical_safetensors(data))
+            renamed = True
+    except BaseException:
+        if renamed and new_table:  # the word list failed after the table was renamed: leave no table without it
+            path.unlink(missing_ok=True)
+        raise
 
 
 def table_kind(path: Path) -> str:
