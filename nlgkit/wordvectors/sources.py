@@ -12,10 +12,7 @@ one, supplies the n-grams.
 
 from __future__ import annotations
 
-import codecs
-import gzip
 import importlib.util
-import io
 import json
 import struct
 from collections.abc import Callable, Sequence
@@ -29,6 +26,13 @@ from torch import Tensor
 
 from nlgkit.core.errors import ConfigError, DataError
 from nlgkit.wordvectors.tables import load_table, random_table
+from nlgkit.wordvectors.text_files import (
+    detect_vector_format,
+    first_bad_line,
+    is_blank,
+    line_of,
+    refuse_text_as_binary,
+)
 
 SOURCE_FORMATS = ("auto", "table", "word2vec", "word2vec-binary", "glove", "fasttext", "spacy", "npy-parquet")
 VECTOR_FORMATS = SOURCE_FORMATS  # the choices of ``nlgkit embed load --format``
@@ -86,26 +90,6 @@ class WordVectors:
 def fasttext_model_path(table: Path) -> Path:
     """``NAME.fasttext.bin`` beside ``NAME.safetensors``: the fastText model a trained table came from."""
     return table.with_suffix(".fasttext.bin")
-
-
-def _open_binary(path: Path) -> io.BufferedIOBase:
-    return gzip.open(path, "rb") if path.suffix == ".gz" else path.open("rb")
-
-
-def detect_vector_format(path: Path) -> str:
-    """word2vec text (also fastText ``.vec``: a "COUNT DIM" header), word2vec binary (the same header, then
-    bytes) or GloVe (no header), from the file's first two lines."""
-    with _open_binary(path) as handle:
-        first, second = handle.readline(), handle.readline(1 << 20)
-    header = first.split()
-    if len(header) != 2 or not all(field.isdigit() for field in header):
-        return "glove"
-    try:
-        fields = second.decode("utf-8").split()
-        [float(value) for value in fields[1:]]
-    except (UnicodeDecodeError, ValueError):
-        return "word2vec-binary"
-    return "word2vec" if len(fields) == int(header[1]) + 1 else "word2vec-binary"
 
 
 def _package_dir(name: str) -> Path | None:
@@ -192,104 +176,26 @@ def _require_finite(source: Path, vectors: WordVectors) -> None:
         return
     word = vectors.words[bad_rows[0]]
     text = vectors.fmt in ("word2vec", "glove")  # a line to name: the first that gives the word's vector
-    line = _line_of(source, word, has_header=vectors.fmt == "word2vec") if text else None
+    line = line_of(source, word, has_header=vectors.fmt == "word2vec") if text else None
     where = f"line {line}: " if line is not None else ""
     bad = len(bad_rows)
     raise DataError(f"{source}: {where}the vector of {word!r} holds a non-finite value (nan or inf); "
                     f"{bad:,} such row{'s' * (bad != 1)} in all")
 
 
-def _line_of(path: Path, word: str, has_header: bool) -> int | None:
-    """The number of the first line of a text vector file that gives ``word``'s vector (an error's address)."""
-    with _open_binary(path) as raw:
-        for number, line_bytes in enumerate(raw, 1):
-            if number == 1 and has_header:
-                continue
-            fields = line_bytes.decode("utf-8", errors="replace").split(" ", 1)
-            if fields[0].strip("\r\n") == word:
-                return number
-    return None
-
-
-def _blank(path: Path) -> bool:
-    """Whether a file (gzipped or not) holds nothing but white space: gensim fails on it with a TypeError."""
-    with _open_binary(path) as raw:
-        while chunk := raw.read(1 << 16):
-            if chunk.strip():
-                return False
-    return True
-
-
-def _first_bad_line(path: Path, has_header: bool) -> str | None:
-    """Where a text vector file breaks (a line with the wrong number of values or a value that is not a
-    number), so that the error names the line rather than gensim's internal reason."""
-    dim = None
-    with _open_binary(path) as raw:
-        for number, line_bytes in enumerate(raw, 1):
-            line = line_bytes.decode("utf-8", errors="replace")
-            fields = line.rstrip("\n").rstrip().split(" ")
-            if number == 1 and has_header:
-                if len(fields) != 2 or not all(field.isdigit() for field in fields):
-                    return f"line 1: expected the header 'COUNT DIM', got {line.strip()[:40]!r}"
-                dim = int(fields[1])
-                continue
-            if not line.strip():
-                continue
-            if dim is None and len(fields) == 1:
-                return f"line {number}: {line.strip()[:40]!r} has no values: not a word-vector file"
-            dim = len(fields) - 1 if dim is None else dim
-            if len(fields) - 1 != dim:
-                return (f"line {number}: expected a word and {dim} value{'s' * (dim != 1)}, got "
-                        f"{len(fields) - 1} value{'s' * (len(fields) != 2)}")
-            for value in fields[1:]:
-                try:
-                    float(value)
-                except ValueError:
-                    return f"line {number}: {value[:40]!r} is not a number"
-    return None
-
-
-def _refuse_text_as_binary(path: Path) -> None:
-    """Refuse a text file read as word2vec binary: gensim would take its characters' bytes for float32 values
-    and give garbage vectors without a word of warning. A text file is a well-formed text format (given the
-    wrong ``--format``), or a broken word2vec text file that ``auto`` took for binary (its line 2 is not a word and
-    DIM numbers): the error then names the bad line."""
-    seen = detect_vector_format(path)
-    if seen != "word2vec-binary":
-        raise DataError(f"{path}: a {seen} text file, not word2vec-binary: use --format {seen} (or auto)")
-    if not _text_after_header(path):
-        return
-    where = _first_bad_line(path, has_header=True)
-    raise DataError(f"{path}: " + (f"{where} (read as word2vec text: the file is not binary)" if where
-                                   else "a text file, not word2vec-binary: use --format word2vec (or auto)"))
-
-
-def _text_after_header(path: Path) -> bool:
-    """Whether the bytes after a word2vec header are text (UTF-8 without control characters other than line
-    breaks and tabs): float32 vectors never are, as their low bytes and exponent bytes break UTF-8 at once."""
-    with _open_binary(path) as raw:
-        raw.readline()
-        sample = raw.read(1 << 16)
-    try:
-        text = codecs.getincrementaldecoder("utf-8")().decode(sample, final=False)  # a cut last character is fine
-    except UnicodeDecodeError:
-        return False
-    return bool(text.strip()) and not any(ord(char) < 32 and char not in "\t\n\r" for char in text)
-
-
 def _read_keyed(path: Path, fmt: str, limit: int) -> WordVectors:
     """word2vec text or binary, or GloVe, through gensim's ``KeyedVectors.load_word2vec_format``."""
     from gensim.models import KeyedVectors  # lazy: gensim loads scipy, which most commands never need
 
-    if _blank(path):  # (gensim fails on it with a TypeError)
+    if is_blank(path):  # (gensim fails on it with a TypeError)
         raise DataError(f"{path}: no vectors (empty file)")
     if fmt == "word2vec-binary":
-        _refuse_text_as_binary(path)
+        refuse_text_as_binary(path)
     try:
         kv = KeyedVectors.load_word2vec_format(str(path), binary=fmt == "word2vec-binary", no_header=fmt == "glove",
                                                unicode_errors="replace", limit=limit or None)
     except (ValueError, EOFError, UnicodeDecodeError, IndexError) as exc:
-        where = None if fmt == "word2vec-binary" else _first_bad_line(path, has_header=fmt == "word2vec")
+        where = None if fmt == "word2vec-binary" else first_bad_line(path, has_header=fmt == "word2vec")
         seen = detect_vector_format(path)
         hint = f" (it looks like {seen}: --format {seen} or auto)" if seen != fmt else ""
         raise DataError(f"{path}: " + (where or f"not a {fmt} vector file ({type(exc).__name__}: {exc})")
