@@ -4,6 +4,7 @@ command's own inputs, a --k that the words kept by --limit cannot satisfy)."""
 
 from __future__ import annotations
 
+import gzip
 import json
 import shutil
 from pathlib import Path
@@ -215,3 +216,16 @@ def test_a_k_too_large_for_the_words_kept_says_why(tmp_path: Path, table: Path, 
     line = one_line_error(cli("embed", *[word.format(**names) for word in command]), message.format(**names))
     assert "1 to 0" not in line
     assert files(tmp_path) == before
+
+
+@pytest.mark.parametrize("fmt", ["auto", "word2vec"])
+def test_a_gzipped_vectors_file_cut_short_or_not_gzip_is_named(tmp_path: Path, vocab: Path, fmt: str) -> None:
+    """Detection and gensim read a ``.gz`` themselves: an EOFError or BadGzipFile from either named no file."""
+    whole = gzip.compress(TEXT.encode())
+    (tmp_path / "cut.vec.gz").write_bytes(whole[:len(whole) // 2])
+    (tmp_path / "fake.vec.gz").write_bytes(TEXT.encode())
+    for name, reason in (("cut.vec.gz", "Compressed file ended"), ("fake.vec.gz", "Not a gzipped file")):
+        out = tmp_path / f"{name}.safetensors"
+        one_line_error(cli("embed", "load", str(tmp_path / name), "--vocab", str(vocab), "--format", fmt, "-o",
+                           str(out)), f"{tmp_path / name}: unreadable ({reason}")
+        assert not out.exists()

@@ -12,9 +12,11 @@ one, supplies the n-grams.
 
 from __future__ import annotations
 
+import gzip
 import importlib.util
 import json
 import struct
+import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +27,7 @@ import torch
 from torch import Tensor
 
 from nlgkit.core.errors import ConfigError, DataError
+from nlgkit.core.io import unreadable
 from nlgkit.wordvectors.tables import load_table, random_table
 from nlgkit.wordvectors.text_files import (
     detect_vector_format,
@@ -145,24 +148,29 @@ def read_vectors(source: Path | str, fmt: str = "auto", limit: int = 0) -> WordV
         raise ConfigError(f"--format {fmt!r}: expected {', '.join(SOURCE_FORMATS)}")
     if limit < 0:
         raise ConfigError(f"--limit {limit}: must not be negative")
-    if fmt == "auto":
-        fmt = detect_format(source)
-    elif fmt not in ("spacy", "npy-parquet") and not source.is_file():
+    if fmt not in ("auto", "spacy", "npy-parquet") and not source.is_file():
         raise DataError(f"{source}: file not found")
-    if fmt in ("word2vec", "word2vec-binary", "glove"):
-        vectors = _read_keyed(source, fmt, limit)
-    elif fmt == "fasttext":
-        vectors = _read_fasttext(source, limit)
-    elif fmt == "table":
-        vectors = _read_table(source, limit)
-    elif fmt == "spacy":
-        vectors = _read_spacy(source, limit)
-    else:
-        vectors = _read_npy_parquet(source, limit)
+    try:
+        fmt = detect_format(source) if fmt == "auto" else fmt
+        vectors = _read_source(source, fmt, limit)
+    except (EOFError, zlib.error, gzip.BadGzipFile) as exc:  # a .gz cut short, corrupt, or not gzip at all
+        raise unreadable(source, exc) from None
     if vectors.vectors.dim() != 2 or vectors.vectors.numel() == 0:
         raise DataError(f"{source}: no vectors in it (read as {fmt})")
     _require_finite(source, vectors)
     return vectors
+
+
+def _read_source(source: Path, fmt: str, limit: int) -> WordVectors:
+    if fmt in ("word2vec", "word2vec-binary", "glove"):
+        return _read_keyed(source, fmt, limit)
+    if fmt == "fasttext":
+        return _read_fasttext(source, limit)
+    if fmt == "table":
+        return _read_table(source, limit)
+    if fmt == "spacy":
+        return _read_spacy(source, limit)
+    return _read_npy_parquet(source, limit)
 
 
 def _require_finite(source: Path, vectors: WordVectors) -> None:
