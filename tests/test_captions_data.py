@@ -404,3 +404,18 @@ def test_cli_flickr30k_karpathy(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     assert "flickr30k" in result.stdout and "vocabulary" in result.stdout
     assert json.loads((tmp_path / "out" / "manifest.json").read_text())["vocab_size"] == 4 + 3
+
+
+def test_a_folder_given_as_a_caption_file_or_a_corpus_side_is_named_as_one(tmp_path: Path) -> None:
+    """A folder was "caption CSV not found" / "file not found", as if nothing were there."""
+    from nlgkit.data.caption_sources import read_caption_csv
+    from nlgkit.data.prepare import prepare_parallel
+
+    (tmp_path / "captions.csv").mkdir()
+    with pytest.raises(DataError, match=r"captions\.csv: a directory, not a caption CSV$"):
+        read_caption_csv(tmp_path / "captions.csv")
+    (tmp_path / "train.de").mkdir()
+    (tmp_path / "train.en").write_text("a dog .\n", encoding="utf-8")
+    with pytest.raises(DataError, match=r"train\.de: a directory, not a file \(nor is there a train\.de\.gz\)$"):
+        prepare_parallel(tmp_path / "out", str(tmp_path / "train"), str(tmp_path / "train"), str(tmp_path / "train"),
+                         "de", "en", tokenizer="none")

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from nlgkit.core.errors import ConfigError, DataError
-from nlgkit.core.io import read_lines
+from nlgkit.core.io import read_lines, require_file
 from nlgkit.data.captions import CaptionCorpus, Log, build_caption_dir, describe_input, hash_split
 from nlgkit.data.download import default_source
 from nlgkit.data.multi30k_files import flickr30k_locator, multi30k_file
@@ -306,8 +306,7 @@ def _images(images: str | Path | None, corpus: str) -> Path:
 
 
 def _need(path: Path, what: str) -> Path:
-    if not Path(path).is_file():
-        raise DataError(f"{path}: {what} not found")
+    require_file(path, what)  # (a folder is named as one, not as a file not found)
     return Path(path)
 
 

@@ -110,6 +110,8 @@ def _find_side(prefix: str, lang: str) -> Path:
     for path in (plain, plain.with_name(plain.name + ".gz")):
         if path.is_file():
             return path
+    if plain.is_dir():
+        raise DataError(f"{plain}: a directory, not a file (nor is there a {plain.name}.gz)")
     raise DataError(f"{plain}: file not found (nor {plain.name}.gz)")
 
 
