@@ -336,3 +336,12 @@ def test_an_empty_output_path_is_refused_as_one(tmp_path: Path) -> None:
 
     refused = CliRunner().invoke(parsed, ["--output", ""])
     assert refused.exit_code == 2 and "empty path ''" in refused.output
+
+
+def test_a_byte_order_mark_is_not_part_of_the_first_line() -> None:
+    """Kept, it joined the first word of a prepared corpus (a vocabulary entry "\ufeffa") and the first path of a
+    list; only a mark at the very start is one."""
+    from nlgkit.core.io import decode_lines
+
+    assert decode_lines(b"\xef\xbb\xbfa dog\r\ntwo cats\n", "x") == ["a dog", "two cats"]
+    assert decode_lines("a\n\ufeffb\n".encode(), "x") == ["a", "\ufeffb"]

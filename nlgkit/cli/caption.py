@@ -152,7 +152,7 @@ def caption(
     loaded = time.perf_counter()
 
     def per_image(flag: str, path: Path | None) -> PerImage | None:
-        return None if path is None else PerImage(f"{flag} {path}", read_text_input(path, error)[0])
+        return None if path is None else PerImage(f"{flag} {path}", read_text_input(path, warn)[0])
 
     if constraints is not None and sampling:
         raise DataError("--constraints: a beam search (not with --sampling)")
@@ -161,7 +161,7 @@ def caption(
                 or target_prefix is not None):
             raise DataError("--score-reference: scores one given caption per image; not with --sampling, --nbest, "
                             "--json, --attention, --constraints or --target-prefix")
-        references, _ = read_text_input(score_reference, error)
+        references, _ = read_text_input(score_reference, warn)
         results, scores = caption_reference_scores(run, paths, references, options.batch_size, warn=error,
                                                    references_name=f"--score-reference {score_reference}")
         write_lines(score_lines(scores, token_scores), output)

@@ -6,6 +6,7 @@ bad input never leaves a half-written file behind.
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import errno
 import gzip
@@ -292,8 +293,10 @@ def decode_lines(raw: bytes, name: str, on_invalid: Callable[[int], None] | None
     """Split bytes into lines and decode each as UTF-8.
 
     Strict by default: an undecodable line is an error naming ``name`` and the line. With ``on_invalid``,
-    bad bytes become U+FFFD and ``on_invalid(line_number)`` is called instead (keeps line alignment).
+    bad bytes become U+FFFD and ``on_invalid(line_number)`` is called instead (keeps line alignment). A byte-order
+    mark at the start is dropped.
     """
+    raw = raw.removeprefix(codecs.BOM_UTF8)  # (Notepad's mark of UTF-8, not text: it would join the first word)
     lines = raw.split(b"\n")
     if lines and lines[-1] == b"":
         lines.pop()

@@ -27,6 +27,8 @@ def load_image(path: str | Path, max_pixels: int = MAX_PIXELS) -> Image.Image:
     """The picture at ``path`` as an upright 8-bit RGB image (alpha composited on white)."""
     path = Path(path)
     if not path.exists():
+        if path.is_symlink():  # (exists() follows the link: a dangling one, or a loop of links, is there)
+            raise ImageError(f"{path}: a link to nothing (its target is missing, or the links loop)")
         raise ImageError(f"{path}: file not found")
     if not path.is_file():
         raise ImageError(f"{path}: not a regular file")
