@@ -35,9 +35,11 @@ def test_a_runs_files_are_its_checkpoints_data_and_records_and_an_exports_are_al
                                                                                        run_dir: Path) -> None:
     (run_dir / "notes").mkdir()
     (run_dir / "notes" / "todo.txt").write_text("x", encoding="utf-8")
-    assert {path.relative_to(run_dir).as_posix() for path in model_files(run_dir)} == {
-        "checkpoints/best/model.safetensors", "checkpoints/best/meta.json", "checkpoints/last/meta.json",
-        "data/vocab.en.txt", "data/spm.model", "config.json", "metrics.jsonl", "test.hyp.en", "test.hyp.en.json"}
+    loaded = {"checkpoints/best/model.safetensors", "checkpoints/best/meta.json", "checkpoints/last/meta.json",
+              "data/vocab.en.txt", "data/spm.model", "config.json", "test.hyp.en.json"}
+    assert {path.relative_to(run_dir).as_posix() for path in model_files(run_dir)} == loaded
+    assert {path.relative_to(run_dir).as_posix() for path in model_files(run_dir, records=True)} == {
+        *loaded, "metrics.jsonl", "test.hyp.en"}
     export = tmp_path / "export"
     (export / "assets").mkdir(parents=True)
     for name in ("model.bin", "nlgkit.json", "assets/vocab.en.txt"):
@@ -47,8 +49,10 @@ def test_a_runs_files_are_its_checkpoints_data_and_records_and_an_exports_are_al
     assert model_files(tmp_path / "missing") == []
 
 
-@pytest.mark.parametrize("command", ["translate", "caption", "report", "norms"])
-@pytest.mark.parametrize("target", ["data/vocab.en.txt", "checkpoints/best/meta.json", "test.hyp.en"])
+@pytest.mark.parametrize(("command", "target"), [
+    *((command, target) for command in ("translate", "caption", "report", "norms")
+      for target in ("data/vocab.en.txt", "checkpoints/best/meta.json", "config.json")),
+    ("report", "test.hyp.en"), ("report", "metrics.jsonl")])  # (what report reads besides the model)
 def test_an_output_over_a_file_of_the_run_is_refused_before_any_work(tmp_path: Path, run_dir: Path, command: str,
                                                                      target: str) -> None:
     """Each of these exited 0 and left the run broken (a vocabulary replaced by translations, a scored test output
@@ -72,5 +76,5 @@ def test_a_new_file_inside_a_run_is_not_one_of_its_files(run_dir: Path) -> None:
     from nlgkit.core.io import check_output
     from nlgkit.runs.files import models_as_inputs
 
-    for output in (run_dir / "newstest.hyp", run_dir / "report.md"):
-        check_output(output, models_as_inputs([run_dir]))
+    for output in (run_dir / "newstest.hyp", run_dir / "report.md", run_dir / "test.hyp.en"):
+        check_output(output, models_as_inputs([run_dir]))  # (translating reads no earlier output: -o it again)

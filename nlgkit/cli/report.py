@@ -60,7 +60,7 @@ def report(
     baselines = baseline or []
     dirs += [base for base in baselines if all(d.resolve() != base.resolve() for d in dirs)]
     for written in (output, html):
-        check_output(written, models_as_inputs(dirs, "RUN_DIR"))
+        check_output(written, models_as_inputs(dirs, "RUN_DIR", records=True))
     for run_dir in dirs:
         best_meta(run_dir)
     results = collect_runs(
