@@ -119,12 +119,12 @@ def test_extract_refuses_to_write_over_the_table_of_a_continuous_head(tmp_path: 
     """A continuous head is built from its table (and that table's word list): inputs of `extract` too."""
     meta = run / "checkpoints" / "best" / "meta.json"
     recorded = json.loads(meta.read_text())
-    recorded["config"]["head"]["table"] = str(table)
+    recorded["config"]["head"] = {"type": "continuous", "table": str(table)}  # (a fixture run's head, relabelled)
     meta.write_text(json.dumps(recorded))
     before = files(tmp_path)
-    one_line_error(cli("embed", "extract", str(run), "-o", str(table)), f"{table}: also given as the head's table")
+    one_line_error(cli("embed", "extract", str(run), "-o", str(table)), f"{table}: also given as RUN_DIR {run} (its head.table)")
     listed = table.with_suffix(".vocab.txt")
-    one_line_error(cli("embed", "extract", str(run), "-o", str(listed)), f"{listed}: also given as the word list")
+    one_line_error(cli("embed", "extract", str(run), "-o", str(listed)), f"{listed}: also given as RUN_DIR {run} (a file of its head.table)")
     assert files(tmp_path) == before
 
 

@@ -166,6 +166,20 @@ def test_commands_name_a_gzip_input_they_cannot_read(files: Path, argv: list[str
     assert leftovers(files) == before  # no output, no temporary file
 
 
+def test_prepare_names_a_truncated_corpus_side(files: Path, tmp_path: Path) -> None:
+    """``prepare parallel`` reads each side with ``read_lines`` and its wording, as every other reader does."""
+    for split in ("train", "valid", "test"):
+        for lang in ("de", "en"):
+            (tmp_path / f"{split}.{lang}").write_text(TEXT, encoding="utf-8")
+    (tmp_path / "train.de").unlink()
+    (tmp_path / "train.de.gz").write_bytes((files / "trunc.gz").read_bytes())
+    result = invoke("prepare", "parallel", "--train", f"{tmp_path}/train", "--valid", f"{tmp_path}/valid",
+                    "--test", f"{tmp_path}/test", "--src", "de", "--tgt", "en", "--tokenizer", "none",
+                    "--out", f"{tmp_path}/data")
+    one_line_error(result, f"{tmp_path}/train.de.gz: unreadable ({TRUNCATED})")
+    assert not (tmp_path / "data").exists()
+
+
 @pytest.mark.parametrize(("error", "expected"), [
     (EOFError(TRUNCATED), f"unexpected end of input ({TRUNCATED})"),
     (EOFError(), "unexpected end of input (EOFError)"),

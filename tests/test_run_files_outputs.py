@@ -78,3 +78,26 @@ def test_a_new_file_inside_a_run_is_not_one_of_its_files(run_dir: Path) -> None:
 
     for output in (run_dir / "newstest.hyp", run_dir / "report.md", run_dir / "test.hyp.en"):
         check_output(output, models_as_inputs([run_dir]))  # (translating reads no earlier output: -o it again)
+
+
+@pytest.mark.parametrize("target", ["table.safetensors", "table.vocab.txt"])
+def test_the_table_a_continuous_head_is_built_from_is_an_input_of_its_run(tmp_path: Path, run_dir: Path,
+                                                                          target: str) -> None:
+    """Loading a run with a continuous head reads its table (and word list) from outside the run: ``translate -o``
+    over it exited 0 and left the run unloadable. A record's config names such files the same way (input_files)."""
+    import json
+
+    table = tmp_path / "table.safetensors"
+    table.write_text("x", encoding="utf-8")
+    table.with_suffix(".vocab.txt").write_text("a\n", encoding="utf-8")
+    (run_dir / "checkpoints" / "best" / "meta.json").write_text(json.dumps(
+        {"config": {"head": {"type": "continuous", "table": str(table)}}}), encoding="utf-8")
+    assert model_files(run_dir)[-2:] == [table, table.with_suffix(".vocab.txt")]
+    output = tmp_path / target
+    result = invoke("translate", "-m", str(run_dir), "-i", str(tmp_path / "src.de"), "-o", str(output))
+    assert result.exit_code == 2, result.output
+    what = "its head.table" if target == "table.safetensors" else "a file of its head.table"
+    assert result.stderr.strip().splitlines() == [
+        f"error: {output}: also given as --model {run_dir} ({what}); writing the output there would replace that "
+        "input (write it to another file)"]
+    assert table.read_text(encoding="utf-8") == "x"

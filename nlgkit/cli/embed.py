@@ -46,22 +46,15 @@ def _table_inputs(table: Path) -> list[tuple[str, str | Path | None]]:
 
 
 def _run_inputs(run_dir: Path, checkpoint: str) -> list[tuple[str, str | Path | None]]:
-    """What ``embed extract`` reads of a run: its files (:func:`~nlgkit.runs.files.model_files`), those of a
-    checkpoint given by path, and the table a continuous head was built from, with its word list."""
+    """What ``embed extract`` reads of a run: its files and those of a checkpoint given by path, each with the
+    files outside it that its plug-ins read (:func:`~nlgkit.runs.files.model_files`)."""
     # lazy: CLI start-up
-    from nlgkit.runs.checkpoint import find_checkpoint, load_meta
+    from nlgkit.runs.checkpoint import find_checkpoint
     from nlgkit.runs.files import models_as_inputs
     from nlgkit.runs.loading import resolve_checkpoint
 
-    read: list[tuple[str, str | Path | None]] = [*models_as_inputs([run_dir], "RUN_DIR")]
     found = find_checkpoint(resolve_checkpoint(run_dir, checkpoint))  # (a missing one: a one-line error now)
-    if found is not None:
-        read += [(f"a file of checkpoint {found}", path) for path in sorted(found.iterdir()) if path.is_file()]
-        head = load_meta(found)["config"].get("head")
-        table = head.get("table") if isinstance(head, dict) else None
-        if isinstance(table, str) and table:
-            read += [("the head's table", Path(table).expanduser()), *_table_inputs(Path(table).expanduser())]
-    return read
+    return [*models_as_inputs([run_dir], "RUN_DIR"), *models_as_inputs([found] if found else [], "--checkpoint")]
 
 
 def _written(path: Path, rows: int, dim: int, extra: str = "") -> None:

@@ -17,7 +17,6 @@ Layout of ``out_dir``::
 from __future__ import annotations
 
 import contextlib
-import zlib
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -115,18 +114,11 @@ def _find_side(prefix: str, lang: str) -> Path:
     raise DataError(f"{plain}: file not found (nor {plain.name}.gz)")
 
 
-def _read(path: Path) -> list[str]:
-    try:
-        return read_lines(path)
-    except (OSError, EOFError, zlib.error) as exc:
-        raise DataError(f"{path}: unreadable ({' '.join(str(exc).split())})") from None
-
-
 def read_corpus(files: dict[str, dict[str, Path]], src_lang: str, tgt_lang: str) -> Corpus:
     corpus: Corpus = {}
     for split in SPLITS:
         src, tgt = files[split][src_lang], files[split][tgt_lang]
-        corpus[split] = {src_lang: _read(src), tgt_lang: _read(tgt)}
+        corpus[split] = {src_lang: read_lines(src), tgt_lang: read_lines(tgt)}
         n_src, n_tgt = len(corpus[split][src_lang]), len(corpus[split][tgt_lang])
         if n_src != n_tgt:
             raise DataError(f"{src} has {n_src} lines but {tgt} has {n_tgt}: the two sides must be aligned")

@@ -22,9 +22,9 @@ from nlgkit.core.config import PLUGIN_REGISTRIES, RunConfig
 from nlgkit.core.errors import DataError, NlgkitError
 from nlgkit.core.io import atomic_directory, read_json, sha256_file, write_json
 from nlgkit.data.word_counts import training_word_counts, word_counts_name, write_word_counts
+from nlgkit.runs.files import with_companions
 from nlgkit.runs.outputs import RECORD_FILE, best_meta, is_record, kept_outputs, run_config, saved_config
 from nlgkit.tasks import Task, build_task
-from nlgkit.wordvectors.tables import vocab_path
 
 TOP_LEVEL = ("*.json", "*.jsonl", "*.hyp.*")  # config, provenance, summary, manifest, metrics, outputs, stamps
 CHECKPOINTS = ("best", "best.old", "last")  # only their meta.json: progress, best epoch, stop reason
@@ -62,7 +62,7 @@ def archive_run(run_dir: Path, records_dir: Path, *, replace_finished: bool = Fa
     raw = saved_config(run_dir)
     inputs = _inputs(raw, config, run_dir)
     copies = [(source, relative) for source, relative in copies if relative != Path("config.json")]
-    copies += [(path, Path(INPUTS_DIR, path.name)) for source in inputs.values() for path in _with_companions(source)]
+    copies += [(path, Path(INPUTS_DIR, path.name)) for source in inputs.values() for path in with_companions(source)]
 
     with atomic_directory(record) as tmp:
         for source, relative in copies:
@@ -114,12 +114,6 @@ def _inputs(raw: dict[str, Any], config: RunConfig, run_dir: Path) -> dict[str, 
                                 "run read, so it must exist when the run is archived")
             found[key] = path
     return found
-
-
-def _with_companions(path: Path) -> list[Path]:
-    """A file and the files that belong to it (a word-vector table's word list)."""
-    words = vocab_path(path)
-    return [path, words] if words.is_file() else [path]
 
 
 def _prepared(task: Task, data_dir: Path) -> Path:
