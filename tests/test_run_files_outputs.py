@@ -98,6 +98,6 @@ def test_the_table_a_continuous_head_is_built_from_is_an_input_of_its_run(tmp_pa
     assert result.exit_code == 2, result.output
     what = "its head.table" if target == "table.safetensors" else "a file of its head.table"
     assert result.stderr.strip().splitlines() == [
-        f"error: {output}: also given as --model {run_dir} ({what}); writing the output there would replace that "
-        "input (write it to another file)"]
+        (f"error: {output}: also given as --model {run_dir} ({what}); writing the output there would replace that "
+         "input (write it to another file)")]
     assert table.read_text(encoding="utf-8") == "x"

@@ -8,9 +8,11 @@ needs no training.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import io
 import json
+import logging
 import random
 import socket
 import threading
@@ -64,12 +66,12 @@ def save_run(root: Path, config: dict[str, Any], vocabs: dict[str, Vocabulary], 
     return root
 
 
-def translation_run(root: Path) -> Path:
-    """A small RNN DE→EN run (Moses tokenizer, lowercased), beam 4 by default."""
+def translation_run(root: Path, beam: int = 4) -> Path:
+    """A small RNN DE→EN run (Moses tokenizer, lowercased), ``beam`` (4) by default."""
     config = {"data": {"src_lang": "de", "tgt_lang": "en"},
               "model": {"type": "rnn", "embedding_dim": 16, "encoder_dim": 24, "decoder_dim": 24,
                         "attention_dim": 16, "pre_output_dim": 24},
-              "head": {"type": "learned"}, "search": {"beam": 4, "max_len_b": 6}}
+              "head": {"type": "learned"}, "search": {"beam": beam, "max_len_b": 6}}
     manifest = {"src_lang": "de", "tgt_lang": "en", "tokenizer": "moses", "lowercase": True, "subword": "none"}
     return save_run(root, config, {"de": vocabulary(DE), "en": vocabulary(EN)}, manifest)
 
@@ -562,6 +564,91 @@ def test_bad_caption_requests_get_a_one_line_4xx(client: TestClient, case: int) 
     answer = client.post("/caption", **request)
     assert (answer.status_code, reason in answer.json()["error"]) == (status, True), answer.text
     assert answer.json()["error"] and "\n" not in answer.json()["error"]
+
+
+def test_head_unknown_paths_and_methods_get_answers_that_name_them(client: TestClient) -> None:
+    for path in ("/", "/health", "/models", "/static/app.js"):  # HEAD, as uptime checks send it
+        answer = client.head(path)
+        assert answer.status_code == 200 and answer.content == b"", (path, answer.status_code)
+    wrong = client.get("/translate")
+    assert wrong.status_code == 405 and wrong.json()["error"] == "GET /translate: Method Not Allowed (allowed: POST)"
+    missing = client.post("/translation", json={"lines": ["a"]})
+    assert missing.status_code == 404 and missing.json()["error"].startswith("POST /translation: Not Found (endpoints: ")
+
+
+def test_a_multipart_content_type_is_read_in_any_case(client: TestClient) -> None:
+    boundary = "XyZ"
+    body = (f'--{boundary}\r\nContent-Disposition: form-data; name="image"; filename="a.jpg"\r\n'
+            f"Content-Type: image/jpeg\r\n\r\n").encode() + picture(3) + f"\r\n--{boundary}--\r\n".encode()
+    answer = client.post("/caption", content=body, headers={"content-type": f"Multipart/Form-Data; boundary={boundary}"})
+    assert answer.status_code == 200 and answer.json()["results"][0]["image"] == "a.jpg", answer.text
+
+
+async def post_and_leave(app: Any, body: bytes, complete: bool, leave: Any) -> list[int]:
+    """POST ``body`` to /translate straight through ASGI (all of it, or ``complete=False``: the body is cut short),
+    then ``await leave()`` and disconnect as a client that gives up does; the statuses the app answered."""
+    messages = [{"type": "http.request", "body": body, "more_body": not complete}]
+
+    async def receive() -> dict[str, Any]:
+        if messages:
+            return messages.pop(0)
+        await leave()
+        return {"type": "http.disconnect"}
+
+    statuses: list[int] = []
+
+    async def send(message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.start":
+            statuses.append(message["status"])
+
+    length = len(body) + (0 if complete else 10)
+    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST", "scheme": "http",
+             "path": "/translate", "raw_path": b"/translate", "root_path": "", "query_string": b"",
+             "headers": [(b"content-type", b"application/json"), (b"content-length", b"%d" % length)],
+             "client": ("127.0.0.1", 5000), "server": ("127.0.0.1", 8080)}
+    await app(scope, receive, send)
+    return statuses
+
+
+def test_a_client_that_leaves_is_not_searched_for_nor_logged_as_a_crash(runs: dict[str, Path],
+                                                                      caplog: pytest.LogCaptureFixture) -> None:
+    limits = ServeLimits(max_wait_ms=0)
+    models = load_models([str(runs["translation"])], device="cpu", limits=limits)
+    model = models["de-en"]
+    gate, searched = threading.Event(), list[str]()
+    search = model.batcher.process
+
+    def held(key: Any, items: list[Any]) -> list[Any]:
+        gate.wait(30)  # (only a server that keeps waiting for a client that left waits this long)
+        searched.extend(item[0] for item in items)
+        return search(key, items)
+
+    async def queued() -> None:  # the request waits behind the held one: now its client leaves
+        while model.batcher.waiting == 0:
+            await asyncio.sleep(0.01)
+
+    async def at_once() -> None:
+        pass
+
+    model.batcher.process = held
+    app = create_app(models, limits)
+    model.batcher.start()
+    try:
+        key = (model.options(None, None), False, False, False)
+        running = model.batcher.submit(key, [("ein mann", "", "")])  # the worker holds it at the gate
+        while model.batcher.waiting:
+            time.sleep(0.01)
+        with caplog.at_level(logging.INFO, logger="nlgkit.serve"):
+            cut = asyncio.run(post_and_leave(app, b'{"lines": ["der hu', False, at_once))  # gone mid-body
+            gone = asyncio.run(post_and_leave(app, b'{"lines": ["eine frau"]}', True, queued))  # gone while queued
+        gate.set()
+        assert len(running.result(30)) == 1 and model.batcher.submit(key, [("der hund", "", "")]).result(30)
+    finally:
+        gate.set()
+        model.batcher.stop()
+    assert cut == gone == [499]
+    assert searched == ["ein mann", "der hund"]  # the line of the client that left was never searched
+    assert "internal error" not in caplog.text and "Traceback" not in caplog.text
 
 
 # -- batching and the queue's bound ---------------------------------------------------------------------------

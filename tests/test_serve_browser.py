@@ -22,13 +22,14 @@ from nlgkit.experiments.bench.serve import measure_serving, running_server, serv
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("served_runs")
-    return {"translation": translation_run(root / "de-en"), "captioning": caption_run(root / "captioner")}
+    return {"translation": translation_run(root / "de-en"), "captioning": caption_run(root / "captioner"),
+            "narrow": translation_run(root / "narrow", beam=2)}
 
 
 @pytest.fixture(scope="module")
 def server(runs: dict[str, Path]) -> Iterator[str]:
     with running_server(["--model", f"de-en={runs['translation']}", "--model", f"captioner={runs['captioning']}",
-                         "--device", "cpu"]) as url:
+                         "--model", f"narrow={runs['narrow']}", "--device", "cpu"]) as url:
         yield url
 
 
@@ -206,3 +207,23 @@ def test_the_page_translates_a_typed_sentence_and_captions_a_dropped_image(chrom
     assert started == [c["text"] for c in api["results"][0]["captions"]] and started != shown
     assert all(text.lower().startswith("the <unk>") for text in started), started
     assert chrome.find_element(By.ID, "caption-warnings").text == api["warnings"][0]
+
+
+def test_the_page_asks_no_more_hypotheses_than_the_models_beam(chrome: Any, server: str) -> None:
+    """The page's n-best (3 unless changed) with the Beam field left empty, on a model whose run searches with beam 2:
+    the page asks for the 2 the beam has rather than showing the server's refusal of 3."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as ready
+    from selenium.webdriver.support.ui import Select, WebDriverWait
+
+    wait = WebDriverWait(chrome, 60)
+    chrome.get(server)
+    wait.until(ready.presence_of_element_located((By.CSS_SELECTOR, "#translate-model option[value='narrow']")))
+    Select(chrome.find_element(By.ID, "translate-model")).select_by_value("narrow")
+    chrome.find_element(By.ID, "source").send_keys("Ein Mann fährt mit dem Fahrrad .")
+    chrome.find_element(By.ID, "translate-button").click()
+    wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "#translations .hypothesis")
+               or d.find_element(By.ID, "error").get_attribute("hidden") is None)
+    assert chrome.find_element(By.ID, "error").get_attribute("hidden") is not None, \
+        chrome.find_element(By.ID, "error").text
+    assert len(chrome.find_elements(By.CSS_SELECTOR, "#translations .hypothesis")) == 2

@@ -9,9 +9,11 @@
 - ``GET /models`` (what each served model does) and ``GET /health``; ``GET /`` the page (``static/``).
 
 Errors are JSON ``{"error": "one line"}`` with a 4xx status: 400 unreadable body, 404 unknown model or
-path, 413 over a limit, 415 not a multipart upload, 422 a body of the wrong shape or a model that does
-not do what is asked; 503 (with Retry-After) when the model's queue is full. A failure of the server itself
-is a 500 with one line, logged with its traceback; it never ends the server.
+path, 405 a method the path does not take (both name the method and path), 413 over a limit, 415 not a
+multipart upload, 422 a body of the wrong shape or a model that does not do what is asked; 503 (with
+Retry-After) when the model's queue is full. A client that disconnects before its answer gets (in the access
+log) a 499, and its request, if still queued, is dropped unsearched. A failure of the server itself is a 500
+with one line, logged with its traceback; it never ends the server. The GET endpoints answer HEAD too.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator, Mapping
+from concurrent.futures import Future
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -33,7 +36,7 @@ from starlette.exceptions import HTTPException
 
 from nlgkit.core.errors import NlgkitError
 from nlgkit.serve.batching import QueueFull
-from nlgkit.serve.inputs import RequestError, parse_caption, parse_translate, read_body
+from nlgkit.serve.inputs import CLIENT_GONE, RequestError, parse_caption, parse_translate, read_body
 from nlgkit.serve.limits import ServeLimits
 from nlgkit.serve.served import CAPTION, TRANSLATE, ServedModel
 
@@ -61,17 +64,17 @@ def create_app(models: Mapping[str, ServedModel], limits: ServeLimits | None = N
     page = (STATIC / "index.html").read_text(encoding="utf-8")
     decoding = asyncio.Semaphore(limits.max_decoding)  # full-size pictures in memory at once
 
-    @app.get("/", response_class=HTMLResponse)
+    @app.api_route("/", methods=["GET", "HEAD"], response_class=HTMLResponse)  # HEAD: what uptime checks send
     async def index() -> HTMLResponse:
         return HTMLResponse(page)
 
-    @app.get("/health")
+    @app.api_route("/health", methods=["GET", "HEAD"])
     async def health() -> dict[str, Any]:
         return {"status": "ok", "search_threads": torch.get_num_threads(),
                 "models": {name: {"waiting": m.batcher.waiting, "batches": m.batcher.batches}
                            for name, m in models.items()}}
 
-    @app.get("/models")
+    @app.api_route("/models", methods=["GET", "HEAD"])
     async def list_models() -> dict[str, Any]:
         return {"models": [m.describe() for m in models.values()], "limits": limits.describe()}
 
@@ -90,7 +93,7 @@ def create_app(models: Mapping[str, ServedModel], limits: ServeLimits | None = N
                  for line, line_phrases, prefix in zip(body.lines, phrases, prefixes, strict=True)]
         warnings = [] if body.target_prefix is None and body.constraints is None else \
             await run_in_threadpool(model.request_warnings, body.target_prefix, body.constraints)
-        found = await asyncio.wrap_future(model.batcher.submit(key, items))
+        found = await answered(request, model.batcher.submit(key, items))
         return {"model": model.name, "translations": found, **({"warnings": warnings} if warnings else {})}
 
     @app.post("/caption")
@@ -107,12 +110,33 @@ def create_app(models: Mapping[str, ServedModel], limits: ServeLimits | None = N
             async with decoding:
                 pictures.append(await run_in_threadpool(model.read_picture, name, data))
         warnings = await run_in_threadpool(model.prefix_warnings, body.target_prefix) if body.target_prefix else []
-        answers = await asyncio.wrap_future(model.batcher.submit(
+        answers = await answered(request, model.batcher.submit(
             (options, body.attention, body.token_scores, body.target_prefix), pictures))
         return {"model": model.name, "results": [{"image": p.name, **answer} for p, answer in zip(pictures, answers)],
                 **({"warnings": warnings} if warnings else {})}
 
     return app
+
+
+async def answered(request: Request, job: Future[list[Any]]) -> list[Any]:
+    """The answers of a queued job; a client that disconnects before they come cancels its job, so that the worker
+    skips it rather than search for nobody (a batch already running finishes; its answers are dropped)."""
+    answers = asyncio.wrap_future(job)
+    gone = asyncio.ensure_future(disconnected(request))
+    try:
+        await asyncio.wait((answers, gone), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        gone.cancel()
+    if not answers.done():
+        answers.cancel()  # cancels the job too, unless its batch has started
+        raise RequestError(CLIENT_GONE, "the client closed the connection before its answer")
+    return answers.result()
+
+
+async def disconnected(request: Request) -> None:
+    """Return when the client of a request whose body has been read goes away (the server's next ASGI message)."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
 
 
 def pick(models: Mapping[str, ServedModel], name: str | None, does: str) -> ServedModel:
@@ -150,9 +174,14 @@ def add_error_handlers(app: FastAPI) -> None:
     async def busy(_: Request, exc: Exception) -> Response:
         return error(503, str(exc), {"Retry-After": "1"})
 
-    async def http_error(_: Request, exc: Exception) -> Response:
+    async def http_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, HTTPException)
-        return error(exc.status_code, str(exc.detail), exc.headers)
+        message = str(exc.detail)
+        if exc.status_code in (404, 405):  # from the routing: name what was asked for, and what would do
+            allowed = {k.lower(): v for k, v in (exc.headers or {}).items()}.get("allow")
+            hint = f"allowed: {allowed}" if allowed else "endpoints: POST /translate, POST /caption, GET /models, /health, /"
+            message = f"{request.method} {request.url.path[:200]}: {message} ({hint})"
+        return error(exc.status_code, message, exc.headers)
 
     async def invalid(_: Request, exc: Exception) -> Response:
         assert isinstance(exc, RequestValidationError)

@@ -11,9 +11,11 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 from starlette.datastructures import FormData, UploadFile
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 
 from nlgkit.serve.limits import ServeLimits
+
+CLIENT_GONE = 499  # the status logged for a client that left before its answer (nginx's "client closed request")
 
 
 class RequestError(Exception):
@@ -72,11 +74,15 @@ async def read_body(request: Request, limit: int) -> bytes:
         if int(declared) > limit:
             raise RequestError(413, f"request body of {int(declared):,} bytes: at most {limit:,} bytes")
     chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise RequestError(413, f"request body over {limit:,} bytes")
-        chunks.append(chunk)
+    try:
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise RequestError(413, f"request body over {limit:,} bytes")
+            chunks.append(chunk)
+    except ClientDisconnect:  # the client's mistake, not the server's: no 500, no traceback in the log
+        raise RequestError(CLIENT_GONE, f"the client closed the connection after {size:,} bytes of its "
+                                        "request body") from None
     body = b"".join(chunks)
     request._body = body  # Starlette's own cache: request.form() reads the body again from here
     return body
@@ -138,7 +144,7 @@ async def parse_caption(request: Request, limits: ServeLimits) -> CaptionRequest
     """A /caption multipart form → its request; a malformed form, a missing or oversized image, an unknown
     field or a bad number is a RequestError."""
     await read_body(request, limits.max_caption_body_bytes)
-    if not request.headers.get("content-type", "").startswith("multipart/form-data"):
+    if not request.headers.get("content-type", "").strip().lower().startswith("multipart/form-data"):  # any case
         raise RequestError(415, "expected a multipart/form-data upload with one or more image files")
     form = await request.form(max_files=limits.max_images, max_fields=len(CAPTION_FIELDS) + 1,
                               max_part_size=64 << 10)

@@ -85,6 +85,14 @@ function numberField(id) {
 
 let models = [];
 
+// The n-best to ask for: no more than the beam searched, the one typed or else the model's own (GET /models), which
+// the server would refuse.
+function fewest(nbest, beam, select) {
+  const model = models.find((m) => m.name === $(select).value);
+  const widest = beam !== undefined ? beam : model && model.beam;
+  return widest ? Math.min(nbest, widest) : nbest;
+}
+
 async function loadModels() {
   const { models: served } = await call("/models");
   models = served;
@@ -126,9 +134,8 @@ async function translate() {
   showWarnings("translate-warnings", []);
   const lines = $("source").value.split("\n").filter((line) => line.trim() !== "");
   if (lines.length === 0) return showError("type a sentence first");
-  let nbest = numberField("translate-nbest") || 1;
   const beam = numberField("translate-beam");
-  if (beam !== undefined && nbest > beam) nbest = beam;
+  const nbest = fewest(numberField("translate-nbest") || 1, beam, "translate-model");
   const align = $("align").checked;
   const scores = $("word-scores").checked;
   const request = { lines, model: $("translate-model").value, nbest, scores: true, align, token_scores: scores };
@@ -169,12 +176,8 @@ async function caption(files) {
   for (const file of images) form.append("image", file, file.name);
   form.append("model", $("caption-model").value);
   const beam = numberField("caption-beam");
-  let nbest = numberField("caption-nbest") || 1;
-  if (beam !== undefined) {
-    form.append("beam", String(beam));
-    nbest = Math.min(nbest, beam);
-  }
-  form.append("nbest", String(nbest));
+  if (beam !== undefined) form.append("beam", String(beam));
+  form.append("nbest", String(fewest(numberField("caption-nbest") || 1, beam, "caption-model")));
   const start = $("caption-starts-with").value.trim();
   if (start) form.append("target_prefix", start);
   const attention = !$("attention-label").hidden && $("attention").checked;
