@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -334,6 +335,77 @@ def test_a_run_killed_without_warning_resumes_from_its_last_save_inside_the_epoc
         load_recipe(killed, ["train.save_every_updates=-1"])
 
 
+def test_a_run_killed_at_an_epochs_end_resumes_with_every_epoch_checkpoint(  # type: ignore[no-untyped-def]
+        paper, uninterrupted: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A crash while epoch 1's checkpoints are written, as ``epoch_001`` is saved: ``last`` is written after the
+    others, so the run resumes from its save at update 9 and writes ``epoch_001`` again (it was lost when ``last``
+    had already moved on to epoch 2, and ``nlgkit average --last N`` then averaged other epochs)."""
+    killed = tiny_recipe(tmp_path, paper[0], tmp_path / "killed", max_updates=18, save_every_updates=3)
+    from nlgkit.train.trainer import Trainer
+
+    original = Trainer._save
+
+    def crash_at_the_epoch_checkpoint(self, session, loop, directory, *args, **kwargs):  # type: ignore[no-untyped-def]
+        if directory.name == "epoch_001":
+            raise RuntimeError("the machine went away")
+        return original(self, session, loop, directory, *args, **kwargs)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(Trainer, "_save", crash_at_the_epoch_checkpoint)
+        assert cli("train", str(killed)).exit_code != 0
+    meta = json.loads((tmp_path / "killed" / "checkpoints" / "last" / "meta.json").read_text())
+    assert (meta["loop"]["update"], meta["loop"]["epoch"]) == (9, 1)
+    result = cli("train", str(killed), "--resume")
+    assert result.exit_code == 0, result.output
+    for name in ("epoch_001", "best", "last"):
+        assert_same_weights(uninterrupted, tmp_path / "killed", name)
+
+
+def test_a_new_run_does_not_inherit_what_a_run_stopped_before_its_first_checkpoint_left(  # type: ignore[no-untyped-def]
+        paper, uninterrupted: Path, tmp_path: Path) -> None:
+    """A run stopped before it wrote a checkpoint cannot be resumed, so a new run may start there: it starts its
+    own metrics log (the old one's events were appended to it). One that left a ``best`` but no ``last`` (it passed
+    for the new run's own) is refused, its weights kept. A run record is no run directory."""
+    run_dir = tmp_path / "run"
+    (run_dir / "checkpoints" / ".last.tmp").mkdir(parents=True)  # (a save the kill cut short)
+    shutil.copy(uninterrupted / "metrics.jsonl", run_dir / "metrics.jsonl")
+    recipe = tiny_recipe(tmp_path, paper[0], run_dir, max_updates=3)
+    result = cli("train", str(recipe))
+    assert result.exit_code == 0, result.output
+    events = [json.loads(line)["event"] for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert events.count("start") == 1 and events[0] == "start" and "resume" not in events, events
+    assert not (run_dir / "checkpoints" / ".last.tmp").exists()
+
+    stopped = tmp_path / "stopped"
+    shutil.copytree(uninterrupted / "checkpoints" / "best", stopped / "checkpoints" / "best")
+    one_line_error(cli("train", str(recipe), "--run-dir", str(stopped)),
+                   f"{stopped}: holds checkpoints of an earlier run (best) but no last to resume from")
+    assert sorted(path.name for path in (stopped / "checkpoints").iterdir()) == ["best"]
+    record = tmp_path / "record"
+    shutil.copytree(uninterrupted, record, ignore=shutil.ignore_patterns("*.safetensors", "*.pt"))
+    (record / "record.json").write_text("{}")
+    one_line_error(cli("train", str(recipe), "--run-dir", str(record)), f"{record}: a run record")
+    assert (record / "checkpoints" / "best" / "meta.json").is_file()
+
+
+def test_a_second_training_process_in_one_run_directory_is_refused(paper, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Two ``nlgkit train`` in one run directory (a resume started while the run trains) both trained, into one
+    metrics log and through one temporary checkpoint directory; the one that writes the run holds a lock on it,
+    which the kernel drops however the process ends."""
+    import fcntl
+
+    run_dir = tmp_path / "run"
+    recipe = tiny_recipe(tmp_path, paper[0], run_dir, max_updates=2, valid_limit=10)
+    run_dir.mkdir()
+    with open(run_dir / ".train.lock", "a+") as held:  # as a training process holds it
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        held.write("4242\n")
+        held.flush()
+        one_line_error(cli("train", str(recipe)), f"{run_dir}: another nlgkit train (process 4242) is training this run")
+    assert not (run_dir / "metrics.jsonl").exists()
+    assert cli("train", str(recipe)).exit_code == 0  # the lock dropped with its holder
+
+
 def test_a_run_stops_once_its_learning_rate_decays_below_stop_min_lr(paper, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     """fairseq's --stop-min-lr: the epoch whose rate falls below the floor is the last one, and says why."""
     recipe = tiny_recipe(tmp_path, paper[0], tmp_path / "floor", max_epochs=8, schedule="inverse_sqrt",
@@ -400,6 +472,13 @@ def test_bad_input_gives_one_line_errors(trained: tuple[Path, Path], paper, tmp_
                        str(tmp_path / "r")), "nodata")
     one_line_error(cli("train", str(recipe)), "already holds a trained run")
     one_line_error(cli("train", str(recipe), "--resume", "--set", "model.decoder_dim=32"), "model.decoder_dim")
+    # what the saved optimizer, schedule and batch order would override or mix with (a new train.lr was ignored
+    # while config.json named it)
+    for setting, was in (("train.lr=0.1", "0.005"), ("train.seed=4", "3"), ("train.batch_size=10", "25")):
+        key = setting.split("=")[0]
+        one_line_error(cli("train", str(recipe), "--resume", "--set", setting), f"{key} was {was} when this run "
+                       "started", "--init-from")
+    assert json.loads((run_dir / "config.json").read_text())["train"]["lr"] == 0.005
     one_line_error(cli("translate", "--model", str(tmp_path / "norun")), "norun")
     one_line_error(cli("translate", "--model", str(run_dir), "--input", str(tmp_path / "none.de")), "none.de")
     one_line_error(cli("translate", "--model", str(run_dir), "--sampling-topk", "5", input="ein hund\n"),

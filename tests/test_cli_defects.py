@@ -150,6 +150,29 @@ def test_resuming_a_tampered_state_prints_only_nlgkits_line(stopped_early: tuple
     assert "ran code" not in result.stdout + result.stderr
 
 
+def test_resuming_a_state_torch_loads_but_nlgkit_did_not_write_is_one_line(paper: tuple[Path, dict],
+                                                                           tmp_path: Path) -> None:
+    """A training state of plain tensors and lists that is not the one nlgkit saved (edited, cut down, another
+    program's) was a KeyError or TypeError traceback from deep inside the restore."""
+    import torch
+
+    run_dir = tmp_path / "run"
+    recipe = tiny_recipe(tmp_path, paper[0], run_dir, max_updates=2, valid_limit=10)
+    assert invoke("train", str(recipe)).exit_code == 0
+    state_path = run_dir / "checkpoints" / "last" / STATE_FILE
+    saved = torch.load(state_path, weights_only=True)
+    for state, reason in (({}, "(no 'optimizer')"), ([1, 2], "(no 'optimizer')"),
+                          ({**saved, "loop": {**saved["loop"], "epochs_left": 3}}, "(TypeError: "),
+                          ({**saved, "optimizer": {}}, "(KeyError: 'param_groups')"),
+                          ({**saved, "rng": 5}, "(TypeError: ")):
+        torch.save(state, state_path)
+        result = invoke("train", str(recipe), "--resume")
+        lines = result.stderr.splitlines()
+        assert result.exit_code == 2 and len(lines) == 1, result.output
+        assert lines[0].startswith(f"error: {state_path}: not a valid nlgkit training state; it was not loaded "
+                                   f"{reason}"), lines[0]
+
+
 def test_show_prints_the_first_lines_side_by_side_and_refuses_files_of_other_lengths(tmp_path: Path) -> None:
     """`reproduce show` (the last step of `make demo`) pairs lines by number: files of other lengths would pair a
     hypothesis with another sentence's reference, so they are an error, as in `evaluate`."""

@@ -814,6 +814,8 @@ def test_serve_stops_at_start_with_one_line_when_a_model_does_not_load(runs: dic
         (["--model", str(doubly_attentive_run(tmp_path / "mm"))], "reads an image with each sentence"),
         (["--model", str(runs["translation"]), "--model", str(runs["translation"])], "a second model named"),
         (["--model", str(runs["translation"]), "--limit", "max_line=3"], "did you mean 'max_lines'"),
+        (["--model", str(runs["translation"]), "--limit", "max_beam=3"],  # (requests naming no beam searched 4)
+         "its search beam 4 is wider than max_beam 3, which bounds every request (--limit max_beam=4 serves it)"),
         (["--model", str(runs["translation"]), "--port", "70000"], "--port 70000"),
     ):
         result = cli("serve", *argv)

@@ -91,9 +91,13 @@ def load_weights(directory: Path, model: nn.Module) -> None:
     model.load_state_dict(tensors)
 
 
+def state_file(directory: Path) -> Path:
+    """The training state file of the checkpoint in ``directory`` (or in its ``.old`` twin after a crash)."""
+    return (find_checkpoint(directory) or Path(directory)) / STATE_FILE
+
+
 def load_train_state(directory: Path) -> dict[str, Any]:
-    found = find_checkpoint(directory)
-    path = (found or Path(directory)) / STATE_FILE
+    path = state_file(directory)
     if not path.is_file():
         raise CheckpointError(f"{path}: no training state to resume from")
     return load_weights_only(path, lambda reason: CheckpointError(

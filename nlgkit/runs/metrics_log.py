@@ -18,6 +18,12 @@ class MetricsLog:
         self.path = path
         self.enabled = enabled
 
+    def restart(self) -> None:
+        """Begin the log of a new run: the events of an earlier run in the same directory (one stopped before it
+        wrote its first ``checkpoints/last``, so that it cannot be resumed) are not this run's."""
+        if self.enabled:
+            self.path.unlink(missing_ok=True)
+
     def write(self, event: str, **fields: Any) -> None:
         if not self.enabled:
             return

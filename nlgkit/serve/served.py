@@ -303,5 +303,9 @@ def load_models(specs: Sequence[str], checkpoint: str = "best", device: str = "a
         model = load_model(spec, checkpoint, device, limits, ensemble_mode, phrase_table, compute_type)
         if model.name in models:
             raise NlgkitError(f"--model {spec}: a second model named {model.name!r} (name them: NAME=RUN_DIR)")
+        if model.config.search.beam > limits.max_beam:  # a request that names no beam searches with the model's own
+            raise NlgkitError(f"--model {spec}: its search beam {model.config.search.beam} is wider than max_beam "
+                              f"{limits.max_beam}, which bounds every request (--limit max_beam="
+                              f"{model.config.search.beam} serves it)")
         models[model.name] = model
     return models

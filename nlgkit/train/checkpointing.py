@@ -20,7 +20,15 @@ from rich.console import Console
 from nlgkit.core.config import RunConfig, config_from_dict, to_dict
 from nlgkit.core.errors import CheckpointError, NlgkitError
 from nlgkit.core.io import write_json
-from nlgkit.runs.checkpoint import find_checkpoint, load_meta, load_train_state, load_weights, save_checkpoint
+from nlgkit.runs.checkpoint import (
+    find_checkpoint,
+    load_meta,
+    load_train_state,
+    load_weights,
+    save_checkpoint,
+    state_file,
+)
+from nlgkit.runs.outputs import RECORD_FILE, is_record
 from nlgkit.runs.provenance import environment
 from nlgkit.train.distributed import rank_seed
 from nlgkit.train.ema import WeightAverage
@@ -29,16 +37,32 @@ from nlgkit.train.session import LoopState, Session
 
 # Sections that define the model: a resumed run must not change them.
 FROZEN_SECTIONS = ("task", "data", "model", "head")
+# Settings of [train] that a resumed run cannot go on with once changed: the optimizer and the plateau schedule
+# take theirs back from the saved state (a new train.lr would be ignored, while config.json named it), and the
+# epoch's batches are cut and ordered by the seed and batch size (another would repeat or skip examples of the
+# epoch under way). A new run started from the weights (train.init_from) takes new ones.
+FROZEN_TRAIN_KEYS = ("seed", "batch_size", "batch_unit", "lr", "optimizer", "adam_betas", "weight_decay", "schedule",
+                     "schedule_metric", "lr_decay", "lr_patience", "min_lr")
+# What a training state holds, whatever else it may (:func:`save_training_checkpoint`).
+STATE_KEYS = ("optimizer", "scheduler", "rng", "loop")
 
 
 def check_run_dir(run_dir: Path, last_dir: Path, resume: bool) -> None:
-    """Refuse to resume a run with no checkpoint, and to start a new run over a trained one."""
+    """Refuse to resume a run with no checkpoint, and to start a new run over a trained one or a run record."""
+    if is_record(run_dir):  # (a record's checkpoints hold their meta.json alone: none is found below)
+        raise NlgkitError(f"{run_dir}: a run record ({RECORD_FILE}: a finished run's files without its weights), "
+                          "not a run directory; set run.dir to a new directory")
     has_checkpoint = find_checkpoint(last_dir) is not None
     if resume and not has_checkpoint:
         raise CheckpointError(f"{last_dir}: nothing to resume (no checkpoint); train without --resume")
     if not resume and has_checkpoint:
         raise NlgkitError(f"{run_dir}: already holds a trained run; pass --resume to continue it "
                           f"or set run.dir to a new directory")
+    left = [path.name for path in sorted(last_dir.parent.glob("*")) if find_checkpoint(path) is not None] \
+        if not resume and last_dir.parent.is_dir() else []
+    if left:  # (a run stopped between its first best and last, or one whose last was deleted: weights to keep)
+        raise NlgkitError(f"{run_dir}: holds checkpoints of an earlier run ({', '.join(left)}) but no "
+                          f"{last_dir.name} to resume from; move them away, or set run.dir to a new directory")
 
 
 def vocab_checksums(session: Session) -> dict[str, str]:
@@ -83,7 +107,28 @@ def restore_training_checkpoint(config: RunConfig, session: Session, last_dir: P
         raise CheckpointError(f"{session.data.data_dir}: vocabularies differ from those of checkpoint "
                               f"{last_dir}")
     load_weights(last_dir, session.model)
-    state = load_train_state(last_dir)
+    path, state = state_file(last_dir), load_train_state(last_dir)
+    missing = [key for key in STATE_KEYS if key not in state] if isinstance(state, dict) else list(STATE_KEYS)
+    if missing:
+        raise CheckpointError(f"{path}: not a valid nlgkit training state; it was not loaded (no {missing[0]!r})")
+    try:  # a state torch could load may still not be one nlgkit wrote (edited, or another program's)
+        loop = _restore_state(config, session, state, last_dir, console)
+    except (KeyError, IndexError, TypeError, ValueError, RuntimeError) as exc:
+        raise CheckpointError(f"{path}: not a valid nlgkit training state; it was not loaded "
+                              f"({type(exc).__name__}: {' '.join(str(exc).split())})") from None
+    ranks = session.ranks
+    session.log.write("resume", update=loop.update, epoch=loop.epoch, git=session.git,
+                      env=environment(session.device), precision=precision_label(config.train, session.device),
+                      world_size=ranks.world_size,
+                      saved_world_size=int(state.get("world_size", 1)), changed=changed)
+    if changed and ranks.is_main:  # config.json says what the run goes on with; the event keeps the old values
+        write_json(Path(config.run.dir) / "config.json", to_dict(config))
+    return loop
+
+
+def _restore_state(config: RunConfig, session: Session, state: dict[str, Any], last_dir: Path,
+                   console: Console) -> LoopState:
+    """Put the saved optimizer, schedule, weight average, loss scale and random streams back; the loop position."""
     if session.ema is not None:  # the saved average, or (averaging turned on at this resume) the weights
         session.ema = WeightAverage(session.model, session.ema.decay)
         session.ema.load_state_dict(state.get("ema", {}))
@@ -104,12 +149,6 @@ def restore_training_checkpoint(config: RunConfig, session: Session, last_dir: P
         console.print(f"{last_dir}: saved by {saved_world} rank(s), resumed by {ranks.world_size}: "
                       f"same batches from update {loop.update} on, new dropout/sampling draws "
                       f"(the run will not match an uninterrupted one bit for bit)")
-    session.log.write("resume", update=loop.update, epoch=loop.epoch, git=session.git,
-                      env=environment(session.device), precision=precision_label(config.train, session.device),
-                      world_size=ranks.world_size,
-                      saved_world_size=saved_world, changed=changed)
-    if changed and ranks.is_main:  # config.json says what the run goes on with; the event keeps the old values
-        write_json(Path(config.run.dir) / "config.json", to_dict(config))
     return loop
 
 
@@ -127,6 +166,11 @@ def check_resume_config(config: RunConfig, saved: dict[str, Any], last_dir: Path
                 raise CheckpointError(
                     f"{last_dir}: {section}.{key} was {value!r} when this run started, "
                     f"now {now!r}; resume with the original value")
+            if section == "train" and key in FROZEN_TRAIN_KEYS:
+                raise CheckpointError(
+                    f"{last_dir}: train.{key} was {value!r} when this run started, now {now!r}; a resumed run goes "
+                    "on with its saved optimizer, schedule and batches: resume with the original value, or start a "
+                    "new run from its weights (--init-from)")
             changed[f"{section}.{key}"] = [value, now]
     if "train.init_from" in changed:  # a resumed run's weights are its own: the config must not say otherwise
         before, after = changed["train.init_from"]

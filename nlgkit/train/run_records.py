@@ -4,6 +4,7 @@ metrics log's ``start`` event, so that every run says what it was, whatever happ
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 from nlgkit.core.config import RunConfig, to_dict
@@ -15,8 +16,14 @@ from nlgkit.train.session import Session
 
 
 def write_run_records(config: RunConfig, session: Session, run_dir: Path) -> None:
-    """Write ``run_dir``'s records of a new run (rank 0 only)."""
+    """Write ``run_dir``'s records of a new run (rank 0 only).
+
+    A new run may start only where no checkpoint is (:func:`~nlgkit.train.checkpointing.check_run_dir`): what an
+    earlier run left there (stopped before it wrote a checkpoint: its log, a half-written temporary checkpoint)
+    cannot be resumed and is not this run's, so it goes; its events would otherwise open the new run's log."""
     data = session.data
+    shutil.rmtree(run_dir / "checkpoints", ignore_errors=True)
+    session.log.restart()
     run_dir.mkdir(parents=True, exist_ok=True)
     copy_model_assets(data.data_dir, run_dir / "data")
     write_json(run_dir / "config.json", to_dict(config))

@@ -49,6 +49,7 @@ from nlgkit.train.init_from import start_from
 from nlgkit.train.objective import TrainingObjective
 from nlgkit.train.optim import build_optimizer, build_scheduler
 from nlgkit.train.precision import loss_scaler, precision_label, precision_note, training_autocast
+from nlgkit.train.run_lock import training_lock
 from nlgkit.train.run_records import write_run_records
 from nlgkit.train.session import LoopState, Session
 from nlgkit.train.signals import MetricWindow, StopOnSignal
@@ -71,14 +72,16 @@ class Trainer:
     # -- the loop -----------------------------------------------------------------------------------------
     def run(self) -> dict[str, Any]:
         """Train until the task's metric stops improving (or a limit or a signal), checkpointing as it goes."""
-        check_run_dir(self.run_dir, self.last_dir, self.resume)
-        session = self.set_up()
-        try:
-            return self._run(session)
-        finally:
-            if isinstance(session.log, TensorBoardLog):
-                session.log.close()
-            session.ranks.leave()
+        check_run_dir(self.run_dir, self.last_dir, self.resume)  # (before the lock creates the directory)
+        with training_lock(self.run_dir) if Ranks.from_environment().is_main else nullcontext():
+            check_run_dir(self.run_dir, self.last_dir, self.resume)  # as the run is now, the lock held
+            session = self.set_up()
+            try:
+                return self._run(session)
+            finally:
+                if isinstance(session.log, TensorBoardLog):
+                    session.log.close()
+                session.ranks.leave()
 
     def _run(self, session: Session) -> dict[str, Any]:
         loop = self._restore(session) if self.resume else self._start(session)
@@ -283,13 +286,9 @@ class Trainer:
     def _end_epoch(self, session: Session, loop: LoopState) -> None:
         """Validate (unless the run validates every N updates), decide whether to stop, and checkpoint (best,
         last and the epoch's weights)."""
-        epoch, validating = loop.epoch, not self.config.train.validate_every_updates
+        validating = not self.config.train.validate_every_updates
         metrics, improved = self._validation_point(session, loop) if validating else ({}, False)
         self._decide_and_checkpoint(session, loop, metrics, improved, epoch_end=True)
-        if self.config.train.keep_epochs:  # for `nlgkit average`: this epoch's weights; the last and best K stay
-            self._save(session, loop, epoch_dir(self.run_dir, epoch), metrics, with_state=False)
-            if session.ranks.is_main:
-                prune_epoch_checkpoints(self.run_dir, self.config.train.keep_epochs, session.task.metric)
 
     def _validate_inside_epoch(self, session: Session, loop: LoopState) -> bool:
         """A validation every ``train.validate_every_updates`` updates: decide, checkpoint best and last (so a
@@ -300,7 +299,12 @@ class Trainer:
 
     def _decide_and_checkpoint(self, session: Session, loop: LoopState, metrics: dict[str, float], improved: bool,
                                epoch_end: bool) -> None:
-        """Stop or go on (to the next epoch at an epoch's end), then write best (when improved) and last."""
+        """Stop or go on (to the next epoch at an epoch's end), then write best (when improved), at an epoch's end
+        the epoch's weights, and last.
+
+        ``last`` comes last: a run killed before it is written resumes from the previous ``last`` and writes the
+        others again, so a resumed run keeps every checkpoint an uninterrupted one keeps."""
+        epoch = loop.epoch
         reason = self._limit_reached(loop, session.task.metric, self._lr(session), epoch_end=epoch_end)
         if reason:
             loop.finished, loop.stop_reason = True, reason
@@ -309,6 +313,10 @@ class Trainer:
             loop.batch_in_epoch = 0
         if improved:
             self._save(session, loop, self.best_dir, metrics, with_state=False)
+        if epoch_end and self.config.train.keep_epochs:  # for `nlgkit average`: the last and best K epochs stay
+            self._save(session, loop, epoch_dir(self.run_dir, epoch), metrics, with_state=False)
+            if session.ranks.is_main:
+                prune_epoch_checkpoints(self.run_dir, self.config.train.keep_epochs, session.task.metric)
         self._save(session, loop, self.last_dir, metrics)
 
     def _validation_point(self, session: Session, loop: LoopState) -> tuple[dict[str, float], bool]:
