@@ -526,8 +526,35 @@ def test_a_signal_stops_cleanly_between_updates_and_resume_continues(paper, tmp_
     trainer.train_step = step_then_signal  # type: ignore[method-assign]
     summary = trainer.run()
     assert summary["update"] == 3 and "signal" in summary["stop_reason"]
+    assert trainer.stopped_by_signal == signal.SIGTERM  # `nlgkit train` exits 143: stopped, not done
     assert cli("train", str(recipe), "--resume").exit_code == 0
     assert json.loads((tmp_path / "sig" / "summary.json").read_text())["update"] == 8
+
+
+def test_a_run_a_signal_stopped_exits_with_its_status(paper, tmp_path: Path,  # type: ignore[no-untyped-def]
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """Was exit 0, so that `nlgkit train … && nlgkit translate …` went on after a Ctrl-C: 128 + the signal, as the
+    shell reports a process a signal ended; the run resumes to its end and then exits 0."""
+    import os
+    import signal
+
+    from nlgkit.train.trainer import Trainer
+
+    recipe = tiny_recipe(tmp_path, paper[0], tmp_path / "sig", max_updates=4)
+    original, calls = Trainer.train_step, []
+
+    def step_then_signal(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        calls.append(1)
+        if len(calls) == 2:
+            os.kill(os.getpid(), signal.SIGINT)
+        return original(self, *args, **kwargs)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(Trainer, "train_step", step_then_signal)
+        result = cli("train", str(recipe))
+    assert result.exit_code == 128 + signal.SIGINT, result.output
+    assert "stopped by a signal" in result.output and "Traceback" not in result.output
+    assert cli("train", str(recipe), "--resume").exit_code == 0
 
 
 def test_table4_reports_word_similarity_for_each_benchmark(trained: tuple[Path, Path], tmp_path: Path) -> None:

@@ -48,8 +48,11 @@ def train(
     from nlgkit.train.distributed import Ranks
     from nlgkit.train.trainer import Trainer
 
-    Trainer(config, resume=resume, console=console).run()
+    trainer = Trainer(config, resume=resume, console=console)
+    trainer.run()
     Ranks.from_environment().end_process()
+    if trainer.stopped_by_signal:  # resumable, not done: the shell's status for a process a signal ended
+        raise typer.Exit(128 + trainer.stopped_by_signal)
 
 
 def _print_parameters(config, console: Console, vocab_size: int) -> None:  # type: ignore[no-untyped-def]

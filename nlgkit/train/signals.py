@@ -19,12 +19,14 @@ class StopOnSignal:
 
     def __init__(self) -> None:
         self.requested = False
+        self.signum: int | None = None  # the first signal received: the command's exit status says it (128 + it)
         self._previous: dict[int, Any] = {}
 
     def _handle(self, signum: int, frame: Any) -> None:
         if self.requested and signum == signal.SIGINT:
             raise KeyboardInterrupt
         self.requested = True
+        self.signum = self.signum or signum
 
     def __enter__(self) -> Self:
         if threading.current_thread() is threading.main_thread():

@@ -68,6 +68,9 @@ class Trainer:
         self.run_dir = Path(config.run.dir)
         self.last_dir = self.run_dir / "checkpoints" / "last"
         self.best_dir = self.run_dir / "checkpoints" / "best"
+        # the signal (SIGINT, SIGTERM) that stopped the run before its end: `nlgkit train` exits 128 + it, so that
+        # `nlgkit train … && nlgkit translate …` does not go on with a run that a Ctrl-C or a scheduler stopped
+        self.stopped_by_signal: int | None = None
 
     # -- the loop -----------------------------------------------------------------------------------------
     def run(self) -> dict[str, Any]:
@@ -105,6 +108,8 @@ class Trainer:
                     self._end_epoch(session, loop)
                 else:
                     self._pause_inside_epoch(session, loop)
+        if stop_signal.signum is not None and not loop.finished:  # (resumable: its checkpoint is written)
+            self.stopped_by_signal = stop_signal.signum
         session.log.write("end", reason=loop.stop_reason, update=loop.update, epoch=loop.epoch,
                           metric=session.task.metric, best=loop.best_score, wall_s=round(loop.wall_seconds, 1),
                           train_tokens=loop.train_tokens)
