@@ -388,6 +388,20 @@ def test_a_new_run_does_not_inherit_what_a_run_stopped_before_its_first_checkpoi
     assert (record / "checkpoints" / "best" / "meta.json").is_file()
 
 
+def test_a_run_does_not_resume_on_data_changed_since_it_started(paper, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """The same vocabularies over an edited corpus (here its training targets reordered) went on silently, the
+    run's manifest.json still describing the old data."""
+    data = tmp_path / "data"
+    shutil.copytree(paper[0], data, ignore=shutil.ignore_patterns("ids"))
+    recipe = tiny_recipe(tmp_path, data, tmp_path / "run", max_updates=2, valid_limit=10)
+    assert cli("train", str(recipe)).exit_code == 0
+    assert cli("train", str(recipe), "--resume", "--set", "train.max_updates=3").exit_code == 0  # unchanged: goes on
+    train = data / "train.en"
+    train.write_text("".join(reversed(train.read_text(encoding="utf-8").splitlines(keepends=True))), encoding="utf-8")
+    one_line_error(cli("train", str(recipe), "--resume", "--set", "train.max_updates=4"),
+                   f"{train}: changed since this run started")
+
+
 def test_a_second_training_process_in_one_run_directory_is_refused(paper, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     """Two ``nlgkit train`` in one run directory (a resume started while the run trains) both trained, into one
     metrics log and through one temporary checkpoint directory; the one that writes the run holds a lock on it,

@@ -19,7 +19,7 @@ from rich.console import Console
 
 from nlgkit.core.config import RunConfig, config_from_dict, to_dict
 from nlgkit.core.errors import CheckpointError, NlgkitError
-from nlgkit.core.io import write_json
+from nlgkit.core.io import read_json, sha256_file, write_json
 from nlgkit.runs.checkpoint import (
     find_checkpoint,
     load_meta,
@@ -106,6 +106,7 @@ def restore_training_checkpoint(config: RunConfig, session: Session, last_dir: P
     if meta.get("vocab_checksums") != vocab_checksums(session):
         raise CheckpointError(f"{session.data.data_dir}: vocabularies differ from those of checkpoint "
                               f"{last_dir}")
+    check_resume_data(Path(config.run.dir), Path(session.data.data_dir))
     load_weights(last_dir, session.model)
     path, state = state_file(last_dir), load_train_state(last_dir)
     missing = [key for key in STATE_KEYS if key not in state] if isinstance(state, dict) else list(STATE_KEYS)
@@ -150,6 +151,20 @@ def _restore_state(config: RunConfig, session: Session, state: dict[str, Any], l
                       f"same batches from update {loop.update} on, new dropout/sampling draws "
                       f"(the run will not match an uninterrupted one bit for bit)")
     return loop
+
+
+def check_resume_data(run_dir: Path, data_dir: Path) -> None:
+    """Refuse to resume on data other than the run's: every file the run's ``manifest.json`` lists (the data
+    directory's, as the run started) must still have its checksum. The same vocabularies over an edited or
+    re-prepared corpus (another ``max_len``, a line changed) went on silently, with a manifest that no longer said
+    what the run trained on. A run without a manifest (older ones) is not checked."""
+    manifest = run_dir / "manifest.json"
+    listed = read_json(manifest).get("files", {}) if manifest.is_file() else {}
+    for name, digest in sorted(listed.items()) if isinstance(listed, dict) else []:
+        path = data_dir / name
+        if isinstance(digest, str) and path.is_file() and sha256_file(path) != digest:
+            raise CheckpointError(f"{path}: changed since this run started ({manifest} lists another checksum); "
+                                  "resume on the data it started with, or start a new run on this data")
 
 
 def check_resume_config(config: RunConfig, saved: dict[str, Any], last_dir: Path) -> dict[str, list[Any]]:
