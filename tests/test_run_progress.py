@@ -92,3 +92,28 @@ def test_status_reads_a_run_trained_elsewhere_from_its_record(tmp_path: Path) ->
     assert result.stdout.splitlines()[-1].startswith("1 finished, 1 on their way, 0 not started")
     plain = CliRunner().invoke(app, ["reproduce", "status", str(here), str(gone)])
     assert "| elsewhere | not started (no checkpoint) |" in plain.stdout
+
+
+def test_a_metrics_line_cut_short_is_not_an_event_and_the_next_starts_its_own_line(tmp_path: Path) -> None:
+    """A full disk (or a kill mid-write) can leave the last line cut: reading it was a JSONDecodeError traceback in
+    every report, and the resumed run's first event was glued to it, spoiling both."""
+    from nlgkit.core.errors import DataError
+    from nlgkit.runs.metrics_log import MetricsLog
+
+    log = MetricsLog(tmp_path / "metrics.jsonl")
+    log.write("start")
+    log.write("train", update=1)
+    with open(log.path, "a", encoding="utf-8") as handle:
+        handle.write('{"event": "train", "upd')
+    assert [event["event"] for event in log.read()] == ["start", "train"]
+    log.write("resume", update=1)  # (the cut bytes hold no event: they go, and the log stays whole lines)
+    log.write("train", update=2)
+    assert [json.loads(line)["event"] for line in log.path.read_text(encoding="utf-8").splitlines()] == [
+        "start", "train", "resume", "train"]
+    assert [event.get("update") for event in log.read()] == [None, 1, 1, 2]
+    log.path.write_text('{"event": "start"}\n{"event": "tr\n{"event": "end"}\n', encoding="utf-8")
+    with pytest.raises(DataError, match=r"metrics\.jsonl: line 2: not a JSON event"):
+        log.read()  # (damage inside the log, not a last write cut short: named, not skipped)
+    log.path.write_text('{"event": "start"}\n[1, 2]\n', encoding="utf-8")
+    with pytest.raises(DataError, match=r"metrics\.jsonl: line 2: not an event"):
+        log.read()
