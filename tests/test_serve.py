@@ -540,7 +540,8 @@ def caption_cases() -> list[tuple[Any, int, str]]:
         ({"files": [("image", ("bomb.png", bomb(), "image/png"))]}, 400, "exceeds the limit of 1,000,000"),
         ({"files": [("image", ("empty.jpg", b"", "image/jpeg"))]}, 400, "empty.jpg: empty file"),
         ({"files": [("image", ("big.jpg", b"x" * (600 << 10), "image/jpeg"))]}, 413, "over 524,288 bytes"),
-        ({"files": [("image", (f"{i}.jpg", jpeg, "image/jpeg")) for i in range(4)]}, 400, "Too many files"),
+        ({"files": [("image", (f"{i}.jpg", jpeg, "image/jpeg")) for i in range(4)]}, 413,
+         "more than 3 images: at most 3 a request (max_images)"),
         ({"content": b'--x\r\nContent-Disposition: form-data; name="model"\r\n\r\ncaptioner\r\n--x--\r\n',
           "headers": {"content-type": "multipart/form-data; boundary=x"}}, 422, "no image uploaded"),
         ({"data": {"colour": "red"}, "files": [("image", ("a.jpg", jpeg, "image/jpeg"))]}, 422,
@@ -555,10 +556,14 @@ def caption_cases() -> list[tuple[Any, int, str]]:
         ({"content": jpeg, "headers": {"content-type": "image/jpeg"}}, 415, "expected a multipart/form-data"),
         ({"data": {"target_prefix": "a " * 151}, "files": [("image", ("a.jpg", jpeg, "image/jpeg"))]}, 413,
          "target_prefix: 301 characters: at most 300"),
+        ({"data": {"target_prefix": "a " * (40 << 10)}, "files": [("image", ("a.jpg", jpeg, "image/jpeg"))]}, 413,
+         "target_prefix: 81,919 characters: at most 300"),  # (was Starlette's "Part exceeded maximum size of 64KB")
+        ({"data": {f"f{i}": "x" for i in range(12)}, "files": [("image", ("a.jpg", jpeg, "image/jpeg"))]}, 422,
+         "unknown form field 'f0'"),  # (was Starlette's 400 "Too many fields")
     ]
 
 
-@pytest.mark.parametrize("case", range(14))
+@pytest.mark.parametrize("case", range(16))
 def test_bad_caption_requests_get_a_one_line_4xx(client: TestClient, case: int) -> None:
     request, status, reason = caption_cases()[case]
     answer = client.post("/caption", **request)

@@ -146,8 +146,10 @@ async def parse_caption(request: Request, limits: ServeLimits) -> CaptionRequest
     await read_body(request, limits.max_caption_body_bytes)
     if not request.headers.get("content-type", "").strip().lower().startswith("multipart/form-data"):  # any case
         raise RequestError(415, "expected a multipart/form-data upload with one or more image files")
-    form = await request.form(max_files=limits.max_images, max_fields=len(CAPTION_FIELDS) + 1,
-                              max_part_size=64 << 10)
+    # Starlette's own bounds are set past ours (the body is already bounded by max_caption_body_bytes), so that a
+    # request over a limit is told which limit, with a 413, not "400 Too many files. Maximum number of files is 8."
+    body_bound = limits.max_caption_body_bytes
+    form = await request.form(max_files=body_bound, max_fields=body_bound, max_part_size=body_bound)
     try:
         return await _caption_request(form, limits)
     finally:
@@ -165,6 +167,9 @@ async def _caption_request(form: FormData, limits: ServeLimits) -> CaptionReques
         if isinstance(value, UploadFile):
             number = f"image {len(images) + 1}"
             name = " ".join((value.filename or number).split())[:120] or number  # one line, and not too long
+            if len(images) == limits.max_images:
+                raise RequestError(413, f"more than {limits.max_images} images: at most {limits.max_images} a "
+                                        "request (max_images)")
             data = await value.read(limits.max_image_bytes + 1)
             if len(data) > limits.max_image_bytes:
                 raise RequestError(413, f"image {name!r}: over {limits.max_image_bytes:,} bytes")
