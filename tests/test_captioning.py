@@ -172,6 +172,24 @@ def test_caption_keeps_one_line_per_image_and_names_bad_files(trained: tuple[Pat
                         timed.stderr.splitlines()[-1]), timed.stderr
 
 
+def test_an_images_caption_is_the_same_alone_repeated_or_in_any_batch(trained: tuple[Path, Path]) -> None:
+    """One image, one caption: captioned alone, twice in one list, or beside others in a batch of any size, and
+    the lines follow the images' order."""
+    _, run_dir = trained
+    a, b, c = (str(path) for path in sorted((SMALL / "images").iterdir())[3:6])
+    alone = {}
+    for path in (a, b, c):
+        result = cli("caption", "--model", str(run_dir), path, "--device", "cpu", "--batch-size", "1")
+        assert result.exit_code == 0, result.output
+        alone[path] = result.stdout.splitlines()
+    assert all(len(lines) == 1 and lines[0] for lines in alone.values())
+    listed = [a, b, a, c, a, b]
+    for batch_size in ("1", "4", "6"):
+        result = cli("caption", "--model", str(run_dir), *listed, "--device", "cpu", "--batch-size", batch_size)
+        assert result.exit_code == 0, result.output
+        assert result.stdout.splitlines() == [alone[path][0] for path in listed], batch_size
+
+
 def test_stdout_gets_each_batch_of_captions_before_the_next_is_searched(
         trained: tuple[Path, Path], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
         tmp_path: Path) -> None:

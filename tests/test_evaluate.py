@@ -112,6 +112,29 @@ def test_lowercase_applies_to_every_metric() -> None:
     assert cased["ter"]["score"] > 0 and "case:mixed" in cased["ter"]["signature"]
 
 
+def test_a_blank_line_of_a_later_reference_stream_is_no_reference(
+        sample: tuple[list[str], list[str], list[str]]) -> None:
+    """An image with fewer captions leaves blank lines in the later streams (COCO has 5 to 7 a picture), which the
+    caption metrics read as no reference: so do BLEU, chrF and TER (sacrebleu's ``None``), rather than as an empty
+    reference whose length 0 is the closest to a short hypothesis (BLEU's brevity penalty) and lowers TER's
+    average reference length."""
+    hyps, ref, second = sample
+    short = [" ".join(line.split()[:5]) for line in hyps]  # a short output, for which length 0 is the closest
+    ragged = [line if i % 3 else "" for i, line in enumerate(second)]
+    absent = [line if i % 3 else None for i, line in enumerate(second)]
+    fresh = {"bleu": sacrebleu.corpus_bleu, "chrf": sacrebleu.corpus_chrf,
+             "ter": functools.partial(sacrebleu.corpus_ter, case_sensitive=True)}
+    scores = corpus_scores(short, [ref, ragged])
+    for name, score in fresh.items():
+        assert scores[name]["score"] == pytest.approx(score(short, [ref, absent]).score, abs=1e-9), name
+    assert scores["bleu"]["score"] < sacrebleu.corpus_bleu(short, [ref, ragged]).score - 5  # what '' gave
+    assert scores["bleu"]["signature"].startswith("nrefs:var|")
+    # a blank line where no stream has a reference stays an empty reference (one stream: an empty segment)
+    alone = corpus_scores(short, [[line if i % 3 else "" for i, line in enumerate(ref)]])
+    assert alone["bleu"]["score"] == pytest.approx(
+        sacrebleu.corpus_bleu(short, [[line if i % 3 else "" for i, line in enumerate(ref)]]).score, abs=1e-9)
+
+
 def test_cli_json(files: dict[str, Path], sample: tuple[list[str], list[str], list[str]]) -> None:
     result = runner.invoke(
         app, ["--hyp", str(files["hyp"]), "--ref", str(files["ref"]), "--ref", str(files["ref2"]), "--json"]

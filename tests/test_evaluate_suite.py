@@ -30,7 +30,7 @@ from nlgkit.data.word_counts import write_word_counts
 from nlgkit.evaluate.significance import mean_sd, paired_bootstrap
 from nlgkit.metrics import captions as cm
 from nlgkit.metrics import meteor
-from nlgkit.metrics.corpus import corpus_scores
+from nlgkit.metrics.corpus import corpus_scores, score_all
 from nlgkit.metrics.meteor import METEOR_JAR, meteor_score, meteor_variant
 from nlgkit.metrics.vocabulary import DEFAULT_EDGES, bin_labels, parse_edges, train_counts, vocab_report
 
@@ -176,6 +176,21 @@ def test_missing_java_keeps_bleu_rouge_cider(no_java: None, flickr: tuple) -> No
     assert meteor_score(["a b"], [["a b"]])["available"] is False
     tokens = cm.fallback_tokenize(["A dog's tri-colored coat, RUNNING!"])
     assert tokens == ["a dog s tri-colored coat running"]
+
+
+def test_images_with_fewer_references_are_scored_on_the_ones_they_have(no_java: None, flickr: tuple) -> None:
+    """Reference streams where some images have fewer captions (blank lines in the later streams): the caption
+    metrics score each image against its own captions only, as COCOEvalCap does, and the sacreBLEU metrics read
+    those blanks as missing references too (an empty reference would lift BLEU's brevity penalty)."""
+    hyps, refs = flickr
+    ragged = [image[: 2 + i % 3] for i, image in enumerate(refs)]  # 2, 3 or 4 captions an image
+    streams = [[image[k] if k < len(image) else "" for image in ragged] for k in range(4)]
+    hyps = [" ".join(hyp.split()[:4]) for hyp in hyps]  # short captions: an empty reference would be the closest
+    scores = score_all(hyps, streams, ["bleu", "caption"])
+    assert scores["caption"] == cm.caption_scores(hyps, ragged)
+    absent = [[image[k] if k < len(image) else None for image in ragged] for k in range(4)]
+    assert scores["bleu"]["score"] == pytest.approx(sacrebleu.corpus_bleu(hyps, absent).score, abs=1e-9)
+    assert scores["bleu"]["signature"].startswith("nrefs:var|")
 
 
 @pytest.mark.parametrize(

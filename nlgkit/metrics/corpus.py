@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 from sacrebleu.metrics import BLEU, CHRF, TER
 from sacrebleu.metrics.base import Metric
@@ -41,7 +41,24 @@ def sacrebleu_metric(name: str, lowercase: bool = False,
                      references: Sequence[Sequence[str]] | None = None) -> Metric:
     """The sacrebleu metric object ``corpus_scores`` uses for ``name`` (e.g. for its sufficient statistics); with
     ``references`` (streams), holding their preprocessed n-grams for every system scored against them."""
-    return _metric(name, lowercase, None if references is None else [list(stream) for stream in references])
+    if references is None:
+        return _metric(name, lowercase)
+    # sacrebleu's type hints leave out the None that its docstrings and code take for a missing reference
+    return _metric(name, lowercase, cast("list[list[str]]", variable_references(references)))
+
+
+def variable_references(streams: Sequence[Sequence[str]]) -> list[list[str | None]]:
+    """Reference streams with a blank line of a segment that another stream has a reference for as no reference.
+
+    An item with fewer references than the most leaves blank lines in the later streams (COCO images have 5 to 7
+    captions), as the caption metrics read them (:func:`nlgkit.metrics.captions.segment_refs`). sacrebleu takes
+    a variable number of references as ``None`` only: an empty string is an empty reference, whose length 0 is
+    the closest to a short hypothesis (lifting BLEU's brevity penalty) and lowers TER's average reference length.
+    A segment whose every reference is blank keeps them: an empty reference (one stream: an empty segment).
+    """
+    present = [any(line.strip() for line in lines) for lines in zip(*streams, strict=True)]
+    return [[None if has and not line.strip() else line for line, has in zip(stream, present, strict=True)]
+            for stream in streams]
 
 
 @functools.lru_cache(maxsize=8)
