@@ -66,7 +66,7 @@ def _caption_summary(out: Path, manifest: dict[str, Any]) -> None:
     if manifest["skipped_count"]:
         console.print(f"skipped {manifest['skipped_count']:,} images (listed in {out / 'manifest.json'})")
     if manifest["unassigned_count"]:
-        console.print(f"{manifest['unassigned_count']:,} captioned images are in no split (listed there too)")
+        console.print(f"{manifest['unassigned_count']:,} names with captions are in no split (listed there too)")
 
 
 def _warn(line: str) -> None:

@@ -141,7 +141,7 @@ def build_caption_dir(out_dir: Path, corpus: CaptionCorpus, *, corpus_name: str,
             record["refs"] += [r for _, r in pairs]
     _require_every_split(records, skipped, images_dir)
     if corpus.unassigned:
-        log(f"{len(corpus.unassigned)} captioned images are in no split, not used (listed in the manifest)")
+        log(f"{len(corpus.unassigned)} names with captions are in no split, not used (listed in the manifest)")
 
     counter = Counter(w for r in records["train"].values() for t in r["tokens"] for w in t.split())
     vocab = Vocabulary.build(counter, min_freq)
