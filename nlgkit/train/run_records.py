@@ -1,18 +1,22 @@
 """What a new run directory records before its first update: the model's assets, the full resolved config, the data
 manifest, the provenance (code revision, environment, parameter counts, initial tables or checkpoint) and the
-metrics log's ``start`` event, so that every run says what it was, whatever happens to it later."""
+metrics log's ``start`` event, so that every run says what it was, whatever happens to it later; and the summary
+it ends with (``summary.json``: where it stopped, and why)."""
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import shutil
 from pathlib import Path
+from typing import Any
 
 from nlgkit.core.config import RunConfig, to_dict
-from nlgkit.core.io import write_json
+from nlgkit.core.io import atomic_write, write_json
 from nlgkit.runs.data import copy_model_assets
 from nlgkit.runs.provenance import environment
 from nlgkit.train.precision import precision_label
-from nlgkit.train.session import Session
+from nlgkit.train.session import LoopState, Session
 
 
 def write_run_records(config: RunConfig, session: Session, run_dir: Path) -> None:
@@ -37,3 +41,13 @@ def write_run_records(config: RunConfig, session: Session, run_dir: Path) -> Non
                       precision=precision_label(config.train, session.device), task=config.task.type,
                       train_examples=len(data.train), world_size=session.ranks.world_size,
                       **({"init_from": session.init_from["checkpoint"]} if session.init_from else {}))
+
+
+def write_summary(run_dir: Path, loop: LoopState, session: Session) -> dict[str, Any]:
+    """The run's ``summary.json`` as it stops (rank 0 writes it; every rank returns it)."""
+    summary = {"run_dir": str(run_dir), "trainable_parameters": session.params["trainable"],
+               "metric": session.task.metric, **dataclasses.asdict(loop)}
+    if session.ranks.is_main:
+        with atomic_write(run_dir / "summary.json") as handle:
+            json.dump(summary, handle, indent=2)
+    return summary

@@ -15,8 +15,6 @@ on a clock, a signal or a score is taken by all ranks together.
 
 from __future__ import annotations
 
-import dataclasses
-import json
 import time
 from contextlib import nullcontext
 from pathlib import Path
@@ -27,7 +25,6 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from nlgkit.core.config import RunConfig
-from nlgkit.core.io import atomic_write
 from nlgkit.data.batching import Batch, bucketed_batches
 from nlgkit.data.vocab import Vocabulary
 from nlgkit.runs.build import (
@@ -50,7 +47,7 @@ from nlgkit.train.objective import TrainingObjective
 from nlgkit.train.optim import build_optimizer, build_scheduler
 from nlgkit.train.precision import loss_scaler, precision_label, precision_note, training_autocast
 from nlgkit.train.run_lock import training_lock
-from nlgkit.train.run_records import write_run_records
+from nlgkit.train.run_records import write_run_records, write_summary
 from nlgkit.train.session import LoopState, Session
 from nlgkit.train.signals import MetricWindow, StopOnSignal
 from nlgkit.train.tensorboard import TensorBoardLog, open_metrics_log
@@ -90,7 +87,7 @@ class Trainer:
         loop = self._restore(session) if self.resume else self._start(session)
         if loop.finished:
             self.console.print(f"{self.run_dir}: already finished ({loop.stop_reason})")
-            return self._summary(loop, session)
+            return write_summary(self.run_dir, loop, session)
         ranks = session.ranks
         self.console.print(f"[bold]{self.run_dir}[/]: {session.params['trainable']:,} trainable parameters, "
                            f"{len(session.data.train):,} training examples, device {session.device} "
@@ -119,7 +116,7 @@ class Trainer:
         else:  # stopped before the first epoch ended: no best score to report (-1 is "none yet")
             self.console.print(f"stopped: {loop.stop_reason}; no validation ran yet (the first comes at the end "
                                f"of epoch {loop.epoch})")
-        return self._summary(loop, session)
+        return write_summary(self.run_dir, loop, session)
 
     # -- set-up -------------------------------------------------------------------------------------------
     def _read_data(self, task: Task, device: torch.device) -> tuple[dict[str, Vocabulary], TaskData]:
@@ -391,12 +388,3 @@ class Trainer:
         averaged = session.ema is not None and not with_state
         with session.ema.applied(session.model) if averaged else nullcontext():  # type: ignore[union-attr]
             save_training_checkpoint(self.config, session, loop, directory, metrics, with_state)
-
-    def _summary(self, loop: LoopState, session: Session) -> dict[str, Any]:
-        summary = {"run_dir": str(self.run_dir), "trainable_parameters": session.params["trainable"],
-                   "metric": session.task.metric, **dataclasses.asdict(loop)}
-        if not session.ranks.is_main:
-            return summary
-        with atomic_write(self.run_dir / "summary.json") as handle:
-            json.dump(summary, handle, indent=2)
-        return summary
