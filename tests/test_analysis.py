@@ -309,11 +309,24 @@ def test_cli_wordsim_counts_pairs_and_names_a_missing_file(run_dir: Path, tmp_pa
     assert result.exit_code == 0, result.output
     sets = json.loads(result.stdout)["sets"]
     assert sets["tgt_output"]["men"] == {"rho": pytest.approx(1.0), "covered": 3, "total": 4}
-    assert sets["src_input"]["simlex999"]["covered"] == 0
     (tmp_path / wordsim.BENCHMARKS["men"]).unlink()
     missing = cli("wordsim", run_dir, "--data-dir", tmp_path, "--device", "cpu")
     assert missing.exit_code == 2 and "EN-MEN-TR-3k.txt: word-similarity file not found" in missing.stderr
     assert len(missing.stderr.strip().splitlines()) == 1
+
+
+def test_cli_wordsim_meets_english_vectors_only(run_dir: Path, tmp_path: Path) -> None:
+    """The run is DE-EN: its encoder embedding holds German words, and the benchmarks are English. Was: scored by
+    default, over the pairs of the words both languages spell alike ('hand', 'film': 13 of SimLex's 999 on a
+    Multi30K DE-EN run), a ρ that means nothing."""
+    for name in wordsim.BENCHMARKS.values():
+        (tmp_path / name).write_text("bird\tduck\t9\nhaus\tbaum\t8\nhaus\tvogel\t3\nbaum\tvogel\t5\n")
+    result = cli("wordsim", run_dir, "--data-dir", tmp_path, "--device", "cpu", "--json")
+    assert result.exit_code == 0, result.output
+    assert sorted(json.loads(result.stdout)["sets"]) == ["tgt_input", "tgt_output"]
+    asked = cli("wordsim", run_dir, "--vectors", "src_input", "--data-dir", tmp_path, "--device", "cpu")
+    assert asked.exit_code == 2 and asked.stderr.startswith("error: --vectors src_input: its words are de")
+    assert len(asked.stderr.strip().splitlines()) == 1
 
 
 def test_cli_params_measures_optimizer_state(run_dir: Path) -> None:

@@ -111,7 +111,8 @@ def wordsim_command(run_dir: RunDir, checkpoint: Checkpoint = "best", device: De
                     benchmark: Annotated[list[str] | None, typer.Option(
                         help=f"Repeatable: {', '.join(BENCHMARKS)} (default: all)")] = None,
                     json_output: JsonFlag = False) -> None:
-    """Spearman ρ between cosines and human similarity, with pairs covered (Shalev et al. Table 4)."""
+    """Spearman ρ between cosines and human similarity, with pairs covered (Shalev et al. Table 4); default: every
+    set of English words (the benchmarks are English)."""
     # lazy: CLI start-up (the library and torch load only when the command runs)
     from nlgkit.evaluate.analysis import wordsim
 
@@ -119,6 +120,8 @@ def wordsim_command(run_dir: RunDir, checkpoint: Checkpoint = "best", device: De
                   for name, path in wordsim.benchmark_paths(data_dir or default_dir(),
                                                             benchmark).items()}
     run, sets = _load_sets(run_dir, checkpoint, device, vectors, None)
+    sets = wordsim.english_sets(sets, getattr(run.config.data, "src_lang", None), run.config.data.tgt_lang,
+                                asked=bool(vectors), where=str(run.checkpoint))
     results = {entry.name: {name: wordsim.word_similarity(entry.matrix, entry.vocab, pairs)
                             for name, pairs in benchmarks.items()} for entry in sets}
     columns = [f"{name} ρ (covered/total)" for name in benchmarks]

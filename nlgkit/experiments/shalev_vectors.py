@@ -30,7 +30,7 @@ from nlgkit.evaluate.analysis.wordsim import (
     read_benchmark,
     word_similarity,
 )
-from nlgkit.evaluate.collect import counted_seeds, group_key
+from nlgkit.evaluate.collect import counted_seeds, group_key, run_keys
 from nlgkit.evaluate.markdown import md_table
 from nlgkit.evaluate.significance import mean_sd
 from nlgkit.experiments.common import log, write_output
@@ -41,14 +41,16 @@ from nlgkit.runs.loading import load_trained
 from nlgkit.runs.outputs import best_meta, is_record, run_config
 from nlgkit.runs.progress import read_progress
 from nlgkit.runs.records import check_record
-from nlgkit.tasks import build_task
 
 ANALYSIS_FILE = "vector_analysis.json"  # in the run directory; `reproduce archive` copies it into the record
 KINDS = ("target", "input")
 # Fig. 2 has no table: Section 3.2's text gives the strength of ρ(‖w_j‖, count of word j) of the learned target
-# vectors (0.84, 0.93) and its direction: "target vectors with large magnitude are representing less frequent words",
-# a negative ρ in this table's convention.
-PAPER_NORM_RHO = {"de-en": -0.84, "en-de": -0.93}  # Multi30K
+# vectors and its direction: "target vectors with large magnitude are representing less frequent words", a negative
+# ρ in this table's convention. By (dataset, pair, model), as Table 4's rows: Multi30K and IWSLT with the RNN,
+# WMT-14 with ConvS2S; a run of another corpus or model has no paper figure (not Multi30K's).
+PAPER_NORM_RHO = {("multi30k", "de-en", "rnn"): -0.84, ("multi30k", "en-de", "rnn"): -0.93,
+                  ("iwslt14", "de-en", "rnn"): -0.76, ("iwslt14", "en-de", "rnn"): -0.83,
+                  ("wmt14", "en-de", "convs2s"): -0.81}
 Analysed = tuple[str, Path, dict[str, Any]]  # a run's name, its directory or record, and its figures
 
 INTRO = [
@@ -248,8 +250,9 @@ def _rows(label: str, run_dir: Path, analyses: list[dict[str, Any]],
     analysed from its weights."""
     config = run_config(run_dir)
     head = config.head.type
-    pair = build_task(config).report_keys({}).get("pair")
-    row = paper.match({"dataset": "multi30k", "pair": pair, "model": config.model.type}) if head == "learned" else None
+    keys = run_keys(config, run_dir)  # the dataset from the prepared data's manifest, as Table 2 matches its rows
+    paper_keys = {"dataset": keys["dataset"], "pair": keys.get("pair"), "model": config.model.type}
+    row = paper.match(paper_keys) if head == "learned" else None
     rows = []
     for benchmark in analyses[0]["word_similarity"]["benchmarks"]:
         figures, covered = [], ""
@@ -261,7 +264,8 @@ def _rows(label: str, run_dir: Path, analyses: list[dict[str, Any]],
                 covered = f"{cells[0]['covered']}/{cells[0]['total']}"
         rows.append([label, head, benchmark, *figures, covered])
     norms = [analysis["norm_frequency"] for analysis in analyses]
-    theirs = PAPER_NORM_RHO.get(str(pair)) if head == "learned" else None
+    dataset, pair, model = (str(paper_keys[key]).lower() for key in ("dataset", "pair", "model"))
+    theirs = PAPER_NORM_RHO.get((dataset, pair, model)) if head == "learned" else None
     words = next((str(norms[0][kind]["words"]) for kind in KINDS if norms[0][kind] is not None), "")
     figures = [_rho([norm[kind] for norm in norms]) for kind in KINDS]
     return rows, [label, head, figures[0], _number(theirs), figures[1], words]

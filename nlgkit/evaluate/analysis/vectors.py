@@ -61,6 +61,12 @@ def select_sets(available: dict[str, VectorSet], names: list[str]) -> list[Vecto
     return chosen
 
 
+def set_language(name: str, src_lang: str | None, tgt_lang: str) -> str | None:
+    """The language of a vector set's words: the source's for the encoder embedding, the target's for the decoder
+    embedding and the head's rows (None: a model with no source language, a captioner)."""
+    return src_lang if name == "src_input" else tgt_lang
+
+
 def special_mask(vocab: Vocabulary, device: torch.device | str = "cpu") -> Tensor:
     """(V,) bool, True for <unk> <pad> <s> </s>: never a neighbour, never counted in an analysis."""
     return torch.tensor([token in SPECIALS for token in vocab.tokens], dtype=torch.bool, device=device)

@@ -2,7 +2,9 @@
 
 The standard protocol (Press & Wolf 2017, Shalev et al.): for every benchmark pair whose two words are in
 the vocabulary, the cosine of their vectors; Spearman's ρ against the human scores; and how many pairs
-were covered, since a ρ over 20 of 999 pairs means little. Lookup is as-is, then lowercased.
+were covered, since a ρ over 20 of 999 pairs means little. Lookup is as-is, then lowercased. The benchmarks
+are English: only vectors of an English vocabulary meet them (a German embedding "covers" the pairs of the few
+words spelt alike in both languages, and its ρ over those means nothing).
 """
 
 from __future__ import annotations
@@ -13,12 +15,14 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from nlgkit.core.errors import DataError
+from nlgkit.core.errors import DataError, NlgkitError
 from nlgkit.data.vocab import Vocabulary
 from nlgkit.data.wordsim import BENCHMARKS, Pair, read_benchmark  # noqa: F401  (re-exported)
 from nlgkit.evaluate.analysis.norms import spearman
 from nlgkit.evaluate.analysis.similarity import pair_cosines
-from nlgkit.evaluate.analysis.vectors import lookup
+from nlgkit.evaluate.analysis.vectors import VectorSet, lookup, set_language
+
+LANGUAGE = "en"  # the language of every benchmark's words
 
 
 @dataclass
@@ -61,3 +65,20 @@ def word_similarity(matrix: Tensor, vocab: Vocabulary, pairs: list[Pair]) -> Wor
     cosines = pair_cosines(matrix, torch.tensor(left), torch.tensor(right)).cpu().tolist()  # (covered,)
     rho, _ = spearman(cosines, human)
     return WordSimResult(rho, len(left), len(pairs))
+
+
+def english_sets(sets: list[VectorSet], src_lang: str | None, tgt_lang: str, asked: bool,
+                 where: str) -> list[VectorSet]:
+    """The vector sets of English words among ``sets`` (a model's encoder embedding, decoder embedding and head);
+    a NlgkitError where a set of another language was ``asked`` for by name, or where none is English."""
+    languages = {entry.name: set_language(entry.name, src_lang, tgt_lang) for entry in sets}
+    foreign = [name for name, language in languages.items() if language != LANGUAGE]
+    if asked and foreign:
+        raise NlgkitError(f"--vectors {foreign[0]}: its words are {languages[foreign[0]] or 'of no language'}, the "
+                          f"benchmarks' are English ({LANGUAGE}): a ρ over the pairs of words spelt alike means "
+                          "nothing")
+    english = [entry for entry in sets if entry.name not in foreign]
+    if not english:
+        raise NlgkitError(f"{where}: no vectors of English words (source {src_lang or '–'}, target {tgt_lang}): "
+                          "the word-similarity benchmarks are English")
+    return english
