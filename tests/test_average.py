@@ -78,7 +78,10 @@ def test_a_run_keeps_its_last_and_best_epochs(tmp_path: Path) -> None:
     removed = prune_epoch_checkpoints(tmp_path, 2, "bleu")
     assert sorted(p.name for p in removed) == ["epoch_001", "epoch_004"]  # neither among the last 2 nor best 2
     assert [c.epoch for c in epoch_checkpoints(tmp_path, "bleu")] == [2, 3, 5, 6]
-    assert [c.epoch for c in select_epochs(tmp_path, "bleu", last=3)] == [3, 5, 6]
+    assert [c.epoch for c in select_epochs(tmp_path, "bleu", last=2)] == [5, 6]
+    with pytest.raises(CheckpointError, match=r"the last 3 epochs are 4-6, not all kept \(missing: 4; epochs kept: "
+                                              r"2, 3, 5, 6\)"):  # never the best epoch 3 in the pruned 4's place
+        select_epochs(tmp_path, "bleu", last=3)
     assert [c.epoch for c in select_epochs(tmp_path, "bleu", best=2)] == [2, 3]
     with pytest.raises(CheckpointError, match="5 epoch checkpoints wanted, only 4 kept .epochs kept: 2, 3, 5, 6."):
         select_epochs(tmp_path, "bleu", best=5)

@@ -7,6 +7,8 @@ worked out here from the members; a score head is refused; and ``translate``/``c
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import math
 import shutil
 from pathlib import Path
@@ -18,11 +20,12 @@ from typer.testing import CliRunner
 
 from nlgkit.cli.main import app
 from nlgkit.core.errors import CheckpointError, ConfigError
-from nlgkit.generation.ensemble import Ensemble, load_ensemble
+from nlgkit.generation.ensemble import Ensemble, check_compatible, load_ensemble
 from nlgkit.models import MODELS
 from nlgkit.models.base import Generator, ModelContext
 from nlgkit.models.rnn import RNNConfig
 from nlgkit.models.transformer import TransformerConfig
+from nlgkit.runs.loading import load_trained
 from nlgkit.search import Rules, beam_search, greedy_search
 
 SRC_V, TGT_V = 30, 25
@@ -169,6 +172,28 @@ def test_load_ensemble_checks_that_members_read_inputs_alike(two_runs: tuple[Pat
     result = cli("translate", "-m", str(a), "-m", str(other), "--device", "cpu", input=SOURCE)
     assert result.exit_code != 0 and result.stderr.startswith("error: ") and result.stderr.count("\n") == 1
     assert "Traceback" not in result.output
+
+
+def test_members_that_read_text_otherwise_or_translate_the_other_way_are_refused(two_runs: tuple[Path, Path],
+                                                                                 tmp_path: Path) -> None:
+    """Equal vocabularies and files are not enough: a run whose manifest names another tokenizer (the first run's
+    would read its inputs), or an EN→DE run beside a DE→EN one prepared from the same data (same vocabularies
+    per language, so the sizes match: they were combined word for word, translating nonsense), is refused."""
+    a, b = two_runs
+    other = tmp_path / "other"
+    shutil.copytree(b, other)
+    manifest = json.loads((other / "data" / "manifest.json").read_text(encoding="utf-8"))
+    manifest["lowercase"] = not manifest["lowercase"]
+    (other / "data" / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+    with pytest.raises(CheckpointError, match="their data/manifest.json differ in how text is read .lowercase "):
+        load_ensemble([a, other], "best", "cpu")
+    first, second = load_trained(a, "best", "cpu"), load_trained(b, "best", "cpu")
+    check_compatible(first, second)
+    data = second.config.data
+    swapped = dataclasses.replace(second.config, data=dataclasses.replace(  # type: ignore[type-var]
+        data, src_lang=data.tgt_lang, tgt_lang=data.src_lang))  # type: ignore[attr-defined]
+    with pytest.raises(CheckpointError, match="other languages .data.src_lang = 'de' and 'en', data.tgt_lang"):
+        check_compatible(first, dataclasses.replace(second, config=swapped))
 
 
 def test_an_ensemble_search_scores_the_mean_of_the_members_sequence_log_probabilities(

@@ -75,6 +75,8 @@ def random_model(norm: str, positions: str, head: str, output_dim: int, shared: 
     ("pre", "sinusoidal", "learned", 16, False),  # output_dim Linear folded into the head's matrix
     ("post", "learned", "tied", 16, False),  # the tied head's projection 16 → 32 folded too
     ("pre", "sinusoidal", "fixed", 16, False),
+    ("post", "learned", "hadamard", 0, False),  # the fast transform's rows, written out as CTranslate2's matrix
+    ("pre", "sinusoidal", "hadamard", 16, True),
 ])
 def test_the_spec_gives_nlgkits_log_probabilities(norm: str, positions: str, head: str, output_dim: int,
                                                    shared: bool, tmp_path: Path) -> None:
@@ -451,8 +453,8 @@ def test_translate_with_the_ct2_engine_keeps_one_line_per_input(exported: tuple[
 
 
 @pytest.mark.parametrize("head, model, named", [
-    ('type = "hadamard"', None, ("head.type = 'hadamard' cannot be exported to CTranslate2: its target vectors "
-                                 "are applied by a fast Walsh–Hadamard transform")),
+    ('type = "joint"\njoint_dim = 16', None, ("head.type = 'joint' cannot be exported to CTranslate2: its word "
+                                             "table meets the features through a nonlinearity")),
     ('type = "continuous"\ndim = 16', None, "head.type = 'continuous' cannot be exported to CTranslate2"),
     ('type = "learned"', ('type = "rnn"\nembedding_dim = 16\nencoder_dim = 16\ndecoder_dim = 16\n'
                           'attention_dim = 16\npre_output_dim = 16'), "model.type = 'rnn': only the Transformer exports"),

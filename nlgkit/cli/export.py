@@ -20,7 +20,7 @@ app = typer.Typer(help="Export a trained run for another inference engine (CTran
 @handle_errors
 def ct2_cmd(
     run: Annotated[Path, typer.Argument(help="Run directory written by `nlgkit train` (a Transformer with a "
-                                             "learned, tied or fixed head)")],
+                                             "learned, tied, fixed or Hadamard head)")],
     output: Annotated[Path, typer.Option("--output", "-o", help="CTranslate2 model directory to write")],
     checkpoint: Annotated[str, typer.Option(help="best, last, or a checkpoint directory")] = "best",
     quantization: Annotated[str, typer.Option(help="How the weights are stored: float32, int8, int8_float32, "

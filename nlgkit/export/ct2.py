@@ -7,8 +7,8 @@ the run does: ``nlgkit.json`` (the run's resolved config, vocabulary checksums, 
 then tokenises, segments and detokenises exactly as ``nlgkit translate`` does with the run.
 
 Only what CTranslate2 computes exactly as nlgkit does is exported: the Transformer translation model with an
-output layer that is one matrix + bias at inference (learned, tied, fixed heads). Anything else is refused with
-one line naming what CTranslate2 cannot express, never exported as something different. The directory is written
+output layer that is one matrix + bias at inference (learned, tied, fixed, Hadamard heads). Anything else is refused
+with one line naming what CTranslate2 cannot express, never exported as something different. The directory is written
 to a temporary sibling and renamed into place.
 """
 
@@ -38,10 +38,10 @@ FORMAT = 1
 ALIGNMENT = "last layer, mean of heads"
 # what `optimize` may store the weights as (CTranslate2 can also convert them when it loads the model)
 QUANTIZATIONS = ("float32", "int8", "int8_float32", "int16", "float16", "bfloat16", "int8_float16", "int8_bfloat16")
-LINEAR_HEADS = ("learned", "tied", "fixed")
+# the Hadamard head's fast transform is a fixed matrix, exported as that matrix
+LINEAR_HEADS = ("learned", "tied", "fixed", "hadamard")
 # why the other built-in heads are not a matrix + bias at inference
 NOT_A_MATRIX = {
-    "hadamard": "its target vectors are applied by a fast Walsh–Hadamard transform, not as a matrix",
     "continuous": "it scores words by a von Mises–Fisher likelihood of the cosine to fixed target vectors, not by a "
                   "softmax over W·f + b",
     "joint": "its word table meets the features through a nonlinearity, σ(V·h + b_v), so it is no single matrix",

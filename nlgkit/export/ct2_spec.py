@@ -12,8 +12,9 @@ The mapping, sub-layer by sub-layer (``nlgkit.models.transformer`` → ``ctransl
 - the model's ``output_dim`` Linear, applied after the decoder's last norm, is the decoder's ``project_out``
   (CTranslate2 applies it at the same place; the spec's ``project_in`` is left out, which CTranslate2 allows);
 - the head is one matrix and one bias at inference and becomes the spec's ``projection``: its own (V, d) table and
-  bias (learned, tied or fixed), composed with the tied head's linear projection when it has one (product taken
-  in float64). A head with a nonlinearity there cannot be folded and is refused.
+  bias (learned, tied or fixed; the Hadamard head's rows, materialised: nlgkit applies them by a fast transform,
+  CTranslate2 as the matrix they are), composed with the tied head's linear projection when it has one (product
+  taken in float64). A head with a nonlinearity there cannot be folded and is refused.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from torch import Tensor, nn
 from nlgkit.core.errors import ConfigError
 from nlgkit.data.vocab import BOS, EOS, UNK
 from nlgkit.heads.base import LinearHead
+from nlgkit.heads.hadamard import HadamardHead
 from nlgkit.heads.tied import TiedHead
 from nlgkit.models.transformer import Attention, DecoderLayer, EncoderLayer, FeedForward, TransformerModel
 
@@ -51,6 +53,8 @@ def head_projection(model: TransformerModel) -> Affine:
         chain.append((head.weight, head.bias))
     elif isinstance(head, LinearHead):
         chain.append((head.weight, head.bias))
+    elif isinstance(head, HadamardHead):  # a fixed linear map that nlgkit applies by a transform: its (V, f) rows
+        chain.append((head.target_vectors(), head.bias))
     else:
         raise ConfigError(f"head {type(head).__name__}: not a matrix + bias at inference (CTranslate2 cannot "
                           "express it)")

@@ -13,7 +13,8 @@ head for its normalised log-probabilities and combines them:
 
 Only probability heads take part: a score head (``continuous``: vMF log-likelihoods, not probabilities over the
 vocabulary) would mix incomparable scales, so it is refused. Members must read the same inputs the same way
-(equal ``[task]`` sections, vocabularies and tokenizer/subword files) and predict the same vocabulary.
+(equal ``[task]`` sections, languages, vocabularies, tokenizer/subword files and the manifest's tokenizer, casing
+and subword scheme) and predict the same vocabulary.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from torch import Tensor, nn
 from nlgkit.core import alignment
 from nlgkit.core.config import to_dict
 from nlgkit.core.errors import CheckpointError, ConfigError
-from nlgkit.core.io import sha256_file
+from nlgkit.core.io import read_json, sha256_file
 from nlgkit.heads.base import HeadContext, OutputHead
 from nlgkit.models.base import Generator, Inputs, State
 from nlgkit.runs.loading import TrainedRun, load_trained
@@ -39,6 +40,8 @@ if TYPE_CHECKING:
     from nlgkit.data.batching import Batch
 
 MODES = ("log_linear", "linear")
+# the keys of data/manifest.json that say how text is tokenised, cased and segmented
+READING_KEYS = ("tokenizer", "lowercase", "subword")
 
 
 class EnsembleHead(OutputHead):
@@ -163,19 +166,44 @@ def check_mode(mode: str) -> None:
 
 def check_compatible(first: TrainedRun, other: TrainedRun) -> None:
     """``other`` reads its inputs as ``first`` does and predicts the same words: equal ``[task]`` sections,
-    vocabularies, and tokenizer and subword files. Each difference is one line naming both runs."""
+    languages (``data.src_lang``, ``data.tgt_lang``), vocabularies, tokenizer and subword files, and the tokenizer,
+    casing and subword scheme the data's manifest names. Each difference is one line naming both runs."""
     where = f"{first.checkpoint} and {other.checkpoint}"
     first_task, other_task = to_dict(first.config)["task"], to_dict(other.config)["task"]
     if first_task != other_task:
         keys = sorted(k for k in first_task.keys() | other_task.keys() if first_task.get(k) != other_task.get(k))
         raise CheckpointError(f"{where}: cannot be ensembled, their [task] sections differ ({', '.join(keys)})")
+    # a DE→EN and an EN→DE run on one data directory have the same vocabularies and files, swapped
+    first_langs, other_langs = _languages(first), _languages(other)
+    if first_langs != other_langs:
+        keys = sorted(k for k in first_langs.keys() | other_langs.keys() if first_langs.get(k) != other_langs.get(k))
+        differ = ", ".join(f"data.{k} = {first_langs.get(k)!r} and {other_langs.get(k)!r}" for k in keys)
+        raise CheckpointError(f"{where}: cannot be ensembled, they read or write other languages ({differ})")
     if {lang: v.checksum() for lang, v in first.vocabs.items()} != {lang: v.checksum() for lang, v in
                                                                     other.vocabs.items()}:
         raise CheckpointError(f"{where}: cannot be ensembled, their vocabularies differ")
-    # the manifest records where and when the data was prepared, not how inputs are read
+    # the manifest records where and when the data was prepared, and how the text is read (its pipeline's keys)
+    first_reading, other_reading = _reading(first), _reading(other)
+    if first_reading != other_reading:
+        keys = sorted(k for k in READING_KEYS if first_reading.get(k) != other_reading.get(k))
+        differ = ", ".join(f"{k} {first_reading.get(k)!r} and {other_reading.get(k)!r}" for k in keys)
+        raise CheckpointError(f"{where}: cannot be ensembled, their data/manifest.json differ in how text is read "
+                              f"({differ})")
     names = {p.name for run in (first, other) for p in run.assets.iterdir() if p.is_file()} - {"manifest.json"}
     for name in sorted(names):
         mine, theirs = first.assets / name, other.assets / name
         if not (mine.is_file() and theirs.is_file()) or sha256_file(mine) != sha256_file(theirs):
             raise CheckpointError(f"{where}: cannot be ensembled, their data/{name} differ (another tokenizer or "
                                   f"subword model)")
+
+
+def _languages(run: TrainedRun) -> dict[str, str]:
+    """The run's ``data.*_lang`` keys (source and target language; a captioning run has the target's only)."""
+    return {key: value for key, value in to_dict(run.config)["data"].items() if key.endswith("_lang")}
+
+
+def _reading(run: TrainedRun) -> dict[str, object]:
+    """What the run's ``data/manifest.json`` says about reading text (``nlgkit.data.tokenize.load_pipeline``)."""
+    path = run.assets / "manifest.json"
+    manifest = read_json(path) if path.is_file() else {}
+    return {key: manifest.get(key) for key in READING_KEYS} if isinstance(manifest, dict) else {}

@@ -60,7 +60,8 @@ def best_epochs(checkpoints: list[EpochCheckpoint], n: int) -> list[EpochCheckpo
 
 def select_epochs(run_dir: Path, metric: str, *, last: int = 0, best: int = 0) -> list[EpochCheckpoint]:
     """``last`` most recent or ``best`` best epoch checkpoints (exactly one of them positive); fewer kept than
-    asked for is an error naming what the run has and the recipe key that keeps more."""
+    asked for is an error naming what the run has and the recipe key that keeps more, and so are last epochs
+    that were not all kept (the last ``last`` epochs, never an older best one in place of a pruned one)."""
     if (last > 0) == (best > 0):
         raise CheckpointError("give exactly one of --last N and --best N (N >= 1)")
     checkpoints = epoch_checkpoints(run_dir, metric)
@@ -69,11 +70,18 @@ def select_epochs(run_dir: Path, metric: str, *, last: int = 0, best: int = 0) -
     if best and checkpoints and all(c.score is None for c in checkpoints):
         raise CheckpointError(f"{Path(run_dir) / 'checkpoints'}: no epoch checkpoint has a validation {metric} "
                               "(the run validated every N updates, not at epochs' ends): use --last N")
+    have = ", ".join(str(c.epoch) for c in checkpoints) or "none"
     if len(chosen) < wanted:
-        have = ", ".join(str(c.epoch) for c in checkpoints) or "none"
         raise CheckpointError(f"{Path(run_dir) / 'checkpoints'}: {wanted} epoch checkpoints wanted, only "
                               f"{len(chosen)} kept (epochs kept: {have}); train.keep_epochs sets how many a run "
                               f"keeps")
+    # the kept best epochs are not the last ones: --last N past train.keep_epochs would mix an old best one in
+    missing = sorted(set(range(chosen[0].epoch, chosen[-1].epoch + 1)) - {c.epoch for c in chosen}) if last else []
+    if missing:
+        raise CheckpointError(f"{Path(run_dir) / 'checkpoints'}: the last {last} epochs are "
+                              f"{chosen[-1].epoch - last + 1}-{chosen[-1].epoch}, not all kept (missing: "
+                              f"{', '.join(map(str, missing))}; epochs kept: {have}); "
+                              f"train.keep_epochs sets how many a run keeps (--best N averages the best ones)")
     return chosen
 
 
