@@ -51,7 +51,7 @@ def ct2_benchmarks(root: Path, run: str, beam: int, limit: int,
     best = root / run / "checkpoints" / "best"
     if not best.exists():
         return {**section, "missing": f"no trained run at `{run}` (`nlgkit bench --ct2-run RUN` names another "
-                                      "Transformer run with a learned, tied or fixed head)"}
+                                      "Transformer run with a learned, tied, fixed or hadamard head)"}
     if importlib.util.find_spec("ctranslate2") is None:
         return {**section, "missing": "ctranslate2 is not installed (the `ct2` extra)"}
     try:
