@@ -94,6 +94,7 @@ def test_the_combined_scores_are_the_members_mean_log_probability_or_mean_probab
             assert features.shape == (3, a.feature_dim + b.feature_dim)
             word_scores, offset = ensemble.head.search_scores(features)
             torch.testing.assert_close(word_scores - offset.unsqueeze(1), expected)
+            assert ensemble.head.normalized == (mode == "linear")  # (a perplexity is printed of probabilities only)
         # linear is a distribution; log_linear's mean of log-probabilities is not renormalised (Jensen: below it)
         assert torch.allclose(torch.logsumexp(((pa.exp() + pb.exp()) / 2).log(), 1), torch.zeros(3), atol=1e-5)
         assert bool((torch.logsumexp((pa + pb) / 2, 1) < 0).all())

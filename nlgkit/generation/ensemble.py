@@ -54,6 +54,8 @@ class EnsembleHead(OutputHead):
         self.heads = tuple(heads)
         self.feature_dims = list(feature_dims)
         self.mode = mode
+        # log_linear's mean of log-probabilities does not sum to 1 over the vocabulary: no perplexity of it
+        self.normalized = mode == "linear"
 
     def log_probs(self, features: Tensor) -> Tensor:
         parts = features.split(self.feature_dims, dim=-1)  # n × (…, dᵢ)
