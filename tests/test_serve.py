@@ -209,6 +209,25 @@ def test_what_the_target_vocabulary_loses_is_named_in_the_answer(client: TestCli
     assert "warnings" not in clean
 
 
+def test_a_line_the_translator_cuts_is_named_in_the_answer(served: dict[str, Any]) -> None:
+    """A line over the translator's max_input_tokens is translated cut, as ``translate`` does; the warning went to
+    the server's log alone, numbering the line within its batch: the answer now names the request's line."""
+    model = served["de-en"]
+    limit = model.translator.max_input_tokens
+    model.translator.max_input_tokens = 7  # (line 1 has 7 tokens: kept whole)
+    try:
+        with TestClient(create_app(served, LIMITS)) as client:
+            answer = client.post("/translate", json={"lines": [LINES[0], "ein mann , der einen roten ball wirft ."],
+                                                     "target_prefix": ["", "a Wqxz"]})
+    finally:
+        model.translator.max_input_tokens = limit
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["warnings"] == [
+        "line 2: 9 tokens, cut to 7",
+        "line 2: target prefix 'a Wqxz': 'wqxz' not in the target vocabulary, forced as <unk>"]
+    assert len(answer.json()["translations"]) == 2
+
+
 def test_translate_target_prefix_answers_as_translate_target_prefix(client: TestClient, runs: dict[str, Path],
                                                                     tmp_path: Path) -> None:
     """``"target_prefix"``: per line, the text its outputs start with (an empty string: none); the answers are

@@ -91,8 +91,7 @@ def create_app(models: Mapping[str, ServedModel], limits: ServeLimits | None = N
         prefixes = body.target_prefix or ["" for _ in body.lines]
         items = [(line, "\t".join(line_phrases), prefix)
                  for line, line_phrases, prefix in zip(body.lines, phrases, prefixes, strict=True)]
-        warnings = [] if body.target_prefix is None and body.constraints is None else \
-            await run_in_threadpool(model.request_warnings, body.target_prefix, body.constraints)
+        warnings = await run_in_threadpool(model.request_warnings, body.target_prefix, body.constraints, body.lines)
         found = await answered(request, model.batcher.submit(key, items))
         return {"model": model.name, "translations": found, **({"warnings": warnings} if warnings else {})}
 

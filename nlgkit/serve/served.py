@@ -29,13 +29,14 @@ from nlgkit.core.errors import ConfigError, DataError, NlgkitError
 from nlgkit.export.ct2 import META_FILE
 from nlgkit.generation.caption import caption_images, caption_records, check_captioning_run, image_encoder
 from nlgkit.generation.ensemble import load_ensemble
-from nlgkit.generation.output import SearchOptions
+from nlgkit.generation.output import SearchOptions, cut_tokens
 from nlgkit.generation.targets import TargetReader
 from nlgkit.generation.text import Rendered, TargetText
 from nlgkit.generation.translate import Translator
 from nlgkit.runs.loading import TrainedRun
 from nlgkit.serve.batching import DynamicBatcher
 from nlgkit.serve.limits import ServeLimits
+from nlgkit.tasks.base import TextInput
 from nlgkit.vision.encoders import RESAMPLE, ImageEncoder
 from nlgkit.vision.images import load_image
 
@@ -58,6 +59,9 @@ class TextTranslator(Protocol):
     options: SearchOptions
     output: TargetText
     targets: TargetReader
+    text_input: TextInput
+    pretokenized: bool
+    max_input_tokens: int
 
     def texts(self, lines: list[str], name: str = ..., first_number: int = ..., images: Sequence[Path] | None = ...,
               prefixes: Sequence[str] | None = ...) -> list[list[Rendered]]: ...
@@ -118,12 +122,20 @@ class ServedModel:
         assert run is not None
         return TargetReader(run.tgt_vocab, lambda: run.task.target_tokenizer(run.assets))
 
-    def request_warnings(self, prefixes: Sequence[str] | None, constraints: Sequence[Sequence[str]] | None) -> list[str]:
-        """What a /translate request's prefixes and phrases lose to the target vocabulary, one message per prefix
-        or phrase naming its line (a word outside it: a prefix forces it as ``<unk>``, a phrase is left out, as
-        ``translate`` does): so that the client, not only the server's log, learns why an output reads as it does."""
+    def request_warnings(self, prefixes: Sequence[str] | None, constraints: Sequence[Sequence[str]] | None,
+                         lines: Sequence[str] = ()) -> list[str]:
+        """What a /translate request's lines, prefixes and phrases lose, one message naming its line: a line over
+        the translator's ``max_input_tokens`` is cut, and a prefix's or phrase's word outside the target vocabulary
+        is forced as ``<unk>`` or left out, as ``translate`` does; so that the client, not only the server's log
+        (which numbers a line within its batch), learns why an output reads as it does."""
         found = list[str]()
-        for number in range(1, len(prefixes or constraints or []) + 1):  # (the request has one of each per line)
+        translator = self.translator
+        for number in range(1, max(len(lines), len(prefixes or constraints or [])) + 1):  # (one of each per line)
+            line = lines[number - 1] if number <= len(lines) else ""
+            # (a token is at least one character: a line no longer than the limit is not tokenised twice)
+            if translator is not None and len(line) > translator.max_input_tokens:
+                tokens = line.split() if translator.pretokenized else translator.text_input.tokenize(line)
+                cut_tokens(tokens, translator.max_input_tokens, found.append, f"line {number}")
             if prefixes is not None:
                 self.targets.prefix(prefixes[number - 1], found.append, f"line {number}")
             if constraints is not None:
