@@ -209,16 +209,15 @@ def test_what_the_target_vocabulary_loses_is_named_in_the_answer(client: TestCli
     assert "warnings" not in clean
 
 
-def test_a_line_the_translator_cuts_is_named_in_the_answer(served: dict[str, Any]) -> None:
+def test_a_line_the_translator_cuts_is_named_in_the_answer(served: dict[str, Any], client: TestClient) -> None:
     """A line over the translator's max_input_tokens is translated cut, as ``translate`` does; the warning went to
     the server's log alone, numbering the line within its batch: the answer now names the request's line."""
     model = served["de-en"]
     limit = model.translator.max_input_tokens
     model.translator.max_input_tokens = 7  # (line 1 has 7 tokens: kept whole)
-    try:
-        with TestClient(create_app(served, LIMITS)) as client:
-            answer = client.post("/translate", json={"lines": [LINES[0], "ein mann , der einen roten ball wirft ."],
-                                                     "target_prefix": ["", "a Wqxz"]})
+    try:  # (the module's one app: another app's shutdown would stop the shared models' batchers)
+        answer = client.post("/translate", json={"lines": [LINES[0], "ein mann , der einen roten ball wirft ."],
+                                                 "target_prefix": ["", "a Wqxz"]})
     finally:
         model.translator.max_input_tokens = limit
     assert answer.status_code == 200, answer.text
