@@ -173,9 +173,13 @@ class ClosedStream:
     encoding = "utf-8"
     errors = "strict"
 
-    def __init__(self, label: str) -> None:
-        self.label = label
-        self.name = f"<{label}>"
+    def __init__(self, which: str) -> None:
+        # lazy: CLI start-up
+        from nlgkit.core.io import STREAM_NAMES
+
+        self.which = which  # "stdin" or "stdout"
+        self.label = STREAM_NAMES[which]
+        self.name = f"<{self.label}>"
 
     @property
     def buffer(self) -> ClosedStream:  # (sys.stdin.buffer.read(): the binary side is closed too)
@@ -197,7 +201,10 @@ class ClosedStream:
         raise io.UnsupportedOperation(f"{self.label}: closed")  # (as io does for a stream without a descriptor)
 
     def _closed(self, *_: Any, **__: Any) -> Any:
-        raise DataError(f"{self.label}: closed")
+        # lazy: CLI start-up
+        from nlgkit.core.io import closed_stream
+
+        raise closed_stream(self.which)
 
     read = readline = readlines = read1 = readinto = write = writelines = _closed
 
@@ -265,10 +272,10 @@ def standard_streams() -> Iterator[None]:
     and ``sys.stdout`` a :class:`NamedOutput` otherwise; as they were after. (Within a command that another runs:
     as they are already.)"""
     saved_input, saved_output = sys.stdin, sys.stdout
-    installed_input: Any = ClosedStream("standard input") if saved_input is None else None
+    installed_input: Any = ClosedStream("stdin") if saved_input is None else None
     installed_output: Any = None
     if saved_output is None:
-        installed_output = ClosedStream("standard output")
+        installed_output = ClosedStream("stdout")
     elif not isinstance(saved_output, (NamedOutput, ClosedStream)):
         installed_output = NamedOutput(saved_output)
     if installed_input is not None:

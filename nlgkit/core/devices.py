@@ -1,6 +1,10 @@
-"""The one reading of a device name (``auto``, ``cpu``, ``cuda``, ``cuda:N``) for every command and setting."""
+"""The one reading of a device name (``auto``, ``cpu``, ``cuda``, ``cuda:N``) for every command and setting, what
+a CPU multiplies in bf16, and the autocast context that training and inference both compute in."""
 
 from __future__ import annotations
+
+from contextlib import AbstractContextManager, nullcontext
+from typing import Any
 
 import torch
 
@@ -32,3 +36,10 @@ def cpu_bf16_instructions() -> list[str]:
     read = getattr(torch.cpu, "get_capabilities", None)
     capabilities = read() if callable(read) else {}
     return [name for name in BF16_INSTRUCTIONS if capabilities.get(name)]
+
+
+def autocast_to(device: torch.device, dtype: torch.dtype | None) -> AbstractContextManager[Any]:
+    """Autocast to the 16-bit ``dtype`` on ``device``, or nothing where ``dtype`` is None (float32): the one context
+    that training's precision (``nlgkit.train.precision``) and inference's compute type (``TrainedRun.computing``)
+    run in, each having chosen its ``dtype`` by its own settings."""
+    return torch.autocast(device.type, dtype=dtype) if dtype is not None else nullcontext()

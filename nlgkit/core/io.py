@@ -100,8 +100,15 @@ def standard_stream(which: str) -> TextIO:
     started with it closed (``<&-``, ``>&-``: Python then sets it to None)."""
     stream = getattr(sys, which)
     if stream is None:
-        raise DataError(f"{STREAM_NAMES[which]}: closed")
+        raise closed_stream(which)
     return stream
+
+
+def closed_stream(which: str) -> DataError:
+    """The error for reading or writing a standard stream (``which``: "stdin", "stdout") that the process started
+    with closed: "standard output: closed", whether a library call (:func:`standard_stream`) or the command line's
+    stand-in stream (``nlgkit.cli.common.ClosedStream``) finds it."""
+    return DataError(f"{STREAM_NAMES[which]}: closed")
 
 
 @contextlib.contextmanager

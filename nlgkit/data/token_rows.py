@@ -34,9 +34,16 @@ class TokenRows(Sequence[list[int]]):
 
     @classmethod
     def from_lists(cls, rows: Sequence[Sequence[int]]) -> TokenRows:
-        offsets = np.zeros(len(rows) + 1, dtype=np.int64)
-        np.cumsum(np.array([len(row) for row in rows], dtype=np.int64), out=offsets[1:])
-        ids = np.fromiter(itertools.chain.from_iterable(rows), dtype=np.int32, count=int(offsets[-1]))
+        lengths = [len(row) for row in rows]
+        return cls.from_lengths(np.fromiter(itertools.chain.from_iterable(rows), dtype=np.int32, count=sum(lengths)),
+                                lengths)
+
+    @classmethod
+    def from_lengths(cls, ids: np.ndarray, lengths: Sequence[int]) -> TokenRows:
+        """The rows of ``ids`` taken ``lengths[i]`` at a time: the one place row offsets are built from lengths
+        (a file read as text, rows given as lists)."""
+        offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
+        np.cumsum(np.array(lengths, dtype=np.int64), out=offsets[1:])
         return cls(ids, offsets)
 
     def __len__(self) -> int:
@@ -83,7 +90,5 @@ def read_token_rows(path: Path, vocab: Vocabulary, limit: int = 0) -> TokenRows:
                 chunks.append(np.array(vocab.encode(itertools.chain.from_iterable(chunk)), dtype=np.int32))
     except UnicodeDecodeError:
         raise DataError(invalid_utf8(path)) from None
-    offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
-    np.cumsum(np.array(lengths, dtype=np.int64), out=offsets[1:])
-    return TokenRows(np.concatenate(chunks) if chunks else np.zeros(0, dtype=np.int32), offsets)
+    return TokenRows.from_lengths(np.concatenate(chunks) if chunks else np.zeros(0, dtype=np.int32), lengths)
 

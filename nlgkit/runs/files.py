@@ -43,10 +43,21 @@ def models_as_inputs(models: Iterable[Path], option: str = "--model", records: b
 
 def plugin_inputs(config: dict[str, Any]) -> list[tuple[str, Path]]:
     """The files outside a run that the plug-ins of its resolved ``config`` (as saved) read when they are built,
-    with the key that names each: every setting a plug-in config declares in ``input_files`` (a continuous head's
-    ``table``) and the files that belong to it (the table's word list), as the config names them. A section whose
-    type is not registered names nothing: building it fails, and says so, before anything reads a file."""
+    with the key that names each: every setting of :func:`plugin_input_settings` (a continuous head's ``table``)
+    and the files that belong to it (the table's word list), as the config names them."""
     found: list[tuple[str, Path]] = []
+    for key, value in plugin_input_settings(config):
+        path, *companions = with_companions(Path(value).expanduser())
+        found += [(f"its {key}", path), *((f"a file of its {key}", companion) for companion in companions)]
+    return found
+
+
+def plugin_input_settings(config: dict[str, Any]) -> list[tuple[str, str]]:
+    """``("section.name", value)`` for every setting that a plug-in of the resolved ``config`` (as saved) declares
+    in ``input_files`` and that names a file: the one walk of the registries that both the files a command must not
+    overwrite (:func:`plugin_inputs`) and a run record's copies (:mod:`nlgkit.runs.records`) come from. A section
+    whose type is not registered names nothing: building it fails, and says so, before anything reads a file."""
+    found: list[tuple[str, str]] = []
     for section, registry in PLUGIN_REGISTRIES.items():
         table = config.get(section)
         if not isinstance(table, dict) or not isinstance(table.get("type"), str):
@@ -55,10 +66,8 @@ def plugin_inputs(config: dict[str, Any]) -> list[tuple[str, Path]]:
             names = registry.config_class(table["type"]).input_files
         except NlgkitError:
             continue
-        for name in (name for name in names if isinstance(table.get(name), str) and table[name]):
-            path, *companions = with_companions(Path(table[name]).expanduser())
-            found += [(f"its {section}.{name}", path),
-                      *((f"a file of its {section}.{name}", companion) for companion in companions)]
+        found += [(f"{section}.{name}", table[name]) for name in names
+                  if isinstance(table.get(name), str) and table[name]]
     return found
 
 

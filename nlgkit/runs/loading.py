@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -12,7 +12,7 @@ from typing import Any
 import torch
 
 from nlgkit.core.config import RunConfig, config_from_dict
-from nlgkit.core.devices import cpu_bf16_instructions
+from nlgkit.core.devices import autocast_to, cpu_bf16_instructions
 from nlgkit.core.errors import CheckpointError, ConfigError
 from nlgkit.data.vocab import Vocabulary
 from nlgkit.models.base import Generator
@@ -51,8 +51,7 @@ class TrainedRun:
     def computing(self) -> AbstractContextManager[Any]:
         """The context the model searches and scores in: autocast to ``compute_type`` on its device, or nothing
         for float32."""
-        dtype = COMPUTE_TYPES[self.compute_type]
-        return torch.autocast(self.device.type, dtype=dtype) if dtype is not None else nullcontext()
+        return autocast_to(self.device, COMPUTE_TYPES[self.compute_type])
 
     def compute_note(self) -> str:
         """A warning line where ``compute_type`` runs slower than float32 on this device ("" otherwise)."""

@@ -18,11 +18,11 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from nlgkit.core.config import PLUGIN_REGISTRIES, RunConfig
+from nlgkit.core.config import RunConfig
 from nlgkit.core.errors import DataError, NlgkitError
 from nlgkit.core.io import atomic_directory, read_json, sha256_file, write_json
 from nlgkit.data.word_counts import training_word_counts, word_counts_name, write_word_counts
-from nlgkit.runs.files import with_companions
+from nlgkit.runs.files import plugin_input_settings, with_companions
 from nlgkit.runs.outputs import RECORD_FILE, best_meta, is_record, kept_outputs, run_config, saved_config
 from nlgkit.tasks import Task, build_task
 
@@ -60,7 +60,7 @@ def archive_run(run_dir: Path, records_dir: Path, *, replace_finished: bool = Fa
     copies += [(path, Path("data", path.name)) for pattern in DATA for path in sorted((run_dir / "data").glob(pattern))]
     copies += [(path, Path("data", path.name)) for path in task.reference_files(data_dir, "test")]
     raw = saved_config(run_dir)
-    inputs = _inputs(raw, config, run_dir)
+    inputs = _inputs(raw, run_dir)
     copies = [(source, relative) for source, relative in copies if relative != Path("config.json")]
     copies += [(path, Path(INPUTS_DIR, path.name)) for source in inputs.values() for path in with_companions(source)]
 
@@ -98,21 +98,17 @@ def _progress(run: Path) -> dict[str, Any]:
     return read_json(path) if path.is_file() else {}
 
 
-def _inputs(raw: dict[str, Any], config: RunConfig, run_dir: Path) -> dict[str, Path]:
-    """The files outside the run that its plug-ins' configs name (their ``input_files``), which must still
-    exist: a record that named a vanished file could not be read on another machine."""
+def _inputs(raw: dict[str, Any], run_dir: Path) -> dict[str, Path]:
+    """The files outside the run that its plug-ins' configs name (:func:`~nlgkit.runs.files.plugin_input_settings`),
+    by config key, which must still exist: a record that named a vanished file could not be read on another
+    machine."""
     found = {}
-    keys = [f"{section}.{name}" for section in PLUGIN_REGISTRIES
-            for name in type(getattr(config, section)).input_files]
-    for key in keys:
-        section, name = key.split(".")
-        value = raw.get(section, {}).get(name)
-        if value:
-            path = Path(value).expanduser()
-            if not path.is_file():
-                raise DataError(f"{run_dir}: {key} = {value!r}: not found; a record keeps a copy of every file its "
-                                "run read, so it must exist when the run is archived")
-            found[key] = path
+    for key, value in plugin_input_settings(raw):
+        path = Path(value).expanduser()
+        if not path.is_file():
+            raise DataError(f"{run_dir}: {key} = {value!r}: not found; a record keeps a copy of every file its "
+                            "run read, so it must exist when the run is archived")
+        found[key] = path
     return found
 
 

@@ -17,13 +17,13 @@ a GPU (the GRU recipes train faster in float32 on an H100) that says nothing abo
 
 from __future__ import annotations
 
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import AbstractContextManager
 from typing import Any
 
 import torch
 
 from nlgkit.core.config import TrainConfig
-from nlgkit.core.devices import cpu_bf16_instructions
+from nlgkit.core.devices import autocast_to, cpu_bf16_instructions
 from nlgkit.core.errors import ConfigError
 
 
@@ -50,8 +50,7 @@ def autocast_dtype(train: TrainConfig, device: torch.device) -> torch.dtype | No
 def training_autocast(train: TrainConfig, device: torch.device) -> AbstractContextManager[Any]:
     """The context every training forward (and the validation loss) runs in: autocast to
     :func:`autocast_dtype` on ``device``, or nothing."""
-    dtype = autocast_dtype(train, device)
-    return torch.autocast(device.type, dtype=dtype) if dtype is not None else nullcontext()
+    return autocast_to(device, autocast_dtype(train, device))
 
 
 def loss_scaler(train: TrainConfig, device: torch.device) -> torch.amp.GradScaler | None:
