@@ -7,20 +7,31 @@ size is small so that the merges are learned in a fraction of a second.
 from __future__ import annotations
 
 import gzip
+import json
+import shutil
 from collections import Counter
 from pathlib import Path
 
 import pytest
+import torch
 from archive_server import serve, write_tgz
+from helpers import model_for
 from typer.testing import CliRunner
 
 from nlgkit.cli.main import app
+from nlgkit.core.config import config_from_dict, to_dict
 from nlgkit.core.errors import ConfigError, DataError
+from nlgkit.core.io import write_json
 from nlgkit.data.download import raw_name
+from nlgkit.data.prepare import prepare_parallel
 from nlgkit.data.subword import BpeSegmenter
 from nlgkit.data.tokenize import TextPipeline, load_pipeline
 from nlgkit.data.vocab import Vocabulary
 from nlgkit.data.wmt14 import keep_pair, prepare_wmt14, sgm_segments
+from nlgkit.data.word_counts import check_side_counts
+from nlgkit.experiments.shalev_vectors import analyse_run
+from nlgkit.runs.checkpoint import save_checkpoint
+from nlgkit.runs.data import copy_model_assets
 
 MERGES = 100
 LONG = " ".join(["word"] * 45)  # over the test's max_len of 40 pieces
@@ -136,13 +147,25 @@ def test_train_is_tokenised_segmented_and_filtered(prepared: tuple[Path, dict, l
     assert keep_pair(41, 41, 0, 1.5) and not keep_pair(41, 41, 40, 0)
 
 
-def test_joint_vocabulary_counts_both_sides(prepared: tuple[Path, dict, list]) -> None:
+def side_counts(out: Path, lang: str) -> Counter[str]:
+    """Each piece's count in one side's training file, worked out from the file itself."""
+    return Counter(piece for line in lines(out / f"train.{lang}") for piece in line.split())
+
+
+def test_joint_vocabulary_is_saved_once_per_side_with_that_sides_counts(prepared: tuple[Path, dict, list]) -> None:
     out, manifest, _ = prepared
-    assert (out / "vocab.en.txt").read_bytes() == (out / "vocab.de.txt").read_bytes()
-    vocab = Vocabulary.load(out / "vocab.en.txt")
-    counts = Counter(piece for lang in ("en", "de") for line in lines(out / f"train.{lang}") for piece in line.split())
-    assert dict(zip(vocab.tokens[4:], vocab.counts[4:], strict=True)) == counts
-    assert manifest["vocab_size"] == {"en": len(vocab), "de": len(vocab)}
+    vocabs = {lang: Vocabulary.load(out / f"vocab.{lang}.txt") for lang in ("en", "de")}
+    assert vocabs["en"].tokens == vocabs["de"].tokens  # one joint list: the same ids on both sides
+    counts = {lang: side_counts(out, lang) for lang in ("en", "de")}
+    both = counts["en"] + counts["de"]
+    assert set(vocabs["en"].tokens[4:]) == set(both)
+    assert vocabs["en"].tokens[4:] == sorted(both, key=lambda piece: (-both[piece], piece))  # ids by both sides
+    for lang, vocab in vocabs.items():
+        assert dict(zip(vocab.tokens[4:], vocab.counts[4:], strict=True)) == {
+            piece: counts[lang][piece] for piece in both}  # 0 for a piece only the other side has
+        assert 0 in vocab.counts[4:]
+    assert manifest["vocab_size"] == {"en": len(vocabs["en"]), "de": len(vocabs["de"])}
+    assert manifest["joint_vocab"] and manifest["vocab_counts"] == "per language"
 
 
 def test_valid_and_test(prepared: tuple[Path, dict, list], stand_in: tuple[Path, dict]) -> None:
@@ -194,3 +217,92 @@ def test_cli(stand_in: tuple[Path, dict], tmp_path: Path) -> None:
     bad = runner.invoke(app, ["prepare", "wmt14", "--pair", "en", "--out", str(tmp_path / "x")])
     assert bad.exit_code == 2 and bad.stderr.strip().splitlines() == [
         "error: --pair 'en': expected SRC-TGT, e.g. de-en"]
+
+
+# -- frequency analyses of a run on the joint vocabulary ------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def wmt_run(prepared: tuple[Path, dict, list], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An (untrained) en-de run on the prepared stand-in, its data copied as training copies it. The norm of a
+    word's target vector falls as its German training count grows, that of its source vector as its English one
+    does: ranked by the right side's counts, each ρ is exactly -1."""
+    out = prepared[0]
+    root = tmp_path_factory.mktemp("wmt_run") / "run"
+    config = config_from_dict({
+        "data": {"dir": str(out), "src_lang": "en", "tgt_lang": "de"},
+        "model": {"type": "rnn", "embedding_dim": 8, "encoder_dim": 10, "decoder_dim": 12, "attention_dim": 7,
+                  "pre_output_dim": 9},
+        "head": {"type": "learned"}})
+    copy_model_assets(out, root / "data")
+    vocabs = {lang: Vocabulary.load(root / "data" / f"vocab.{lang}.txt") for lang in ("en", "de")}
+    model = model_for(config, vocabs["en"], vocabs["de"])
+    with torch.no_grad():
+        for weight, lang in ((model.head.weight, "de"), (model.src_embed.weight, "en")):
+            counts = side_counts(out, lang)
+            weight.zero_()
+            weight[:, 0] = 1.0 / (1.0 + torch.tensor([counts[piece] for piece in vocabs[lang].tokens]))
+    meta = {"config": to_dict(config), "vocab_checksums": {lang: vocab.checksum() for lang, vocab in vocabs.items()}}
+    save_checkpoint(root / "checkpoints" / "best", model, meta)
+    return root
+
+
+def analyse(*args: str | Path) -> dict:
+    result = CliRunner().invoke(app, ["evaluate", *(str(arg) for arg in args), "--device", "cpu", "--json"])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def test_frequency_analyses_of_a_joint_vocabulary_count_the_target_side(prepared: tuple[Path, dict, list],
+                                                                        wmt_run: Path) -> None:
+    out = prepared[0]
+    counts = {lang: side_counts(out, lang) for lang in ("en", "de")}
+    sets = analyse("norms", wmt_run, "--vectors", "tgt_output", "--vectors", "src_input")["sets"]
+    # every piece either side has, less those the target (source) side never has: the German (English) ones
+    assert sets["tgt_output"] == {"rho": pytest.approx(-1.0), "pvalue": pytest.approx(0.0, abs=1e-30),
+                                  "words": len(counts["de"])}
+    assert sets["src_input"]["rho"] == pytest.approx(-1.0) and sets["src_input"]["words"] == len(counts["en"])
+    assert len(counts["de"]) < len(counts["en"] + counts["de"])
+
+    # reference tokens of test.de by their German training count: a piece only English has is "never seen"
+    tokens = Counter()
+    vocab = set(counts["en"] + counts["de"])
+    for line in lines(out / "test.de"):
+        for piece in line.split():
+            count = counts["de"][piece]
+            tokens["<unk>" if piece not in vocab else "<1" if count < 1 else "[1,3)" if count < 3 else ">=3"] += 1
+    assert tokens["<1"] > 0  # what joint counts would have put in a seen bin
+    (run,) = analyse("confidence", wmt_run, "--data-dir", out, "--bins", "1,3")["runs"].values()
+    assert {b["bin"]: b["tokens"] for b in run["bins"]} == {**{label: tokens[label] for label in (
+        "<1", "[1,3)", ">=3", "<unk>")}, "</s>": len(lines(out / "test.de"))}
+
+
+def test_a_joint_vocabulary_counting_both_sides_together_is_refused(prepared: tuple[Path, dict, list],
+                                                                    wmt_run: Path, tmp_path: Path) -> None:
+    """A directory prepared before each side was counted apart (its manifest without ``vocab_counts``): every
+    frequency analysis stops with a one-line error, never ranks by both languages' counts."""
+    old = tmp_path / "old_run"
+    shutil.copytree(wmt_run, old)
+    manifest = json.loads((old / "data" / "manifest.json").read_text(encoding="utf-8"))
+    write_json(old / "data" / "manifest.json", {k: v for k, v in manifest.items() if k != "vocab_counts"})
+    for command in (["norms", old], ["geometry", old], ["confidence", old, "--data-dir", prepared[0]]):
+        result = CliRunner().invoke(app, ["evaluate", *(str(arg) for arg in command), "--device", "cpu"])
+        errors = result.stderr.strip().splitlines()
+        assert result.exit_code == 2 and len(errors) == 1, result.output
+        assert "count both languages" in errors[0] and "nlgkit prepare wmt14" in errors[0]
+    with pytest.raises(DataError, match="count both languages"):
+        analyse_run(old, {})
+    assert analyse("neighbours", old, "--query", "ein")  # what no count reads still works
+
+
+def test_a_corpus_prepared_like_the_joint_one_says_how_its_copies_count(prepared: tuple[Path, dict, list],
+                                                                        stand_in: tuple[Path, dict],
+                                                                        tmp_path: Path) -> None:
+    text = stand_in[1]["valid"]
+    for split in ("train", "valid", "test"):
+        for lang in ("en", "de"):
+            (tmp_path / f"{split}.{lang}").write_text("\n".join(text[lang]) + "\n", encoding="utf-8")
+    manifest = prepare_parallel(tmp_path / "out", *(str(tmp_path / split) for split in ("train", "valid", "test")),
+                                "en", "de", like=prepared[0])
+    assert manifest["joint_vocab"] and manifest["vocab_counts"] == "per language"
+    check_side_counts(tmp_path / "out")

@@ -84,12 +84,14 @@ def norms_command(run_dir: RunDir, checkpoint: Checkpoint = "best", device: Devi
     # lazy: CLI start-up (the library and torch load only when the command runs)
     from nlgkit.core.figures import save_png
     from nlgkit.core.io import check_output
+    from nlgkit.data.word_counts import check_side_counts
     from nlgkit.evaluate.analysis import norms
     from nlgkit.runs.files import models_as_inputs
 
     if png is not None:
         check_output(png, models_as_inputs([run_dir], "RUN_DIR"))
     run, sets = _load_sets(run_dir, checkpoint, device, vectors, None)
+    check_side_counts(run.assets)  # each set is ranked by its own language's counts
     results = {entry.name: norms.norm_frequency(entry.matrix, entry.vocab) for entry in sets}
     if png is not None:
         save_png(norms.norm_figure(results), png)
@@ -189,6 +191,7 @@ def geometry_command(run_dir: RunDir, checkpoint: Checkpoint = "best", device: D
     # lazy: CLI start-up (the library and torch load only when the command runs)
     from nlgkit.core.figures import save_png
     from nlgkit.core.io import check_output
+    from nlgkit.data.word_counts import check_side_counts
     from nlgkit.evaluate.analysis import geometry
     from nlgkit.runs.files import models_as_inputs
 
@@ -197,6 +200,7 @@ def geometry_command(run_dir: RunDir, checkpoint: Checkpoint = "best", device: D
     if png is not None:
         check_output(png, models_as_inputs([run_dir], "RUN_DIR"))
     run, sets = _load_sets(run_dir, checkpoint, device, vectors, ["tgt_output"])
+    check_side_counts(run.assets)  # frequency ranks from the set's own language's counts
     orders = (1, 5)
     results = {}
     for entry in sets:
@@ -268,6 +272,7 @@ def confidence_command(run_dirs: Annotated[list[Path], typer.Argument(
     # lazy: CLI start-up (the library and torch load only when the command runs)
     from nlgkit.core.figures import save_png
     from nlgkit.core.io import check_output, read_lines
+    from nlgkit.data.word_counts import check_side_counts
     from nlgkit.evaluate.analysis.confidence import confidence_by_frequency, confidence_figure
     from nlgkit.generation.decode import score_references
     from nlgkit.metrics.vocabulary import DEFAULT_EDGES, parse_edges, train_counts
@@ -282,6 +287,7 @@ def confidence_command(run_dirs: Annotated[list[Path], typer.Argument(
     results, headers = {}, []
     for run_dir in run_dirs:
         run = runs.load_trained(run_dir, checkpoint, device)
+        check_side_counts(run.assets)  # reference tokens binned by the target side's counts
         directory = data_dir or Path(run.config.data.dir)
         targets_file = directory / f"{split}.{run.config.data.tgt_lang}"
         if not targets_file.is_file():

@@ -185,8 +185,11 @@ def build_directory(out: Path, corpus: Corpus, corpus_name: str, source: str, in
     else:
         parent = like_manifest(like, src_lang, tgt_lang)
         subword_files, vocabs = copy_like_assets(like, out, parent, langs)
+        # copies of a joint vocabulary say how their counts were made, as the parent's manifest does (a frequency
+        # analysis refuses a joint vocabulary counting both sides together: nlgkit.data.word_counts)
         extra = {**(extra or {}), "like": like_record(like, langs),
-                 "unknown_token_share": unknown_shares(pieces, vocabs, keep)}
+                 "unknown_token_share": unknown_shares(pieces, vocabs, keep),
+                 **{key: parent[key] for key in ("joint_vocab", "vocab_counts") if key in parent}}
 
     for lang in langs:
         _write_lines(out / f"train.{lang}", [" ".join(pieces["train"][lang][i]) for i in keep])

@@ -10,9 +10,12 @@ The corpus is too large to hold in memory as tokens, so this is a streaming pipe
 counting words; one BPE model (subword-nmt, ``bpe`` merges, the paper's 32k by default) is learned from the
 word counts of both languages; pass 2 segments the pairs, drops empty ones, ones longer than ``max_len``
 pieces and ones whose lengths differ by more than ``max_ratio`` (fairseq's ``clean-corpus-n.perl -ratio 1.5
-1 250``), writes them and counts the pieces. The vocabulary is joint (one list for both languages, written as
-both ``vocab.en.txt`` and ``vocab.de.txt``), as in fairseq's ``--joined-dictionary``. ``workers`` processes
-tokenise and segment chunks in order, so the output does not depend on their number.
+1 250``), writes them and counts each side's pieces. The vocabulary is joint (one list for both languages, its
+ids ordered by both sides' counts together), as in fairseq's ``--joined-dictionary``; it is written as
+``vocab.en.txt`` and ``vocab.de.txt``, each with that language's counts (a piece only the other side has counts
+0), so that an analysis ranking the target's words by training frequency (Shalev et al.'s Fig. 2) counts the
+target side only. ``workers`` processes tokenise and segment chunks in order, so the output does not depend on
+their number.
 """
 
 from __future__ import annotations
@@ -37,7 +40,8 @@ from nlgkit.data.archives import DEFAULT_CACHE, extract_members, locate_archive,
 from nlgkit.data.prepare import MANIFEST_FORMAT, check_options, staging
 from nlgkit.data.subword import BpeSegmenter, subword_filename
 from nlgkit.data.tokenize import TextPipeline
-from nlgkit.data.vocab import Vocabulary
+from nlgkit.data.vocab import SPECIALS, Vocabulary
+from nlgkit.data.word_counts import SIDE_COUNTS
 
 ARCHIVES = {  # the public URLs of fairseq's prepare-wmt14en2de.sh --icml17
     "europarl": "http://statmt.org/wmt13/training-parallel-europarl-v7.tgz",
@@ -80,21 +84,22 @@ def prepare_wmt14(out_dir: Path, src_lang: str = "en", tgt_lang: str = "de", mir
         codes = tmp / subword_filename("bpe-joint", src_lang)
         log(f"learning {bpe:,} BPE merges on both languages")
         learn_bpe_from_counts(stats.pop("word_counts"), codes, bpe)
-        pieces: Counter[str] = Counter()
+        pieces: dict[str, Counter[str]] = {lang: Counter() for lang in LANGS}
         kept, dropped = _segment_train(tokenised, codes, tmp, options, max_ratio, workers, pieces)
         shutil.rmtree(scratch)
         if not kept:
             raise DataError(f"no training pairs left after filtering (max_len = {max_len}, max_ratio = {max_ratio})")
         lines = {"train": kept, **_write_eval_sets(archives, codes, tmp, options)}
-        vocab = Vocabulary.build(pieces, min_freq)
-        for lang in LANGS:
+        vocabs = side_vocabularies(pieces, min_freq)
+        for lang, vocab in vocabs.items():
             vocab.save(tmp / f"vocab.{lang}.txt")
         files = {p.relative_to(tmp).as_posix(): sha256_file(p) for p in sorted(tmp.rglob("*")) if p.is_file()}
         manifest: dict[str, Any] = {
             "format": MANIFEST_FORMAT, "nlgkit_version": __version__, "corpus": "wmt14",
             "source": mirror or "public URLs", "src_lang": src_lang, "tgt_lang": tgt_lang, **options,
-            "max_ratio": max_ratio, "joint_vocab": True, "lines": lines, "train_dropped": dropped,
-            "vocab_size": {lang: len(vocab) for lang in (src_lang, tgt_lang)},
+            "max_ratio": max_ratio, "joint_vocab": True, "vocab_counts": SIDE_COUNTS, "lines": lines,
+            "train_dropped": dropped,
+            "vocab_size": {lang: len(vocabs[lang]) for lang in (src_lang, tgt_lang)},
             "subword_files": {lang: codes.name for lang in LANGS}, "inputs": inputs, "files": files,
             "wmt14": {"train": [name for _, name in TRAIN_CORPORA], "valid": VALID_SET, "test": TEST_SET, **stats},
         }
@@ -224,8 +229,8 @@ def keep_pair(n_src: int, n_tgt: int, max_len: int, max_ratio: float) -> bool:
 
 
 def _segment_train(tokenised: dict[str, Path], codes: Path, out: Path, options: dict[str, Any], max_ratio: float,
-                   workers: int, pieces: Counter[str]) -> tuple[int, int]:
-    """Write the kept training pairs as BPE pieces; count the pieces; return (kept, dropped)."""
+                   workers: int, pieces: dict[str, Counter[str]]) -> tuple[int, int]:
+    """Write the kept training pairs as BPE pieces; count each side's pieces; return (kept, dropped)."""
     kept = dropped = 0
     with contextlib.ExitStack() as stack:
         handles = {lang: stack.enter_context(open(out / f"train.{lang}", "w", encoding="utf-8", newline="\n"))
@@ -240,9 +245,21 @@ def _segment_train(tokenised: dict[str, Path], codes: Path, out: Path, options: 
                     continue
                 kept += 1
                 for lang, line in (("en", en_pieces), ("de", de_pieces)):
-                    pieces.update(line)
+                    pieces[lang].update(line)
                     handles[lang].write(" ".join(line) + "\n")
     return kept, dropped
+
+
+def side_vocabularies(pieces: dict[str, Counter[str]], min_freq: int) -> dict[str, Vocabulary]:
+    """The joint vocabulary once per language: its entries and ids from both sides' counts together (kept at
+    ``min_freq`` of those), each copy with one side's counts (0 for a piece only the other side has)."""
+    both: Counter[str] = Counter()
+    for counts in pieces.values():
+        both.update(counts)
+    joint = Vocabulary.build(both, min_freq)
+    words = joint.tokens[len(SPECIALS):]
+    return {lang: Vocabulary(joint.tokens, [0] * len(SPECIALS) + [counts[word] for word in words])
+            for lang, counts in pieces.items()}
 
 
 # -- valid and test ------------------------------------------------------------------------------------------

@@ -4,6 +4,11 @@ Reports that bin words by training frequency (compare-mt's word F1, Tokarchuk & 
 same words whatever the vocabulary (a subword vocabulary's own counts are of its pieces, a word vocabulary's of
 tokens before detokenisation). A run record keeps these counts (``data/train.words.LANG``), so that such a report is
 rebuilt from the record alone, without the prepared corpus.
+
+Analyses that rank a vocabulary's own entries by frequency (norm against count, confidence by count, neighbour
+geometry by rank) read the counts of the vocabulary file of the language they rank. A joint vocabulary (WMT-14's:
+one list for both languages) is saved once per language with that language's counts, and its manifest says so
+(``vocab_counts``); :func:`check_side_counts` refuses one prepared before that, whose files counted both languages.
 """
 
 from __future__ import annotations
@@ -13,8 +18,23 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from nlgkit.core.errors import DataError
-from nlgkit.core.io import atomic_write, read_lines
+from nlgkit.core.io import atomic_write, read_json, read_lines
 from nlgkit.data.tokenize import load_pipeline
+
+#: the manifest's ``vocab_counts`` of a joint vocabulary whose file for each language counts that language's text
+SIDE_COUNTS = "per language"
+
+
+def check_side_counts(data_dir: Path) -> None:
+    """A one-line error where ``data_dir`` (prepared data, or a run's ``data/``) has a joint vocabulary whose files
+    carry English and German counts summed (WMT-14 prepared before each side was counted apart): a frequency
+    analysis of one side's words would rank them by the other side's counts too, silently."""
+    path = Path(data_dir) / "manifest.json"
+    manifest = read_json(path) if path.is_file() else {}
+    if isinstance(manifest, dict) and manifest.get("joint_vocab") and manifest.get("vocab_counts") != SIDE_COUNTS:
+        raise DataError(f"{path}: its joint vocabulary's files count both languages' training text together (prepared "
+                        "before nlgkit counted each side apart); prepare the corpus again (`nlgkit prepare wmt14`) "
+                        "and train on it to analyse words by training frequency")
 
 
 def word_counts_name(lang: str) -> str:

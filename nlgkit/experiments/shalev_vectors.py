@@ -21,6 +21,7 @@ from typing import Any
 
 from nlgkit.core.errors import DataError, NlgkitError
 from nlgkit.core.io import read_json, sha256_file, write_json
+from nlgkit.data.word_counts import check_side_counts
 from nlgkit.data.wordsim import default_dir
 from nlgkit.evaluate.analysis.norms import norm_frequency
 from nlgkit.evaluate.analysis.vectors import VectorSet, set_language, vector_sets
@@ -97,6 +98,7 @@ def checkpoint_stamp(run_dir: Path) -> str:
 def analyse_run(run_dir: Path, benchmarks: dict[str, tuple[Path, list[Pair]]]) -> dict[str, Any]:
     """Table 4's and Fig. 2's figures of a run with weights, also written to ``RUN/vector_analysis.json``."""
     run = load_trained(run_dir, "best", "cpu")
+    check_side_counts(run.assets)  # Fig. 2 ranks the target's words by the target side's counts
     data = run.config.data
     sets = vector_sets(run.model, run.source_vocab, run.tgt_vocab)
     english = english_sets(getattr(data, "src_lang", None), data.tgt_lang)
@@ -132,6 +134,7 @@ def recorded_analysis(run_dir: Path) -> dict[str, Any] | None:
         return None
     if is_record(run_dir):
         check_record(Path(run_dir))  # committed data: an edited file would change the table silently
+    check_side_counts(Path(run_dir) / "data")  # its Fig. 2 figures were counted as analyse_run counts them
     analysis = checked_analysis(read_json(path), path)
     if analysis["checkpoint"] != checkpoint_stamp(Path(run_dir)):
         log(f"{path}: written for another best checkpoint; not used")
