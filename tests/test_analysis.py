@@ -15,14 +15,19 @@ from PIL import Image
 from typer.testing import CliRunner
 
 from nlgkit.cli.analyze import register
+from nlgkit.cli.main import app as main_app
 from nlgkit.core.config import config_from_dict, to_dict
 from nlgkit.core.errors import DataError
 from nlgkit.core.figures import save_png
 from nlgkit.core.io import write_json
 from nlgkit.data.vocab import SPECIALS, Vocabulary
-from nlgkit.evaluate.analysis import confidence, geometry, neighbours, norms, params, similarity, wordsim
+from nlgkit.evaluate.analysis import confidence, geometry, neighbours, norms, params, wordsim
 from nlgkit.models.rnn import RNNConfig, RNNModel
 from nlgkit.runs.checkpoint import save_checkpoint
+from nlgkit.wordvectors import knn
+from nlgkit.wordvectors.hubness import neighbours_of
+from nlgkit.wordvectors.sources import read_vectors
+from nlgkit.wordvectors.tables import save_table
 
 
 def vocab_of(words: list[str], counts: list[int] | None = None) -> Vocabulary:
@@ -126,13 +131,32 @@ def test_nearest_neighbours_on_hand_placed_vectors() -> None:
     assert pairs[1] == ("bird", "emu", None)
 
 
+def test_embed_report_and_evaluate_neighbours_agree_and_skip_the_specials(tmp_path: Path) -> None:
+    """A table extracted from a model holds rows for <unk>, <pad>, <s> and </s>; here they sit exactly on bird.
+    ``embed report --neighbours`` listed them as bird's nearest words, where ``evaluate neighbours`` (the same
+    vectors with their vocabulary) leaves them out: both now give the same words and cosines."""
+    vocab = vocab_of(BIRDS)
+    table = tmp_path / "birds.safetensors"
+    save_table(table, bird_vectors(), vocab.tokens)
+    out = tmp_path / "report.json"
+    result = CliRunner().invoke(main_app, ["embed", "report", str(table), "--neighbours", "bird", "--k", "3",
+                                           "--no-hubness", "--json", str(out)])
+    assert result.exit_code == 0, result.output
+    reported = [(word, cosine) for word, cosine in json.loads(out.read_text())["neighbours"]["bird"]]
+    evaluated = neighbours.nearest_neighbours(bird_vectors(), vocab, ["bird"], k=3).found["bird"]
+    assert [word for word, _ in reported] == [word for word, _ in evaluated] == ["duck", "seagull", "tree"]
+    assert [cosine for _, cosine in reported] == pytest.approx([cosine for _, cosine in evaluated], abs=1e-6)
+    source = read_vectors(table)  # a k past the other words: all of them, as evaluate's
+    assert len(neighbours_of(source.vectors, source.words, source.index, ["bird"], 50)["bird"]) == 4
+
+
 def test_chunked_neighbours_equal_the_full_matrix() -> None:
     generator = torch.Generator().manual_seed(0)
     matrix = torch.randn(40, 6, generator=generator)
     exclude = torch.zeros(40, dtype=torch.bool)
     exclude[:4] = True
     rows = torch.arange(4, 40)
-    values, indices = similarity.top_neighbours(matrix, rows, 3, exclude, budget_bytes=1)  # one row a chunk
+    values, indices = knn.top_neighbours(matrix, rows, 3, exclude, budget_bytes=1)  # one row a chunk
     unit = matrix / matrix.norm(dim=1, keepdim=True)
     full = unit @ unit.t()
     full[:, :4] = -2
@@ -140,7 +164,7 @@ def test_chunked_neighbours_equal_the_full_matrix() -> None:
     expected = full[rows].topk(3, dim=1)
     torch.testing.assert_close(values, expected.values)
     assert torch.equal(indices, expected.indices)
-    assert similarity.chunk_rows(50_000) * 50_000 * 4 <= similarity.DEFAULT_BUDGET
+    assert knn.block_rows(50_000, knn.DEFAULT_BUDGET) * 50_000 * 4 <= knn.DEFAULT_BUDGET
 
 
 # -- geometry ---------------------------------------------------------------------------------------------

@@ -3,15 +3,32 @@ scores stay the model's, and without constraints it selects exactly as beam sear
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
 import torch
-from test_search import BOS, EOS, GREEDY_TRAP, A, C, assert_same, decode, run, teacher_forced, toy_batch
+from test_search import (
+    BOS,
+    EOS,
+    GREEDY_TRAP,
+    PAD,
+    A,
+    B,
+    C,
+    Script,
+    ScriptedModel,
+    assert_same,
+    decode,
+    log,
+    run,
+    teacher_forced,
+    toy_batch,
+)
 
 from nlgkit.core.errors import ConfigError
 from nlgkit.search import Rules, Sampling, beam_search, search
-from nlgkit.search.constrained import Progress, constrained_search
+from nlgkit.search.constrained import Progress, constrained_search, unmeetable
 
 
 def contains(tokens: list[int], phrase: list[int]) -> bool:
@@ -22,11 +39,52 @@ def test_progress_tracks_phrases_in_any_order_and_drops_a_broken_one() -> None:
     p = Progress(((4, 5), (7,)))
     assert p.wanted() == {4, 7} and p.words_met == 0
     p = p.advance(4)
-    assert p.wanted() == {5} and p.words_met == 1
+    assert p.wanted() == {5, 7} and p.words_met == 1  # (7,) is still wanted while (4, 5) is under way
     broken = p.advance(7)  # breaks (4, 5), meets (7,)
     assert broken.words_met == 1 and broken.wanted() == {4} and not broken.complete
     done = p.advance(5).advance(9).advance(7)
     assert done.complete and done.words_met == 3 and done.wanted() == set()
+
+
+def met(phrases: tuple[tuple[int, ...], ...], words: list[int]) -> Progress:
+    p = Progress(phrases)
+    for word in words:
+        p = p.advance(word)
+    return p
+
+
+@pytest.mark.parametrize(("phrase", "words"), [
+    ((4, 4, 5), [4, 4, 4, 5]),  # after "4 4", a third 4 keeps "4 4" (the old tracking restarted at one 4)
+    ((4, 5, 4, 6), [4, 5, 4, 5, 4, 6]),  # "4 5 4" broken by 5 falls back to "4 5"
+    ((4, 4, 4), [4, 5, 4, 4, 9, 4, 4, 4]),
+    ((4, 5), [9, 4, 4, 4, 5, 9]),
+])
+def test_a_phrase_is_met_wherever_it_occurs_overlaps_included(phrase: tuple[int, ...], words: list[int]) -> None:
+    assert contains(words, list(phrase))
+    assert met((phrase,), words).complete
+    for end in range(len(words)):  # not before its last word arrives
+        assert met((phrase,), words[:end]).complete == contains(words[:end], list(phrase))
+
+
+def test_phrases_sharing_a_first_word_are_tracked_apart() -> None:
+    """``4 6`` is met although ``4`` also starts ``4 5`` (the old tracking followed the first phrase only), and one
+    word may meet two phrases at once."""
+    assert met(((4, 5), (4, 6)), [4, 6]).depths == (0, 2)
+    both = met(((4, 5), (5, 6)), [4, 5, 6])
+    assert both.complete and both.words_met == 4
+
+
+# The model says A A A B; the phrase "A A B" lies inside it, overlapping the run of As.
+OVERLAP: Script = {(): {A: 1.0}, (A,): {A: 1.0}, (A, A): {A: 0.9, B: 0.1}, (A, A, A): {B: 1.0},
+                   (A, A, A, B): {EOS: 1.0}, (A, A, B): {EOS: 1.0}}
+
+
+@pytest.mark.parametrize("beam", [2, 3])
+def test_an_overlapping_occurrence_meets_the_phrase(beam: int) -> None:
+    """The old tracking did not see "A A B" in "A A A B", masked its EOS and returned A A B (0.1) instead. (A beam
+    of 1 takes A A B by design: after "A A", B meets the phrase and the fuller bank goes first.)"""
+    best = run([OVERLAP], beam, [10], constraints=[[[A, A, B]]])[0][0]
+    assert best.tokens == [A, A, A, B] and best.log_prob == pytest.approx(log(0.9), abs=1e-5)
 
 
 @pytest.mark.parametrize("seed", range(3))
@@ -100,3 +158,24 @@ def test_bad_constraints_are_refused() -> None:
         search(model, state, constraints=[[[4, EOS]]], **common)
     with pytest.raises(ConfigError, match="not with sampling"):
         search(model, state, constraints=[[[4]]], sampling=Sampling(), **common)
+
+
+@pytest.mark.parametrize(("options", "phrase", "reason"), [
+    ({"never": (PAD, BOS, C)}, [A, C], "holds \\[5\\], which the search never outputs"),  # <unk> under no_unk
+    ({"never": (PAD, BOS)}, [A, BOS], "holds \\[1\\]"),
+    ({"no_repeat_ngram_size": 2}, [A, B, A, B], r"repeats the 2-gram \[3, 4\], and no_repeat_ngram_size = 2 forbids that"),
+    ({"no_repeat_ngram_size": 1}, [A, B, A], r"repeats the 1-gram \[3\]"),
+])
+def test_a_phrase_the_search_can_never_place_is_refused_up_front(options: dict[str, Any], phrase: list[int],
+                                                                  reason: str) -> None:
+    """The old search ran such a sentence to its limit and returned nothing at all (every hypothesis kept
+    wanting a word it could not take); now it is refused before any step, naming the phrase."""
+    model = ScriptedModel([OVERLAP, OVERLAP])
+    with pytest.raises(ConfigError, match=rf"constraint {re.escape(str(phrase))} can never be met: it {reason}"):
+        decode(model, torch.arange(2), [10, 10], 2, constraints=[[[B]], [[A], phrase]], **options)
+    assert model.batch_sizes == []  # not one step taken
+
+
+def test_a_phrase_that_overlaps_itself_is_not_a_repeat() -> None:
+    assert unmeetable([A, A, A], EOS, (PAD, BOS), 3) is None
+    assert unmeetable([A, A, A], EOS, (PAD, BOS), 2) is not None  # "A A" twice

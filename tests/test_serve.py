@@ -17,6 +17,7 @@ import random
 import socket
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -276,6 +277,33 @@ def test_caption_target_prefix_answers_as_caption_target_prefix(client: TestClie
     odd = client.post("/caption", data={"target_prefix": "the Zzyzx"}, files=uploads)
     assert odd.status_code == 200 and odd.json()["warnings"] == [
         "target_prefix: target prefix 'the Zzyzx': 'zzyzx' not in the target vocabulary, forced as <unk>"]
+
+
+def test_the_target_text_of_a_request_is_tokenised_once(served: dict[str, Any], client: TestClient,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """A request's prefixes and phrases are tokenised (and their words looked up) once, when it comes, and the
+    search gets their word ids: they were tokenised again in the batch (a /caption prefix once per image), which
+    for a spaCy tokenizer is the slow part of a short request."""
+    calls: list[str] = []
+
+    def counted(tokenize: Callable[[str], list[str]]) -> Callable[[str], list[str]]:
+        def tokenize_counted(text: str) -> list[str]:
+            calls.append(text)
+            return tokenize(text)
+        return tokenize_counted
+
+    for name in ("de-en", "captioner"):
+        targets = served[name].targets
+        monkeypatch.setitem(targets.__dict__, "tokenize", counted(targets.tokenize))  # (a cached_property)
+    starts, wanted = ["a man", "", "a"], [["ball"], [], ["the park", "woman"]]
+    answer = client.post("/translate", json={"lines": LINES[:3], "target_prefix": starts, "constraints": wanted})
+    assert answer.status_code == 200, answer.text
+    assert sorted(text for text in calls if text.strip()) == ["a", "a man", "ball", "the park", "woman"]
+    calls.clear()
+    answer = client.post("/caption", data={"target_prefix": "the woman"},
+                         files=[("image", (f"{i}.jpg", picture(i), "image/jpeg")) for i in range(3)])
+    assert answer.status_code == 200, answer.text
+    assert calls == ["the woman"]
 
 
 def test_caption_answers_as_the_offline_command_does(client: TestClient, runs: dict[str, Path],
@@ -578,10 +606,23 @@ def caption_cases() -> list[tuple[Any, int, str]]:
          "target_prefix: 81,919 characters: at most 300"),  # (was Starlette's "Part exceeded maximum size of 64KB")
         ({"data": {f"f{i}": "x" for i in range(12)}, "files": [("image", ("a.jpg", jpeg, "image/jpeg"))]}, 422,
          "unknown form field 'f0'"),  # (was Starlette's 400 "Too many fields")
+        # a text field that is not UTF-8 (Starlette read it as Latin-1 and went on: the captions started with 'café')
+        ({"content": form_with(b"target_prefix", b"the caf\xe9", jpeg),
+          "headers": {"content-type": "multipart/form-data; boundary=x"}}, 422,
+         "target_prefix: not UTF-8 (byte 7 of the field)"),
+        ({"content": form_with(b"model", b"caption\xff\xfer", jpeg),
+          "headers": {"content-type": "multipart/form-data; boundary=x"}}, 422, "model: not UTF-8 (byte 7 of the field)"),
     ]
 
 
-@pytest.mark.parametrize("case", range(16))
+def form_with(name: bytes, value: bytes, image: bytes) -> bytes:
+    """A multipart body (boundary ``x``) of one text field given as raw bytes, and one image."""
+    return (b'--x\r\nContent-Disposition: form-data; name="' + name + b'"\r\n\r\n' + value + b"\r\n"
+            b'--x\r\nContent-Disposition: form-data; name="image"; filename="a.jpg"\r\n'
+            b"Content-Type: image/jpeg\r\n\r\n" + image + b"\r\n--x--\r\n")
+
+
+@pytest.mark.parametrize("case", range(18))
 def test_bad_caption_requests_get_a_one_line_4xx(client: TestClient, case: int) -> None:
     request, status, reason = caption_cases()[case]
     answer = client.post("/caption", **request)

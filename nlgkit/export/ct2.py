@@ -14,7 +14,14 @@ to a temporary sibling and renamed into place.
 
 from __future__ import annotations
 
+import os
+import re
 import shutil
+import sys
+import tempfile
+import warnings
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -57,6 +64,41 @@ def ctranslate2_module() -> Any:
     return ctranslate2
 
 
+# a line of CTranslate2's C++ log: "[2026-12-07 05:06:12.564] [ctranslate2] [thread 10781] [warning] The compute …"
+ENGINE_LOG_LINE = re.compile(r"\[[^]]*\] \[ctranslate2\] \[thread \d+\] \[(\w+)\] (.*)")
+
+
+@contextmanager
+def engine_messages(warn: Callable[[str], None]) -> Iterator[None]:
+    """CTranslate2's own warnings while the block runs, each given to ``warn`` as one line ("CTranslate2: …"):
+    its C++ library logs straight to file descriptor 2 with a date and thread prefix (a float16 model loaded on a
+    CPU, say, is computed in float32), past nlgkit's "warning:" lines, and Python warnings of its converter would
+    print their source line too. Anything else written to the descriptor meanwhile is written back as it came; when
+    the block fails, its error says why, and CTranslate2's log lines are dropped (one line for one error)."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    failed = True
+    with tempfile.TemporaryFile() as captured, warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        os.dup2(captured.fileno(), 2)
+        try:
+            yield
+            failed = False
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            captured.seek(0)
+            for line in captured.read().splitlines(keepends=True):
+                logged = ENGINE_LOG_LINE.fullmatch(line.decode("utf-8", "replace").strip())
+                if logged is None:
+                    os.write(2, line)  # not CTranslate2's: not ours to reword
+                elif not failed and logged[1] != "info":
+                    warn(f"CTranslate2: {logged[2]}")
+            if not failed:
+                for caught_warning in caught:
+                    warn(f"CTranslate2: {' '.join(str(caught_warning.message).split())}")
+
+
 def check_exportable(config: RunConfig, source: str) -> None:
     """Refuse, naming the key and the reason, a run CTranslate2 would not compute exactly."""
     if config.task.type != "translation":
@@ -87,10 +129,11 @@ class ExportSummary:
 
 
 def export_ct2(run_dir: Path, output: Path, checkpoint: str = "best", quantization: str = "float32",
-               force: bool = False) -> ExportSummary:
+               force: bool = False, warn: Callable[[str], None] = print) -> ExportSummary:
     """Write the CTranslate2 model of ``run_dir``'s checkpoint to ``output`` (weights stored as ``quantization``).
 
-    ``force`` replaces an earlier export at ``output``; any other existing path is left alone.
+    ``force`` replaces an earlier export at ``output``; any other existing path is left alone. What CTranslate2
+    warns of while it converts goes to ``warn``, one line each (:func:`engine_messages`).
     """
     run_dir, output = Path(run_dir), Path(output)
     path = resolve_checkpoint(run_dir, checkpoint)
@@ -111,10 +154,12 @@ def export_ct2(run_dir: Path, output: Path, checkpoint: str = "best", quantizati
     if not isinstance(run.model, TransformerModel) or run.source_vocab is None:
         raise ConfigError(f"{path}: not a Transformer translation model")
     spec = transformer_spec(specs, run.model, run.source_vocab.tokens, run.tgt_vocab.tokens)
-    spec.validate()
-    spec.optimize(quantization=quantization)
+    with engine_messages(warn):
+        spec.validate()
+        spec.optimize(quantization=quantization)
     with atomic_directory(output) as tmp:
-        spec.save(str(tmp))
+        with engine_messages(warn):
+            spec.save(str(tmp))
         shutil.copytree(run.assets, tmp / ASSETS_DIR)
         write_json(tmp / META_FILE, {
             "format": FORMAT, "engine": "ctranslate2", "ctranslate2": ct2.__version__, "nlgkit": __version__,

@@ -62,7 +62,7 @@ def caption_images(run: TrainedRun, paths: Sequence[str], options: SearchOptions
                    encoder: ImageEncoder | None = None,
                    load: Callable[[str], Image.Image] = load_image, constraints: Sequence[str] | None = None,
                    constraints_name: str = "constraints", prefixes: Sequence[str] | None = None,
-                   prefixes_name: str = "target prefix",
+                   prefixes_name: str = "target prefix", prefix_ids: Sequence[list[int]] | None = None,
                    note: Callable[[str], None] | None = None,
                    on_batch: Callable[[int, int], None] | None = None,
                    on_results: Callable[[int, Sequence[CaptionResult]], None] | None = None,
@@ -70,9 +70,10 @@ def caption_images(run: TrainedRun, paths: Sequence[str], options: SearchOptions
     """One result per path, in order; unreadable images are error results (and a warning), not failures.
     ``constraints``: each image's phrases (tab-separated) that its captions must contain (``caption
     --constraints``, :meth:`TargetReader.phrases`); ``prefixes``: the text each image's captions start with
-    (``caption --target-prefix``, :meth:`TargetReader.prefix`; an empty line: none). Errors and warnings on them
-    name ``constraints_name`` and ``prefixes_name``; the warnings go to ``note`` (default ``warn``, which gets the
-    images that fail). ``on_batch(done, total)``: after each batch of images, those done so far (captioned or
+    (``caption --target-prefix``, :meth:`TargetReader.prefix`; an empty line: none), or ``prefix_ids``: those
+    already read as target word ids (a server reads a request's prefix once, when it comes). Errors and warnings
+    on them name ``constraints_name`` and ``prefixes_name``; the warnings go to ``note`` (default ``warn``, which
+    gets the images that fail). ``on_batch(done, total)``: after each batch of images, those done so far (captioned or
     failed) and all of them (a progress bar); ``on_results(first, batch)``: after each batch, its results, in
     order, ``batch[0]`` being image ``first`` (``caption`` writes them as they come). ``first_image``: how many
     images a stream captioned before these; image numbers (in ``on_results``, warnings and attention files) count
@@ -83,15 +84,16 @@ def caption_images(run: TrainedRun, paths: Sequence[str], options: SearchOptions
     default all three are made here."""
 
     check_caption_options(run, attention_dir)
-    for values, name in ((constraints, constraints_name), (prefixes, prefixes_name)):
+    for values, name in ((constraints, constraints_name), (prefixes, prefixes_name), (prefix_ids, "prefix_ids")):
         if values is not None and len(values) != len(paths):
             raise DataError(f"{name}: {len(values)} lines for {len(paths)} images")
     reader = targets if targets is not None else TargetReader(run.tgt_vocab,
                                                               lambda: run.task.target_tokenizer(run.assets))
     note = note or warn
     phrases = None if constraints is None else reader.phrase_lines(constraints, note, constraints_name,
-                                                                   first_image + 1)
-    prefix_ids = None if prefixes is None else reader.prefixes(prefixes, note, prefixes_name, first_image + 1)
+                                                                   first_image + 1, options)
+    if prefixes is not None:
+        prefix_ids = reader.prefixes(prefixes, note, prefixes_name, first_image + 1)
     results = [CaptionResult(str(path)) for path in paths]
     first = 0  # the first image of each batch
     for end, good, sources, pictures in image_sources(run, paths, results, options.batch_size, warn, encoder,
@@ -102,7 +104,7 @@ def caption_images(run: TrainedRun, paths: Sequence[str], options: SearchOptions
                                  item_ids=[first_image + i for i in good],  # (an image's samples: its own)
                                  constraints=None if phrases is None else [phrases[i] for i in good],
                                  prefixes=None if prefix_ids is None else [prefix_ids[i] for i in good],
-                                 **options.search_kwargs())
+                                 warn=note, **options.search_kwargs())
             for j, i in enumerate(good):
                 results[i].hypotheses = found[j]
                 if attention_dir is not None and found[j]:

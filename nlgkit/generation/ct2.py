@@ -50,7 +50,7 @@ import torch
 
 from nlgkit.core.errors import ConfigError, DataError
 from nlgkit.data.vocab import BOS, EOS, PAD
-from nlgkit.export.ct2 import ALIGNMENT, ExportedModel, ctranslate2_module, load_export
+from nlgkit.export.ct2 import ALIGNMENT, ExportedModel, ctranslate2_module, engine_messages, load_export
 from nlgkit.generation.decode import ReferenceScore, target_ids
 from nlgkit.generation.output import SearchOptions, cut_tokens, placed
 from nlgkit.generation.targets import TargetReader
@@ -76,8 +76,10 @@ class CT2Translator:
         if name not in ("auto", "cpu", "cuda") or (index and not index.isdigit()):
             raise ConfigError(f"--device {device!r}: the ct2 engine runs on auto, cpu, cuda or cuda:N")
         try:
-            self.engine = ct2.Translator(str(export.directory), device=name, device_index=int(index or 0),
-                                         compute_type=compute_type, intra_threads=threads or torch.get_num_threads())
+            with engine_messages(warn):  # (a compute type the device lacks: the one CTranslate2 computes in instead)
+                self.engine = ct2.Translator(str(export.directory), device=name, device_index=int(index or 0),
+                                             compute_type=compute_type,
+                                             intra_threads=threads or torch.get_num_threads())
         except (RuntimeError, ValueError) as exc:
             reason = " ".join(str(exc).split())
             raise ConfigError(f"{export.directory}: CTranslate2 cannot load it ({reason})") from None
@@ -110,10 +112,12 @@ class CT2Translator:
         return self.output.lines(found, read, self.options.nbest, first_number - 1)
 
     def texts(self, lines: list[str], name: str = "<stdin>", first_number: int = 1,
-              images: Sequence[Path] | None = None, prefixes: Sequence[str] | None = None) -> list[list[Rendered]]:
-        """Each line's hypotheses, best first, with the text :meth:`lines` writes for each (``nlgkit serve``)."""
+              images: Sequence[Path] | None = None,
+              prefix_ids: Sequence[list[int]] | None = None) -> list[list[Rendered]]:
+        """Each line's hypotheses, best first, with the text :meth:`lines` writes for each (``nlgkit serve``, which
+        reads each line's prefix as target word ids when the request comes: ``TargetReader.prefix``)."""
         read = self._read(lines, name, first_number, images)
-        return self.output.texts(self._search_read(read, self._prefix_ids(prefixes, first_number, name)), read)
+        return self.output.texts(self._search_read(read, None if prefix_ids is None else list(prefix_ids)), read)
 
     def _prefix_ids(self, prefixes: Sequence[str] | None, first_number: int, name: str) -> list[list[int]] | None:
         """Each line's prefix as target word ids (``TargetReader.prefixes``; warnings name ``name``)."""

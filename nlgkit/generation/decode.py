@@ -47,6 +47,7 @@ def generate(
     alignment: bool = False,
     prefixes: Sequence[list[int]] | None = None,
     constraints: Sequence[list[list[int]]] | None = None,
+    warn: Callable[[str], None] | None = None,
 ) -> list[list[Hypothesis]]:
     """Search every source; returns ``nbest`` hypotheses per input, in input order.
 
@@ -61,7 +62,9 @@ def generate(
     it), and leaves room for at least one more token. ``constraints``: the phrases (target word ids) each input's
     outputs must contain, in any order (``translate --constraints``; :mod:`nlgkit.search.constrained`); the
     length limit leaves room for them and the prefix. ``on_batch(done, total)`` is called after each batch with the
-    sources searched so far and all of them (a progress bar).
+    sources searched so far and all of them (a progress bar). ``warn``: told once (the first batch where it
+    happens) when an input's length limit is below ``min_len``, whose outputs are then cut shorter than it (a limit
+    that binds every input is :meth:`SearchOptions.check_min_len`'s error).
     """
     device = device or next(model.parameters()).device
     results: list[list[Hypothesis]] = [[] for _ in sources]
@@ -78,10 +81,16 @@ def generate(
                     + (constraint_words(constraints[i]) if constraints is not None else 0) for i in chunk]
             if any(room):  # room for the prefix, the constraints and one more token
                 max_lens = torch.maximum(max_lens, torch.tensor(room) + 1)
+            if warn is not None and int(max_lens.min()) < min_len:  # (in Python: min_len may be any integer)
+                j = int(max_lens.argmin())
+                warn(f"--min-len {min_len} is above the length limit of some inputs ({int(max_lens[j])} tokens for a "
+                     f"source of length {int(lengths[j])}: --max-len-a {max_len_a} × length + --max-len-b "
+                     f"{max_len_b}): their outputs stop there, shorter than --min-len")
+                warn = None  # once
             found = search(model, state, batch_size=len(chunk), bos=vocab.bos_index, eos=vocab.eos_index,
                            beam_size=beam, max_lens=max_lens.to(device), length_penalty=length_penalty,
                            nbest=nbest, min_len=min_len, no_repeat_ngram_size=no_repeat_ngram_size,
-                           never=(vocab.pad_index, vocab.bos_index, *([vocab.unk_index] if no_unk else [])),
+                           never=never_ids(vocab, no_unk),
                            sampling=sampling, alignment=alignment, prefixes=chunk_prefixes,
                            constraints=chunk_constraints,
                            item_ids=torch.tensor([item_ids[i] if item_ids else i for i in chunk]))
@@ -91,6 +100,11 @@ def generate(
             if on_batch is not None:
                 on_batch(done, len(sources))
     return results
+
+
+def never_ids(vocab: Vocabulary, no_unk: bool) -> tuple[int, ...]:
+    """The ids the search never outputs: padding and BOS, which are not words, and ``<unk>`` with ``no_unk``."""
+    return (vocab.pad_index, vocab.bos_index, *([vocab.unk_index] if no_unk else []))
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from nlgkit.core.config import SearchConfig
-from nlgkit.core.errors import DataError
+from nlgkit.core.errors import ConfigError, DataError
 from nlgkit.core.io import (
     STREAM_NAMES,
     atomic_write,
@@ -79,7 +79,21 @@ class SearchOptions:
                             ("--max-len", options.max_len), ("--max-len-a", options.max_len_a)):
             if value < 0:
                 raise DataError(f"{flag} {value}: must be 0 or positive")
+        options.check_min_len()
         return options
+
+    def check_min_len(self) -> None:
+        """A ``min_len`` above a length limit that holds for every input can never be honoured (each output would
+        stop at the limit, shorter): a ConfigError naming both. A limit that depends on the source length is
+        :func:`nlgkit.generation.decode.generate`'s to warn about."""
+        if self.max_len > 0 and self.min_len > self.max_len:
+            raise ConfigError(f"--min-len {self.min_len} is above --max-len {self.max_len}: every output would stop "
+                              f"at {self.max_len} tokens, shorter than --min-len")
+        limit = max(1, self.max_len_b)  # (generate's limit a · length + b at a = 0, never under 1)
+        if self.max_len_a == 0 and self.min_len > limit:
+            raise ConfigError(f"--min-len {self.min_len} is above the length limit --max-len-b {self.max_len_b} "
+                              f"(with --max-len-a 0): every output would stop at {limit} tokens, shorter than "
+                              f"--min-len")
 
     def search_kwargs(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}  # (asdict would unpack sampling)

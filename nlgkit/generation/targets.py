@@ -12,10 +12,11 @@ import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from nlgkit.core.errors import DataError
+from nlgkit.core.errors import ConfigError, DataError
 from nlgkit.data.vocab import Vocabulary
-from nlgkit.generation.decode import target_ids
-from nlgkit.generation.output import cut_tokens
+from nlgkit.generation.decode import never_ids, target_ids
+from nlgkit.generation.output import SearchOptions, cut_tokens
+from nlgkit.search.constrained import unmeetable
 
 
 @dataclass
@@ -46,9 +47,10 @@ class TargetReader:
                 for number, line in enumerate(lines, start=first_number)]
 
     def phrase_lines(self, lines: Sequence[str], warn: Callable[[str], None], name: str,
-                     first_number: int = 1) -> list[list[list[int]]]:
-        """Each line's phrases (:meth:`phrases`), warnings naming ``name: line N`` from ``first_number``."""
-        return [self.phrases(line, warn, f"{name}: line {number}")
+                     first_number: int = 1, options: SearchOptions | None = None) -> list[list[list[int]]]:
+        """Each line's phrases (:meth:`phrases`, checked against ``options``), warnings and errors naming
+        ``name: line N`` from ``first_number``."""
+        return [self.phrases(line, warn, f"{name}: line {number}", options)
                 for number, line in enumerate(lines, start=first_number)]
 
     def _unknown(self, tokens: list[str], ids: list[int]) -> str:
@@ -64,10 +66,13 @@ class TargetReader:
         return [cut_tokens(self.tokenize(reference), max_tokens, warn, f"{name}: reference of line {number}")
                 for number, reference in enumerate(references, start=first_number)]
 
-    def phrases(self, line: str, warn: Callable[[str], None], where: str) -> list[list[int]]:
+    def phrases(self, line: str, warn: Callable[[str], None], where: str,
+                options: SearchOptions | None = None) -> list[list[int]]:
         """A ``--constraints`` line's phrases (tab-separated; an empty line: none) as target word ids. A phrase
         with a word outside the target vocabulary cannot be output as written (only as ``<unk>``), so it is left
-        out with a warning naming ``where``, and the line is still translated."""
+        out with a warning naming ``where``, and the line is still translated. A phrase that the search under
+        ``options`` could never output (``no_repeat_ngram_size`` forbids an n-gram it repeats; :func:`unmeetable`)
+        is the user's contradiction, not the text's: a ConfigError naming ``where``, the phrase and why."""
         found = []
         for phrase in (part for part in line.split("\t") if part.strip()):
             tokens = self.tokenize(phrase)
@@ -75,5 +80,9 @@ class TargetReader:
             if unknown := self._unknown(tokens, ids):
                 warn(f"{where}: constraint {phrase.strip()!r} left out: {unknown} not in the target vocabulary")
             elif ids:
+                if options is not None and (reason := unmeetable(
+                        ids, self.vocab.eos_index, never_ids(self.vocab, options.no_unk), options.no_repeat_ngram_size,
+                        show=lambda words: repr(" ".join(self.vocab.decode(words))))):
+                    raise ConfigError(f"{where}: constraint {phrase.strip()!r} can never be met: {reason}")
                 found.append(ids)
         return found

@@ -44,6 +44,7 @@ class Translator:
             raise DataError(f"{run.checkpoint}: `nlgkit translate` needs a model that reads text ({exc})") from None
         self.run, self.options, self.warn, self.on_batch = run, options, warn, on_batch
         self.pretokenized, self.max_input_tokens = pretokenized, max_input_tokens
+        self.limit_warned = False  # generate's min_len warning: once for all the groups of a stream
         self.targets = TargetReader(run.tgt_vocab, lambda: run.task.target_tokenizer(run.assets), pretokenized)
         self.output = TargetText.build(run.tgt_vocab, run.detokenizer(), detokenize=detokenize,
                                        phrase_table=phrase_table, report_alignment=report_alignment,
@@ -69,13 +70,15 @@ class Translator:
         return [line[0] if line is not None else None for line in read]
 
     def texts(self, lines: list[str], name: str = "<stdin>", first_number: int = 1,
-              images: Sequence[Path] | None = None, prefixes: Sequence[str] | None = None,
-              constraints: Sequence[str] | None = None) -> list[list[Rendered]]:
+              images: Sequence[Path] | None = None, prefix_ids: Sequence[list[int]] | None = None,
+              phrase_ids: Sequence[list[list[int]]] | None = None) -> list[list[Rendered]]:
         """Each line's hypotheses, best first, with the text :meth:`lines` writes for each (none for an empty line
-        or a line whose image is missing): for callers that want scores and text apart (``nlgkit serve``)."""
+        or a line whose image is missing): for callers that want scores and text apart (``nlgkit serve``). Its
+        prefixes and constraint phrases come as target word ids (``TargetReader.prefix`` / ``phrases``), read
+        by the caller when a request comes, so that a batch does not tokenise them again."""
         read = self._read(lines, name, first_number, images)
-        found = self._search(read, first_number, self._prefix_ids(prefixes, len(lines), first_number, name),
-                             self._phrases(constraints, len(lines), first_number, name))
+        found = self._search(read, first_number, None if prefix_ids is None else list(prefix_ids),
+                             None if phrase_ids is None else list(phrase_ids))
         return self.output.texts(found, self._tokens(read))
 
     def _search(self, read: list[Read], first_number: int,
@@ -89,7 +92,8 @@ class Translator:
                              alignment=self.output.needs_alignment,
                              prefixes=[prefixes[i] for i in todo] if prefixes is not None else None,
                              constraints=[constraints[i] for i in todo] if constraints is not None else None,
-                             on_batch=self.on_batch, **self.options.search_kwargs())
+                             on_batch=self.on_batch, warn=None if self.limit_warned else self._warn_limit,
+                             **self.options.search_kwargs())
         return placed(read, found)
 
     def _prefix_ids(self, prefixes: Sequence[str] | None, count: int, first_number: int,
@@ -106,7 +110,12 @@ class Translator:
         if constraints is None:
             return None
         return self.targets.phrase_lines(self._each_line(constraints, count, "constraint"), self.warn, name,
-                                         first_number)
+                                         first_number, self.options)
+
+    def _warn_limit(self, message: str) -> None:
+        """generate's warning that ``min_len`` is above some inputs' length limit: said once."""
+        self.limit_warned = True
+        self.warn(message)
 
     @staticmethod
     def _each_line(values: Sequence[str], count: int, what: str) -> Sequence[str]:

@@ -9,19 +9,24 @@ met first), so that hypotheses that spend a few steps placing a constraint are n
 not. EOS is masked until all of a hypothesis's constraints are met, so every output that ends holds them all; a
 sentence that reaches its length limit first returns its live hypotheses, those that met the most first.
 
+A phrase is met once it occurs anywhere in the output as a contiguous run of words: each phrase keeps its own
+match (Knuth–Morris–Pratt: a word that does not continue a partial match falls back to the longest part of it that
+is still a start of the phrase, so ``a a b`` is met in ``a a a b``), and one word can advance several phrases.
+A phrase the search itself could never place (a ``never`` id such as ``<unk>`` under ``no_unk``, or an n-gram twice
+under ``no_repeat_ngram_size``) is refused with a ConfigError (:func:`unmeetable`) instead of running to the length
+limit; phrases that are each placeable but clash with each other or with the target prefix are not checked.
+
 Search still knows nothing about architectures: it calls ``model.step``, ``model.reorder`` and the head's scores
 through :func:`nlgkit.search.steps.step_scores`, as beam search does, with the same length limits, n-gram ban,
 target prefixes, alignment and token scores; with no constraint it selects exactly as beam search does.
-Simplifications, documented: a phrase being matched is dropped when the next word does not continue it (a word
-that starts another phrase then starts that one); two phrases that start with the same word are matched in
-their order.
 """
 
 from __future__ import annotations
 
+import functools
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import torch
@@ -38,53 +43,90 @@ Phrases = tuple[tuple[int, ...], ...]
 
 @dataclass(frozen=True)
 class Progress:
-    """Which of a sentence's constraint ``phrases`` a hypothesis has met, and how far it is into the one it is
-    matching (``current``, ``depth`` words of it)."""
+    """How far a hypothesis is into each of its sentence's constraint ``phrases``: ``depths[i]`` words of phrase i
+    matched by the hypothesis's last words (its length once met: a met phrase stays met)."""
 
     phrases: Phrases
-    met: frozenset[int] = field(default_factory=frozenset)
-    current: int | None = None
-    depth: int = 0
+    depths: tuple[int, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not self.depths:  # the start: nothing matched
+            object.__setattr__(self, "depths", (0,) * len(self.phrases))
 
     @property
     def words_met(self) -> int:
-        """The hypothesis's bank: constraint words met, the phrase in progress included."""
-        return sum(len(self.phrases[i]) for i in self.met) + self.depth
+        """The hypothesis's bank: the words of the phrases met, plus the deepest partial match (one word that
+        advances two phrases is counted once)."""
+        met = sum(d for d, phrase in zip(self.depths, self.phrases) if d == len(phrase))
+        return met + max((d for d, phrase in zip(self.depths, self.phrases) if d < len(phrase)), default=0)
 
     @property
     def complete(self) -> bool:
-        return len(self.met) == len(self.phrases)
+        return all(d == len(phrase) for d, phrase in zip(self.depths, self.phrases))
 
     def wanted(self) -> set[int]:
-        """The words that would advance a constraint: the next word of the phrase in progress, or else the
-        first word of every phrase not met yet."""
-        if self.current is not None:
-            return {self.phrases[self.current][self.depth]}
-        return {phrase[0] for i, phrase in enumerate(self.phrases) if i not in self.met}
+        """The words that would advance a constraint: the next word of every phrase not met yet."""
+        return {phrase[d] for d, phrase in zip(self.depths, self.phrases) if d < len(phrase)}
 
     def advance(self, word: int) -> Progress:
         """The progress after ``word``."""
-        if self.current is not None:
-            phrase = self.phrases[self.current]
-            if word == phrase[self.depth]:
-                if self.depth + 1 == len(phrase):
-                    return Progress(self.phrases, self.met | {self.current})
-                return Progress(self.phrases, self.met, self.current, self.depth + 1)
-        for i, phrase in enumerate(self.phrases):
-            if i not in self.met and phrase[0] == word:
-                if len(phrase) == 1:
-                    return Progress(self.phrases, self.met | {i})
-                return Progress(self.phrases, self.met, i, 1)
-        return Progress(self.phrases, self.met) if self.current is not None else self
+        depths = tuple(d if d == len(phrase) else _next_depth(phrase, d, word)
+                       for d, phrase in zip(self.depths, self.phrases))
+        return self if depths == self.depths else Progress(self.phrases, depths)
 
 
-def phrases_of(constraints: Sequence[Sequence[int]], eos: int) -> Phrases:
-    """One sentence's constraints as phrases, checked: a phrase has words, and none of them ends the output."""
+def _next_depth(phrase: tuple[int, ...], depth: int, word: int) -> int:
+    """The words of ``phrase`` matched after ``word`` follows a match of ``depth`` words: on a mismatch, fall back
+    to the longest proper prefix of the match that is also its suffix (KMP), so an overlapping occurrence counts."""
+    fallback = _fallbacks(phrase)
+    while depth and phrase[depth] != word:
+        depth = fallback[depth - 1]
+    return depth + 1 if phrase[depth] == word else 0
+
+
+@functools.lru_cache(maxsize=4096)
+def _fallbacks(phrase: tuple[int, ...]) -> tuple[int, ...]:
+    """KMP's failure function: for each i, the length of the longest proper prefix of ``phrase[: i + 1]`` that is
+    also its suffix."""
+    table = [0] * len(phrase)
+    depth = 0
+    for i in range(1, len(phrase)):
+        while depth and phrase[i] != phrase[depth]:
+            depth = table[depth - 1]
+        if phrase[i] == phrase[depth]:
+            depth += 1
+        table[i] = depth
+    return tuple(table)
+
+
+def unmeetable(phrase: Sequence[int], eos: int, never: Collection[int], no_repeat_ngram_size: int,
+               show: Callable[[Sequence[int]], str] = lambda words: str(list(words))) -> str | None:
+    """Why the search could never output ``phrase`` (None when it could): it holds the end of the output or a word
+    the search never outputs, or it repeats an n-gram that ``no_repeat_ngram_size`` forbids (any output holding
+    the phrase would hold the repeat). ``show`` writes words in the reason (word ids by default)."""
+    if not phrase:
+        return "it has no words"
+    if eos in phrase:
+        return "it holds the end-of-sentence token"
+    if banned := [word for word in phrase if word in never]:
+        return f"it holds {show(banned[:1])}, which the search never outputs (padding, BOS; <unk> under no_unk)"
+    size = no_repeat_ngram_size
+    if size > 0:
+        seen: set[tuple[int, ...]] = set()
+        for start in range(len(phrase) - size + 1):
+            gram = tuple(phrase[start : start + size])
+            if gram in seen:
+                return f"it repeats the {size}-gram {show(gram)}, and no_repeat_ngram_size = {size} forbids that"
+            seen.add(gram)
+    return None
+
+
+def phrases_of(constraints: Sequence[Sequence[int]], rules: Rules) -> Phrases:
+    """One sentence's constraints as phrases, checked: each one is a phrase the search can output
+    (:func:`unmeetable`), or a ConfigError says why not."""
     for phrase in constraints:
-        if not phrase:
-            raise ConfigError("a constraint has no words")
-        if eos in phrase:
-            raise ConfigError("a constraint holds the end-of-sentence token")
+        if reason := unmeetable(phrase, rules.eos, rules.never, rules.no_repeat_ngram_size):
+            raise ConfigError(f"constraint {list(phrase)} can never be met: {reason}")
     return tuple(tuple(phrase) for phrase in constraints)
 
 
@@ -121,6 +163,7 @@ def constrained_search(model: Generator, state: State, rules: Rules, *, beam_siz
     rules.check(beam_size, nbest)
     if len(constraints) != rules.batch_size:
         raise ValueError(f"{len(constraints)} constraint lists for a batch of {rules.batch_size}")
+    phrases = [phrases_of(sentence, rules) for sentence in constraints]  # checked before any step
     k, eos = beam_size, rules.eos
     empty: list[list[Hypothesis]] = [[] for _ in range(rules.batch_size)]
     state, max_lens, active = rules.begin(state, empty)  # (n,) sentence ids still decoding
@@ -132,7 +175,7 @@ def constrained_search(model: Generator, state: State, rules: Rules, *, beam_siz
     # unless the vocabulary is smaller than the beam; then rows follow their hypotheses, k per sentence.
     beams = 1 if model.head.vocab_size >= k else k
     state = model.reorder(state, active.repeat_interleave(beams))  # (n·beams, …)
-    progress = [Progress(phrases_of(constraints[i], eos)) for i in ids for _ in range(beams)]  # per row
+    progress = [Progress(phrases[i]) for i in ids for _ in range(beams)]  # per row
     scores = torch.full((n * beams,), -math.inf, device=device)  # (n·beams,) float32 cumulative log-scores
     scores[::beams] = 0.0  # one live hypothesis per sentence at first
     tokens = torch.empty(n * beams, 0, dtype=torch.long, device=device)  # (n·beams, t)

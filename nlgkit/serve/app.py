@@ -87,11 +87,9 @@ def create_app(models: Mapping[str, ServedModel], limits: ServeLimits | None = N
         if body.constraints is not None and model.engine != "torch":
             raise RequestError(422, f"constraints: model {model.name!r} is a CTranslate2 export, which has no "
                                     "lexically constrained search")
-        phrases = body.constraints or [[] for _ in body.lines]  # a line's phrases as a --constraints line
-        prefixes = body.target_prefix or ["" for _ in body.lines]
-        items = [(line, "\t".join(line_phrases), prefix)
-                 for line, line_phrases, prefix in zip(body.lines, phrases, prefixes, strict=True)]
-        warnings = await run_in_threadpool(model.request_warnings, body.target_prefix, body.constraints, body.lines)
+        prefixes, phrases, warnings = await run_in_threadpool(model.read_targets, body.lines, body.target_prefix,
+                                                              body.constraints, options)
+        items = list(zip(body.lines, phrases, prefixes, strict=True))
         found = await answered(request, model.batcher.submit(key, items))
         return {"model": model.name, "translations": found, **({"warnings": warnings} if warnings else {})}
 
@@ -108,9 +106,9 @@ def create_app(models: Mapping[str, ServedModel], limits: ServeLimits | None = N
         for name, data in body.images:
             async with decoding:
                 pictures.append(await run_in_threadpool(model.read_picture, name, data))
-        warnings = await run_in_threadpool(model.prefix_warnings, body.target_prefix) if body.target_prefix else []
+        prefix, warnings = await run_in_threadpool(model.read_prefix, body.target_prefix)
         answers = await answered(request, model.batcher.submit(
-            (options, body.attention, body.token_scores, body.target_prefix), pictures))
+            (options, body.attention, body.token_scores, tuple(prefix)), pictures))
         return {"model": model.name, "results": [{"image": p.name, **answer} for p, answer in zip(pictures, answers)],
                 **({"warnings": warnings} if warnings else {})}
 

@@ -7,10 +7,13 @@ line saying what is wrong and where. The shapes are pydantic models, so their er
 
 from __future__ import annotations
 
+from collections.abc import AsyncGenerator
+from contextlib import aclosing
 from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict, ValidationError
-from starlette.datastructures import FormData, UploadFile
+from starlette.datastructures import FormData, Headers, UploadFile
+from starlette.formparsers import MultiPartException, MultiPartParser
 from starlette.requests import ClientDisconnect, Request
 
 from nlgkit.serve.limits import ServeLimits
@@ -149,11 +152,39 @@ async def parse_caption(request: Request, limits: ServeLimits) -> CaptionRequest
     # Starlette's own bounds are set past ours (the body is already bounded by max_caption_body_bytes), so that a
     # request over a limit is told which limit, with a 413, not "400 Too many files. Maximum number of files is 8."
     body_bound = limits.max_caption_body_bytes
-    form = await request.form(max_files=body_bound, max_fields=body_bound, max_part_size=body_bound)
     try:
+        async with aclosing(request.stream()) as stream:
+            parser = TextCheckingParser(request.headers, stream, bound=body_bound)
+            form = await parser.parse()
+    except MultiPartException as exc:  # (what request.form() answers with a 400 HTTPException)
+        raise RequestError(400, exc.message) from None
+    try:
+        if parser.undecodable:
+            field, (start, charset) = next(iter(parser.undecodable.items()))
+            raise RequestError(422, f"{field[:40]}: not {'UTF-8' if charset == 'utf-8' else charset} (byte "
+                                    f"{start} of the field)")
         return await _caption_request(form, limits)
     finally:
         await form.close()
+
+
+class TextCheckingParser(MultiPartParser):
+    """Starlette's multipart parser, remembering each text field that is not in the form's charset (UTF-8 unless
+    the Content-Type names another): Starlette reads such a field as Latin-1 and goes on, so that a client's
+    mis-encoded prefix would silently prefix every caption with other letters."""
+
+    def __init__(self, headers: Headers, stream: AsyncGenerator[bytes, None], *, bound: int) -> None:
+        super().__init__(headers, stream, max_files=bound, max_fields=bound, max_part_size=bound)
+        self.undecodable: dict[str, tuple[int, str]] = {}  # field name → (first bad byte, the charset)
+
+    def on_part_end(self) -> None:
+        part = self._current_part
+        if part.file is None:
+            try:
+                part.data.decode(self._charset)
+            except UnicodeDecodeError as exc:
+                self.undecodable.setdefault(part.field_name, (exc.start, self._charset))
+        super().on_part_end()
 
 
 CAPTION_FIELDS = ("model", "beam", "nbest", "attention", "min_len", "no_repeat_ngram_size", "token_scores",

@@ -16,7 +16,7 @@ import functools
 import logging
 import os
 import tempfile
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -64,7 +64,7 @@ class TextTranslator(Protocol):
     max_input_tokens: int
 
     def texts(self, lines: list[str], name: str = ..., first_number: int = ..., images: Sequence[Path] | None = ...,
-              prefixes: Sequence[str] | None = ...) -> list[list[Rendered]]: ...
+              prefix_ids: Sequence[list[int]] | None = ...) -> list[list[Rendered]]: ...
 
 
 @dataclass
@@ -122,31 +122,45 @@ class ServedModel:
         assert run is not None
         return TargetReader(run.tgt_vocab, lambda: run.task.target_tokenizer(run.assets))
 
-    def request_warnings(self, prefixes: Sequence[str] | None, constraints: Sequence[Sequence[str]] | None,
-                         lines: Sequence[str] = ()) -> list[str]:
-        """What a /translate request's lines, prefixes and phrases lose, one message naming its line: a line over
-        the translator's ``max_input_tokens`` is cut, and a prefix's or phrase's word outside the target vocabulary
-        is forced as ``<unk>`` or left out, as ``translate`` does; so that the client, not only the server's log
-        (which numbers a line within its batch), learns why an output reads as it does."""
+    def read_targets(self, lines: Sequence[str], prefixes: Sequence[str] | None,
+                     constraints: Sequence[Sequence[str]] | None,
+                     options: SearchOptions) -> tuple[list[list[int]], list[list[list[int]]], list[str]]:
+        """A /translate request's prefixes and constraint phrases as target word ids (one entry per line; none: an
+        empty list), read once in the request's thread (the batch searches with the ids), and what the request
+        loses, one message naming its line: a line over the translator's ``max_input_tokens`` is cut, and a prefix's
+        or phrase's word outside the target vocabulary is forced as ``<unk>`` or left out, as ``translate`` does;
+        so that the client, not only the server's log, learns why an output reads as it does. A phrase the search
+        under ``options`` can never output is a ConfigError (``TargetReader.phrases``), before the request is queued."""
         found = list[str]()
+        prefix_ids: list[list[int]] = []
+        phrase_ids: list[list[list[int]]] = []
         translator = self.translator
-        for number in range(1, max(len(lines), len(prefixes or constraints or [])) + 1):  # (one of each per line)
-            line = lines[number - 1] if number <= len(lines) else ""
+        lost = self._logged(found)  # (a cut line is logged by the batch that cuts it)
+        for number, line in enumerate(lines, start=1):
+            where = f"line {number}"
             # (a token is at least one character: a line no longer than the limit is not tokenised twice)
             if translator is not None and len(line) > translator.max_input_tokens:
                 tokens = line.split() if translator.pretokenized else translator.text_input.tokenize(line)
-                cut_tokens(tokens, translator.max_input_tokens, found.append, f"line {number}")
-            if prefixes is not None:
-                self.targets.prefix(prefixes[number - 1], found.append, f"line {number}")
-            if constraints is not None:
-                self.targets.phrases("\t".join(constraints[number - 1]), found.append, f"line {number}")
-        return found
+                cut_tokens(tokens, translator.max_input_tokens, found.append, where)
+            prefix = prefixes[number - 1] if prefixes is not None else ""
+            prefix_ids.append(self.targets.prefix(prefix, lost, where) if prefix.strip() else [])
+            phrases = "\t".join(constraints[number - 1]) if constraints is not None else ""
+            phrase_ids.append(self.targets.phrases(phrases, lost, where, options) if phrases.strip() else [])
+        return prefix_ids, phrase_ids, found
 
-    def prefix_warnings(self, prefix: str) -> list[str]:
-        """What /caption's one ``target_prefix`` (every image's) loses to the target vocabulary."""
+    def read_prefix(self, prefix: str) -> tuple[list[int], list[str]]:
+        """/caption's one ``target_prefix`` (every image's; "": none) as target word ids, read once in the
+        request's thread, and what it loses to the target vocabulary."""
         found = list[str]()
-        self.targets.prefix(prefix, found.append, "target_prefix")
-        return found
+        ids = self.targets.prefix(prefix, self._logged(found), "target_prefix") if prefix.strip() else []
+        return ids, found
+
+    def _logged(self, found: list[str]) -> Callable[[str], None]:
+        """A warning function that adds to ``found`` (the answer's warnings) and logs, naming the model."""
+        def warn(message: str) -> None:
+            found.append(message)
+            LOG.warning("request to %s: %s", self.name, message)
+        return warn
 
     def describe(self) -> dict[str, Any]:
         config = self.config
@@ -161,8 +175,8 @@ class ServedModel:
     # -- the batches, in the batcher's worker thread ------------------------------------------------------------
     def _translate(self, key: Hashable, lines: list[Any]) -> list[Any]:
         """Each line's answer (:meth:`TargetText.record`): key = (search options, align, token_scores, scores);
-        a line is (its text, its constraint phrases joined by tabs as a ``--constraints`` line, its target prefix as
-        a ``--target-prefix`` line), empty strings for none."""
+        a line is (its text, its constraint phrases and its target prefix as target word ids, :meth:`read_targets`;
+        empty lists for none)."""
         assert isinstance(key, tuple) and self.translator is not None
         options, align, token_scores, scores = key
         translator = self._by_key.get(key)
@@ -175,10 +189,10 @@ class ServedModel:
         name = f"request to {self.name}"
         wanted = prefixes if any(prefixes) else None
         if not any(constraints):
-            found = translator.texts(texts, name=name, prefixes=wanted)
+            found = translator.texts(texts, name=name, prefix_ids=wanted)
         else:  # (the app refuses constraints for a CTranslate2 export)
             assert isinstance(translator, Translator)
-            found = translator.texts(texts, name=name, prefixes=wanted, constraints=constraints)
+            found = translator.texts(texts, name=name, prefix_ids=wanted, phrase_ids=constraints)
         return [translator.output.record(rendered, options.nbest, scores) for rendered in found]
 
     def _caption(self, key: Hashable, pictures: list[Any]) -> list[Any]:
@@ -186,7 +200,7 @@ class ServedModel:
         options: SearchOptions = key[0]
         attention: bool = key[1]
         token_scores: bool = key[2]
-        prefix: str = key[3]  # the words every caption of the batch starts with ("": none)
+        prefix: tuple[int, ...] = key[3]  # the word ids every caption of the batch starts with (none: empty)
         by_label = {f"upload{i:05d}.png": picture for i, picture in enumerate(pictures)}
         run = self.run
         detokenize = run.detokenizer()
@@ -198,8 +212,8 @@ class ServedModel:
             results = caption_images(run, list(by_label), options, encoder=self.encoder,
                                      attention_dir=Path(tmp) if attention else None,
                                      load=lambda label: by_label[label].image, warn=LOG.warning,
-                                     prefixes=[prefix] * len(pictures) if prefix else None,
-                                     prefixes_name=f"request to {self.name}", targets=self.targets)
+                                     prefix_ids=[list(prefix)] * len(pictures) if prefix else None,
+                                     targets=self.targets)
             answers = []
             for result in results:
                 if result.error:  # pictures were read before they were queued: this is the model failing

@@ -14,13 +14,12 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 from rich.progress import Progress
 from torch import Tensor
 
 from nlgkit.core.errors import DataError
 from nlgkit.data.vocab import SPECIALS, Vocabulary
-from nlgkit.wordvectors.knn import nearest_neighbours
+from nlgkit.wordvectors.knn import nearest_neighbours, special_rows, top_neighbours
 
 HUB_FACTOR = 2  # a hub occurs in more than HUB_FACTOR · k nearest-neighbour lists
 
@@ -104,17 +103,16 @@ def coverage(known: dict[str, int] | set[str], vocab: Vocabulary, show_missing: 
 
 def neighbours_of(vectors: Tensor, words: Sequence[str], index: dict[str, int], queries: Sequence[str],
                   k: int = 10) -> dict[str, list[tuple[str, float]]]:
-    """The ``k`` words nearest to each query by cosine similarity, with their similarities (one row of scores
-    at a time: no V × V matrix)."""
+    """The ``k`` words nearest to each query by cosine similarity, with their similarities, the special tokens'
+    rows (a table extracted from a model has them) never among them: ``evaluate neighbours``'s words, by the same
+    :func:`top_neighbours` (at most all the other words)."""
     unknown = [query for query in queries if query not in index]
     if unknown:
         raise DataError(f"--neighbours {unknown[0]!r}: not in the table")
-    unit = F.normalize(vectors.float(), dim=1)  # (V, e)
-    found = {}
-    for query in queries:
-        row = index[query]
-        sims = unit @ unit[row]  # (V,)
-        sims[row] = float("-inf")
-        best = torch.topk(sims, min(k, vectors.size(0) - 1))
-        found[query] = [(words[i], float(s)) for i, s in zip(best.indices.tolist(), best.values.tolist(), strict=True)]
-    return found
+    exclude = special_rows(words)
+    k = min(k, len(words) - int(exclude.sum()) - 1)
+    if not queries or k < 1:
+        return {query: [] for query in queries}
+    cosines, found = top_neighbours(vectors, torch.tensor([index[query] for query in queries]), k, exclude)  # (n, k)
+    return {query: [(words[i], c) for i, c in zip(ids, values, strict=True)]
+            for query, ids, values in zip(queries, found.tolist(), cosines.tolist(), strict=True)}

@@ -1,5 +1,7 @@
-"""k nearest neighbours by cosine similarity over a whole table, in blocks of rows, for localized centering
-(:mod:`nlgkit.wordvectors.debias`) and hubness (:mod:`nlgkit.wordvectors.hubness`).
+"""k nearest neighbours by cosine similarity, in blocks of rows: of every row of a table, for localized centering
+(:mod:`nlgkit.wordvectors.debias`) and hubness (:mod:`nlgkit.wordvectors.hubness`), and of some query rows, with
+special-token rows never among them, for ``embed report --neighbours`` and the analyses of ``nlgkit evaluate``
+(one :func:`top_neighbours` for both, so that they list the same words).
 
 A 400,000-word table would need a 640 GB similarity matrix; each block here holds only ``rows × V`` scores
 (:data:`BLOCK_BYTES` by default), keeps their ``torch.topk`` and moves on, so memory stays at the table, one
@@ -8,7 +10,7 @@ normalised copy of it and one block. The rich progress bar is shown on a termina
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -18,8 +20,10 @@ from torch import Tensor
 
 from nlgkit.core.devices import select_device
 from nlgkit.core.errors import ConfigError
+from nlgkit.data.vocab import SPECIALS
 
 BLOCK_BYTES = 256 * 2**20  # similarity scores held at once (one block of rows against the whole table)
+DEFAULT_BUDGET = 64 * 2**20  # the same for a few query rows (an analysis runs on a laptop as well as on a GPU)
 
 
 def progress_bar(show: bool = True, console: Console | None = None) -> Progress:
@@ -71,3 +75,51 @@ def nearest_neighbours(vectors: Tensor, k: int, block: int = 0, device: str | to
         best = torch.topk(sims, k, dim=1)
         indices[rows], scores[rows] = best.indices.cpu(), best.values.cpu()
     return indices, scores
+
+
+def unit_rows(matrix: Tensor, eps: float = 1e-12) -> Tensor:
+    """(V, d) → (V, d) rows divided by their L2 norm; an all-zero row (the padding embedding) stays zero."""
+    return matrix / matrix.norm(dim=1, keepdim=True).clamp_min(eps)
+
+
+def special_rows(words: Sequence[str]) -> Tensor:
+    """(V,) bool, True for the rows of <unk> <pad> <s> </s>: never anybody's neighbour."""
+    return torch.tensor([word in SPECIALS for word in words], dtype=torch.bool)
+
+
+def top_neighbours(matrix: Tensor, rows: Tensor, k: int, exclude: Tensor | None = None,
+                   budget_bytes: int = DEFAULT_BUDGET) -> tuple[Tensor, Tensor]:
+    """The k most cosine-similar rows of ``matrix`` to each row in ``rows``, never the row itself.
+
+    matrix (V, d); rows (n,) indices; exclude (V,) bool columns that may never be neighbours (specials:
+    :func:`special_rows`). Returns cosines (n, k) in descending order and their indices (n, k). Ties keep
+    torch.topk's order.
+    """
+    unit = unit_rows(matrix.float())  # (V, d)
+    size = unit.size(0)
+    banned = exclude.to(unit.device) if exclude is not None else torch.zeros(size, dtype=torch.bool,
+                                                                             device=unit.device)
+    available = size - int(banned.sum())
+    if k < 1 or k > available - 1:
+        raise ValueError(f"k = {k}: need 1 <= k <= {available - 1} (candidate rows minus the query)")
+    rows = rows.to(unit.device)
+    values, indices = [], []
+    step = block_rows(size, budget_bytes)
+    for start in range(0, rows.numel(), step):
+        chunk = rows[start:start + step]  # (c,)
+        sims = unit[chunk] @ unit.t()  # (c, V)
+        sims[:, banned] = float("-inf")
+        sims[torch.arange(chunk.numel(), device=unit.device), chunk] = float("-inf")  # not itself
+        top = sims.topk(k, dim=1)
+        values.append(top.values)
+        indices.append(top.indices)
+    if not values:
+        empty = unit.new_zeros((0, k))
+        return empty, empty.long()
+    return torch.cat(values), torch.cat(indices)
+
+
+def pair_cosines(matrix: Tensor, left: Tensor, right: Tensor) -> Tensor:
+    """Cosine of row left[i] with row right[i]: (n,) for index tensors (n,); O(n·d) memory."""
+    unit = unit_rows(matrix.float())
+    return (unit[left.to(unit.device)] * unit[right.to(unit.device)]).sum(dim=1)

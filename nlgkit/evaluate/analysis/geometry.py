@@ -16,8 +16,8 @@ from torch import Tensor
 
 from nlgkit.core.errors import NlgkitError
 from nlgkit.data.vocab import Vocabulary
-from nlgkit.evaluate.analysis.similarity import DEFAULT_BUDGET, top_neighbours
 from nlgkit.evaluate.analysis.vectors import special_mask
+from nlgkit.wordvectors.knn import DEFAULT_BUDGET, top_neighbours
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure

@@ -12,8 +12,8 @@ import torch
 from torch import Tensor
 
 from nlgkit.data.vocab import Vocabulary
-from nlgkit.evaluate.analysis.similarity import pair_cosines, top_neighbours
 from nlgkit.evaluate.analysis.vectors import lookup, special_mask
+from nlgkit.wordvectors.knn import pair_cosines, top_neighbours
 
 
 @dataclass

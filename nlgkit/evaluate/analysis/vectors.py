@@ -15,6 +15,7 @@ from torch import Tensor, nn
 from nlgkit.core.errors import NlgkitError
 from nlgkit.data.vocab import SPECIALS, Vocabulary
 from nlgkit.models.base import Generator
+from nlgkit.wordvectors.knn import special_rows
 
 SET_NAMES: tuple[str, ...] = ("src_input", "tgt_input", "tgt_output")
 
@@ -69,7 +70,7 @@ def set_language(name: str, src_lang: str | None, tgt_lang: str) -> str | None:
 
 def special_mask(vocab: Vocabulary, device: torch.device | str = "cpu") -> Tensor:
     """(V,) bool, True for <unk> <pad> <s> </s>: never a neighbour, never counted in an analysis."""
-    return torch.tensor([token in SPECIALS for token in vocab.tokens], dtype=torch.bool, device=device)
+    return special_rows(vocab.tokens).to(device)
 
 
 def lookup(vocab: Vocabulary, word: str) -> int | None:

@@ -19,8 +19,8 @@ from nlgkit.core.errors import DataError, NlgkitError
 from nlgkit.data.vocab import Vocabulary
 from nlgkit.data.wordsim import BENCHMARKS, Pair, read_benchmark  # noqa: F401  (re-exported)
 from nlgkit.evaluate.analysis.norms import spearman
-from nlgkit.evaluate.analysis.similarity import pair_cosines
 from nlgkit.evaluate.analysis.vectors import VectorSet, lookup, set_language
+from nlgkit.wordvectors.knn import pair_cosines
 
 LANGUAGE = "en"  # the language of every benchmark's words
 
