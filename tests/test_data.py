@@ -244,6 +244,20 @@ def test_parallel_non_utf8(small_corpus: Path, tmp_path: Path) -> None:
                          str(small_corpus / "test"), "de", "en", tokenizer="none")
 
 
+def test_parallel_carriage_return_inside_a_line(small_corpus: Path, tmp_path: Path) -> None:
+    """spaCy makes a token of a carriage return inside a line: it is whitespace, never in the token files, and
+    is not counted into the vocabulary (which could not save it one per line: a ValueError, a traceback)."""
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / "train.de").write_bytes(b"ein hund\rbellt\nein hund\r\n")
+    (bad / "train.en").write_bytes(b"a dog\rbarks\na dog\n")
+    manifest = prepare_parallel(tmp_path / "out", str(bad / "train"), str(small_corpus / "valid"),
+                                str(small_corpus / "test"), "de", "en", min_freq=1)
+    assert manifest["lines"]["train"] == 2
+    assert (tmp_path / "out" / "train.de").read_text(encoding="utf-8") == "ein hund bellt\nein hund\n"
+    assert "\r" not in Vocabulary.load(tmp_path / "out" / "vocab.de.txt").tokens
+
+
 def test_unknown_language_and_options(small_corpus: Path, tmp_path: Path, multi30k_source: Path) -> None:
     with pytest.raises(ConfigError, match="'xx'"):
         prepare_multi30k(tmp_path / "o", "de", "xx", source=str(multi30k_source))

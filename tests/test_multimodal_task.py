@@ -139,6 +139,16 @@ def test_a_missing_images_directory_is_a_one_line_error(source: Path, tmp_path: 
     assert not (tmp_path / "out").exists()
 
 
+def test_an_image_list_that_is_not_utf8_is_an_error_naming_its_line(source: Path, tmp_path: Path) -> None:
+    copy = shutil.copytree(source, tmp_path / "multi30k")
+    names = copy / "task1" / "image_splits" / "val.txt"
+    lines = names.read_bytes().split(b"\n")
+    names.write_bytes(b"\n".join([*lines[:2], lines[2].replace(b".jpg", b"\xff.jpg"), *lines[3:]]))
+    with pytest.raises(DataError, match=r"val\.txt: line 3: not valid UTF-8"):
+        prepare_multimodal_multi30k(tmp_path / "out", "en", "de", IMAGES, source=str(copy), tokenizer="none")
+    assert not (tmp_path / "out").exists()
+
+
 def test_batches_carry_text_image_and_mask(source: Path, features_dir: Path, tmp_path: Path) -> None:
     config = load_recipe(recipe(tmp_path, source, features_dir, covered_only=False))
     task = build_task(config)

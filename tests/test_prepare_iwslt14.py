@@ -191,6 +191,20 @@ def test_errors(mirror: Path, tmp_path: Path) -> None:
     assert not (tmp_path / "out").exists()  # nothing half-written
 
 
+def test_a_line_break_inside_a_segment_keeps_the_references_aligned(tmp_path: Path) -> None:
+    """An XML segment is one sentence wherever its text breaks lines: its BLEU reference stays one line."""
+    files = archive_files()
+    for lang, segments in (("de", ["Guten\nMorgen ,\r\n  willkommen.", "Danke."]),
+                           ("en", ["Good\nmorning,\r\n  welcome.", "Thanks."])):
+        files[f"de-en/IWSLT14.TED.dev2010.de-en.{lang}.xml"] = xml("IWSLT14.TED.dev2010", lang, segments)
+    write_tgz(tmp_path / "mirror" / "de-en.tgz", files)
+    manifest = prepare_iwslt14(tmp_path / "out", mirror=str(tmp_path / "mirror"), tokenizer="none")
+    assert manifest["lines"]["valid"] == 2
+    assert lines(tmp_path / "out" / "valid.ref.en") == ["good morning, welcome.", "thanks."]
+    assert lines(tmp_path / "out" / "valid.ref.de") == ["guten morgen , willkommen.", "danke."]
+    assert lines(tmp_path / "out" / "valid.en") == ["good morning, welcome.", "thanks."]
+
+
 def test_cli(mirror: Path, tmp_path: Path) -> None:
     runner = CliRunner()
     with serve(mirror) as server:

@@ -107,7 +107,8 @@ def xml_segments(raw: bytes, name: str) -> list[tuple[tuple[str, str], str]]:
     for number, doc in enumerate(root.iter("doc")):
         doc_id = doc.get("docid", str(number))
         for seg in doc.iter("seg"):
-            segments.append(((doc_id, seg.get("id", "")), "".join(seg.itertext()).strip()))
+            # whitespace collapsed (as sacreBLEU reads them): a line break inside a segment would split its reference
+            segments.append(((doc_id, seg.get("id", "")), " ".join("".join(seg.itertext()).split())))
     if not segments:
         raise DataError(f"{name}: no <doc> with <seg> elements")
     return segments

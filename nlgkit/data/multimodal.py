@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from nlgkit.core.errors import ConfigError, DataError
+from nlgkit.core.io import read_lines
 from nlgkit.data.captions import describe_input
 from nlgkit.data.download import MULTI30K_LANGS, SPLIT_FILES, default_source, fetch_multi30k
 from nlgkit.data.multi30k_files import flickr30k_locator, multi30k_file
@@ -92,7 +93,7 @@ def attach_images(names: dict[str, list[str]], images_dir: Path) -> dict[str, li
 
 
 def _image_list(path: Path, lines: int, text: Path) -> list[str]:
-    names = [line.strip() for line in path.read_text(encoding="utf-8").splitlines()]
+    names = [line.strip() for line in read_lines(path)]  # (a bad byte: an error naming the file and line)
     if len(names) != lines:
         raise DataError(f"{path}: names {len(names)} images, but {text} has {lines} lines")
     return names

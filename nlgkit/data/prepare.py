@@ -179,7 +179,9 @@ def build_directory(out: Path, corpus: Corpus, corpus_name: str, source: str, in
                 # Without subword, count the tokenizer's full output, whitespace tokens included: this is what
                 # the reference pipeline (torchtext Field + spaCy) counted, and it gives the paper's
                 # vocabulary sizes (Multi30K de-en: 7,853 / 5,893). Those few entries never occur in the files.
-                counter.update(tokens["train"][lang][i] if kind == "none" else pieces["train"][lang][i])
+                # (a carriage return inside a line is one such token for spaCy: it cannot be saved one per line)
+                counter.update(t for t in (tokens["train"][lang][i] if kind == "none" else pieces["train"][lang][i])
+                               if "\r" not in t)
             vocabs[lang] = Vocabulary.build(counter, options["min_freq"])
             vocabs[lang].save(out / f"vocab.{lang}.txt")
     else:
