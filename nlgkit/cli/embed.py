@@ -235,7 +235,7 @@ def debias_cmd(table: TableArgument, output: OutputOption,
     """All-but-the-Top or localized centering of a table (Hirasawa & Komachi), written as a new table."""
     # lazy: CLI start-up (the library and torch load only when the command runs)
     from nlgkit.wordvectors.debias import debias
-    from nlgkit.wordvectors.knn import progress_bar
+    from nlgkit.wordvectors.knn import progress_bar, special_rows
     from nlgkit.wordvectors.sources import read_vectors
     from nlgkit.wordvectors.tables import save_table
 
@@ -244,7 +244,8 @@ def debias_cmd(table: TableArgument, output: OutputOption,
     if method == "lc":
         _check_k(k, len(source.words), table, limit)
     with progress_bar() as bar:
-        vectors = debias(source.vectors, method, components, k, device, bar, unit=unit)
+        vectors = debias(source.vectors, method, components, k, device, bar, unit=unit,
+                         exclude=special_rows(source.words))  # (a run's table: its special rows are no words)
     save_table(output, vectors, source.words, kind="debiased")
     rows, dim = vectors.shape
     _written(output, rows, dim, f"; {method} of {table}")
@@ -265,6 +266,7 @@ def report_cmd(table: TableArgument,
     # lazy: CLI start-up (the library and torch load only when the command runs)
     from nlgkit.core.io import check_output, write_json
     from nlgkit.data.vocab import Vocabulary
+    from nlgkit.data.word_counts import check_side_counts
     from nlgkit.wordvectors.hubness import coverage, neighbours_of
     from nlgkit.wordvectors.hubness import hubness as measure_hubness
     from nlgkit.wordvectors.knn import progress_bar
@@ -281,6 +283,7 @@ def report_cmd(table: TableArgument,
     shown.add_row("words × dimension", f"{len(source.words):,} × {source.dim} ({source.fmt}"
                   + (", character n-grams)" if source.ngrams is not None else ")"))
     if vocab is not None:
+        check_side_counts(vocab.parent)  # the token share weighs words by this vocabulary's counts
         covered = coverage(source.index, Vocabulary.load(vocab))
         figures["coverage"] = {"vocab": str(vocab), **covered.to_dict()}
         shown.add_row("vocabulary types found", f"{covered.types_found:,} / {covered.types:,} "

@@ -9,7 +9,7 @@ from typing import Any
 from nlgkit.core.errors import ConfigError, DataError
 from nlgkit.core.io import read_lines
 from nlgkit.data.vocab import Vocabulary
-from nlgkit.data.word_counts import read_word_counts
+from nlgkit.data.word_counts import check_side_counts, read_word_counts
 from nlgkit.evaluate.significance import paired_bootstrap
 from nlgkit.metrics.corpus import METRICS, score_all
 from nlgkit.metrics.vocabulary import parse_edges, train_counts
@@ -54,6 +54,7 @@ def score_files(hyp: Path, ref: list[Path], metrics: str, *, lowercase: bool = F
     hyps_b = read_aligned(compare, "hypothesis", hyp, len(hyps)) if compare is not None else None
     counts: dict[str, int] | None = None
     if train_vocab is not None:
+        check_side_counts(train_vocab.parent)  # a prepared directory's or a run's vocabulary: one language's counts
         counts = train_counts(Vocabulary.load(train_vocab))
     elif train_words is not None:
         counts = dict(read_word_counts(train_words))

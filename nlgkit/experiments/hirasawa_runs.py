@@ -26,12 +26,14 @@ from nlgkit.core.errors import NlgkitError
 from nlgkit.core.io import read_json
 from nlgkit.data.tokenize import TextPipeline
 from nlgkit.data.vocab import Vocabulary
+from nlgkit.data.word_counts import check_side_counts
 from nlgkit.evaluate.analysis.word_fscore import word_matches
 from nlgkit.evaluate.collect import RunResult, collect_run
 from nlgkit.experiments.common import RECIPES
 from nlgkit.metrics.meteor import MeteorSession, meteor_score
 from nlgkit.metrics.vocabulary import train_counts
 from nlgkit.runs.outputs import best_meta, is_record, saved_config
+from nlgkit.runs.records import reading_record
 
 MODELS = ("rnn", "doubly_attentive", "imagination", "vag_nmt")
 MODEL_NAMES = {"rnn": "text-only NMT (`rnn`)", "doubly_attentive": "doubly-attentive (`doubly_attentive`)",
@@ -188,7 +190,7 @@ def find_runs(run_dirs: Sequence[str], records: str | None,
         except NlgkitError:
             if run_dir.name in found:
                 if log:
-                    log(f"{run_dir}: no trained run directory; reading its record {found[run_dir.name]}")
+                    log(reading_record(run_dir, found[run_dir.name]))
             else:
                 waiting.append(run_dir.name)
             continue
@@ -229,6 +231,7 @@ def run_word_matches(run: HirasawaRun) -> np.ndarray | None:
     tokenizer, lowercase = str(run.manifest.get("tokenizer", "spacy")), bool(run.manifest.get("lowercase", True))
     hyps = list(_retokenized(lang, tokenizer, lowercase, tuple(run.result.hyps)))
     refs = list(_references_retokenized(lang, tokenizer, lowercase, tuple(run.result.refs)))
+    check_side_counts(run.result.run_dir / "data")  # bucketed by the target side's counts alone
     counts = train_counts(Vocabulary.load(run.result.run_dir / "data" / f"vocab.{lang}.txt"))
     return word_matches(hyps, refs, counts)
 

@@ -131,6 +131,12 @@ def check_record(record: Path) -> None:
                             f"(its checksum is in {record / RECORD_FILE}); archive the run again")
 
 
+def reading_record(run_dir: str | Path, record: str | Path) -> str:
+    """The line a report logs when it reads ``record`` for ``run_dir`` (:func:`with_records`, and reports that
+    gather every record, such as Hirasawa & Komachi's): one wording wherever a record stands in for a run."""
+    return f"{run_dir}: no trained run directory; reading its record {record}"
+
+
 def with_records(run_dirs: Sequence[str], records_dir: str | None,
                  log: Callable[[str], None] | None = None) -> list[str]:
     """Each run directory, or its record under ``records_dir`` when the directory has no best checkpoint
@@ -145,7 +151,7 @@ def with_records(run_dirs: Sequence[str], records_dir: str | None,
         except NlgkitError:
             if is_record(record):
                 if log:
-                    log(f"{run_dir}: no trained run directory; reading its record {record}")
+                    log(reading_record(run_dir, record))
                 run_dir = str(record)
         resolved.append(run_dir)
     return resolved

@@ -29,7 +29,7 @@ from nlgkit.data.vocab import Vocabulary
 from nlgkit.models.base import Inputs, ModelContext
 from nlgkit.models.trainable_encoder import WithTrainableEncoderTop
 from nlgkit.tasks.base import Task, TaskData
-from nlgkit.vision.cache import extract_features
+from nlgkit.vision.cache import extract_features, gather_features
 from nlgkit.vision.encoders import EncoderConfig, build_encoder, encoder_dims
 
 SPLITS = ("train", "valid", "test")
@@ -205,10 +205,8 @@ class CaptioningTask(Task):
     # -- batches ------------------------------------------------------------------------------------------
     def collate(self, examples: Any, indices: list[int], vocab: Vocabulary) -> Batch:
         assert isinstance(examples, CaptionExamples)
-        rows = torch.tensor([examples.image_rows[i] for i in indices])
         prev, gold, num_tokens = target_tensors([examples.captions[i] for i in indices], vocab)
-        inputs = {"image_spatial": examples.spatial.index_select(0, rows).float(),  # (B, L, C)
-                  "image_pooled": examples.pooled.index_select(0, rows).float()}  # (B, P)
+        inputs = gather_features(examples.spatial, examples.pooled, [examples.image_rows[i] for i in indices])
         return Batch(inputs, prev, gold, list(indices), num_tokens)
 
     def source_length(self, source: ImageSource) -> int:

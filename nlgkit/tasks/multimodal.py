@@ -29,7 +29,7 @@ from nlgkit.data.vocab import Vocabulary
 from nlgkit.models.base import Inputs, ModelContext
 from nlgkit.tasks.base import TaskData, TextInput
 from nlgkit.tasks.translation import TranslationDataConfig, TranslationPrepareConfig, TranslationTask
-from nlgkit.vision.cache import extract_features
+from nlgkit.vision.cache import extract_features, gather_features
 from nlgkit.vision.encoders import EncoderConfig, build_encoder, encoder_dims
 from nlgkit.vision.images import load_image
 
@@ -192,9 +192,7 @@ class MultimodalTranslationTask(TranslationTask):
         if not isinstance(examples, MultimodalExamples):
             raise TypeError(f"multimodal translation batches MultimodalExamples, not {type(examples).__name__}")
         batch = collate(examples, indices, vocab)
-        rows = torch.tensor([examples.image_rows[i] for i in indices])
-        batch.inputs.update(image_spatial=examples.spatial.index_select(0, rows).float(),  # (B, L, C)
-                            image_pooled=examples.pooled.index_select(0, rows).float(),  # (B, P)
+        batch.inputs.update(gather_features(examples.spatial, examples.pooled, [examples.image_rows[i] for i in indices]),
                             image_mask=torch.tensor([float(examples.has_image[i]) for i in indices]))  # (B,)
         return batch
 

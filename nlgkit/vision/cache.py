@@ -144,6 +144,15 @@ def extract_features(encoder_config: EncoderConfig, images_dir: Path, image_name
     return FeatureCache(names, spatial, pooled, manifest)
 
 
+def gather_features(spatial: Tensor, pooled: Tensor, rows: Sequence[int]) -> dict[str, Tensor]:
+    """A batch's image inputs from the cached tables: ``image_spatial`` (B, L, C) and ``image_pooled`` (B, P) of
+    ``rows``, float32 (the cache keeps float16). One gathering for every task that batches cached features
+    (captioning, multimodal translation), so that they hand models the same inputs."""
+    index = torch.tensor(list(rows), dtype=torch.long)
+    return {"image_spatial": spatial.index_select(0, index).float(),  # (B, L, C)
+            "image_pooled": pooled.index_select(0, index).float()}  # (B, P)
+
+
 def cached_without_encoder(config: EncoderConfig, cache_dir: Path, image_names: Sequence[str]) -> FeatureCache | None:
     """The one cache in ``cache_dir`` made by this encoder setting (name, layer, grid, image size: whatever its
     weights file) that holds every image of ``image_names``, or None.

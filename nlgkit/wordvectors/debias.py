@@ -14,6 +14,10 @@ paper's shift of the raw vectors raises it to 2.19 (it still cuts the share of h
 
 Both run in blocks of rows (covariance and projections for ABTT, :func:`nlgkit.wordvectors.knn.nearest_neighbours`
 for LC), so a 400,000 × 300 float32 table (480 MB) is debiased in a few times its own memory, never a V × V matrix.
+
+LC leaves the special tokens' rows (``exclude``: :func:`nlgkit.wordvectors.knn.special_rows` of the table's words)
+out of every neighbour list, as hubness and ``--neighbours`` do, and leaves those rows unshifted: they are not words
+(the paper debiases pre-trained tables, which have none), and <pad>'s zero row must stay zero.
 """
 
 from __future__ import annotations
@@ -58,26 +62,30 @@ def all_but_the_top(vectors: Tensor, components: int = 3, device: str | torch.de
 
 def localized_centering(vectors: Tensor, k: int = 10, device: str | torch.device = "cpu",
                         progress: Progress | None = None, block: int = 0, unit: bool = False,
-                        neighbours: Tensor | None = None) -> Tensor:
+                        neighbours: Tensor | None = None, exclude: Tensor | None = None) -> Tensor:
     """x̂ = x − (1/k) Σ_{x' ∈ kNN(x)} x': each vector minus the mean of its ``k`` nearest neighbours (cosine
-    similarity, itself excluded); the neighbours' original vectors are averaged (with ``unit``, every vector is
-    first scaled to unit length). ``neighbours`` (V, k), when given, are those of
-    :func:`~nlgkit.wordvectors.knn.nearest_neighbours`, computed before (hubness measures them too)."""
+    similarity, itself and the ``exclude`` rows left out; those rows are not shifted); the neighbours' original
+    vectors are averaged (with ``unit``, every vector is first scaled to unit length). ``neighbours`` (V, k), when
+    given, are those of :func:`~nlgkit.wordvectors.knn.nearest_neighbours` with the same ``exclude``, computed
+    before (hubness measures them too)."""
     if neighbours is None:
-        neighbours, _ = nearest_neighbours(vectors, k, block=block, device=device, progress=progress)  # (V, k)
+        neighbours, _ = nearest_neighbours(vectors, k, block=block, device=device, progress=progress,
+                                           exclude=exclude)  # (V, k)
     source = F.normalize(vectors.float(), dim=1) if unit else vectors.float()
     out = torch.empty_like(source)
     for rows in row_blocks(source.size(0), block_rows(k * source.size(1), 1 << 28), "centring", progress):
         out[rows] = source[rows] - source[neighbours[rows]].mean(1)
+    if exclude is not None:
+        out[exclude] = source[exclude]
     return out
 
 
 def debias(vectors: Tensor, method: str, components: int = 3, k: int = 10, device: str | torch.device = "cpu",
-           progress: Progress | None = None, unit: bool = False) -> Tensor:
+           progress: Progress | None = None, unit: bool = False, exclude: Tensor | None = None) -> Tensor:
     """``abtt`` (:func:`all_but_the_top`, ``components``) or ``lc`` (:func:`localized_centering`, ``k``,
-    ``unit``)."""
+    ``unit``, ``exclude``: the special tokens' rows)."""
     if method == "abtt":
         return all_but_the_top(vectors, components, device, progress)
     if method == "lc":
-        return localized_centering(vectors, k, device, progress, unit=unit)
+        return localized_centering(vectors, k, device, progress, unit=unit, exclude=exclude)
     raise ConfigError(f"--method {method!r}: expected {' or '.join(DEBIAS_METHODS)}")

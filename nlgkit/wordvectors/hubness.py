@@ -5,6 +5,9 @@ neighbour lists (cosine similarity, k = 10) that x appears in. Its mean is exact
 means a few "hubs" are everybody's neighbours while many words are nobody's ("anti-hubs", N_k = 0). Reported:
 the skewness E[(N_k − k)³] / σ³ of N_k, the share of hubs, defined here as words with N_k > 2k (in more than
 twice as many lists as the average word; :data:`HUB_FACTOR`), the share of anti-hubs, and the largest hubs.
+The special tokens' rows (a table extracted from a model has them) are left out, as neighbours and as words, as
+``--neighbours`` and ``nlgkit evaluate`` leave them out (:func:`~nlgkit.wordvectors.knn.special_rows`): they are
+not words of the language, and <pad>'s zero row would count as an anti-hub.
 """
 
 from __future__ import annotations
@@ -58,7 +61,11 @@ class Hubness:
 
 def hubness(vectors: Tensor, words: Sequence[str], k: int = 10, device: str | torch.device = "cpu",
             progress: Progress | None = None, top: int = 10) -> Hubness:
-    """Skewness of N_k, hub and anti-hub shares and the ``top`` largest hubs of a table."""
+    """Skewness of N_k, hub and anti-hub shares and the ``top`` largest hubs of a table, over its words other than
+    the special tokens (which are nobody's neighbours either)."""
+    keep = ~special_rows(words)
+    if not bool(keep.all()):
+        vectors, words = vectors[keep], [word for word, kept in zip(words, keep.tolist(), strict=True) if kept]
     counts = k_occurrence(vectors, k, device, progress)
     total = counts.numel()
     best = torch.topk(counts, min(top, total))

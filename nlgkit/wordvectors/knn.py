@@ -1,7 +1,8 @@
 """k nearest neighbours by cosine similarity, in blocks of rows: of every row of a table, for localized centering
-(:mod:`nlgkit.wordvectors.debias`) and hubness (:mod:`nlgkit.wordvectors.hubness`), and of some query rows, with
-special-token rows never among them, for ``embed report --neighbours`` and the analyses of ``nlgkit evaluate``
-(one :func:`top_neighbours` for both, so that they list the same words).
+(:mod:`nlgkit.wordvectors.debias`) and hubness (:mod:`nlgkit.wordvectors.hubness`), and of some query rows, for
+``embed report --neighbours`` and the analyses of ``nlgkit evaluate`` (one :func:`top_neighbours` for both, so that
+they list the same words). Special-token rows (:func:`special_rows`) are never anybody's neighbour in any of them:
+a table extracted from a model has them, and they are not words of the language.
 
 A 400,000-word table would need a 640 GB similarity matrix; each block here holds only ``rows × V`` scores
 (:data:`BLOCK_BYTES` by default), keeps their ``torch.topk`` and moves on, so memory stays at the table, one
@@ -53,17 +54,21 @@ def block_rows(total: int, budget: int = BLOCK_BYTES) -> int:
 
 
 def nearest_neighbours(vectors: Tensor, k: int, block: int = 0, device: str | torch.device = "cpu",
-                       progress: Progress | None = None) -> tuple[Tensor, Tensor]:
-    """The ``k`` nearest neighbours of every row by cosine similarity, itself excluded: indices (V, k) int64
-    and similarities (V, k) float32, most similar first. ``block`` rows are scored at a time (0: as many as
-    :data:`BLOCK_BYTES` allows); the result does not depend on it."""
+                       progress: Progress | None = None, exclude: Tensor | None = None) -> tuple[Tensor, Tensor]:
+    """The ``k`` nearest neighbours of every row by cosine similarity, itself and the ``exclude`` rows ((V,) bool:
+    :func:`special_rows`) never among them: indices (V, k) int64 and similarities (V, k) float32, most similar
+    first. ``block`` rows are scored at a time (0: as many as :data:`BLOCK_BYTES` allows); the result does not
+    depend on it."""
     total = vectors.size(0)
-    if total < 2:
-        raise ConfigError(f"a table of {total} word{'s' * (total != 1)} has no nearest neighbours (k = {k}): "
-                          "at least 2 words are needed")
-    if not 0 < k < total:
-        raise ConfigError(f"--k {k}: expected 1 to {total - 1} for a table of {total:,} words")
+    candidates = total - (int(exclude.sum()) if exclude is not None else 0)
+    left_out = " (special tokens left out)" if candidates < total else ""
+    if candidates < 2:
+        raise ConfigError(f"a table of {candidates} word{'s' * (candidates != 1)}{left_out} has no nearest "
+                          f"neighbours (k = {k}): at least 2 words are needed")
+    if not 0 < k < candidates:
+        raise ConfigError(f"--k {k}: expected 1 to {candidates - 1} for a table of {candidates:,} words{left_out}")
     device = select_device(device, "--device")
+    banned = exclude.to(device) if exclude is not None and bool(exclude.any()) else None
     unit = F.normalize(vectors.float().to(device), dim=1)  # (V, e)
     size = block or block_rows(total, BLOCK_BYTES if device.type == "cpu" else 8 * BLOCK_BYTES)  # GPUs: larger
     indices = torch.empty(total, k, dtype=torch.long)
@@ -72,6 +77,8 @@ def nearest_neighbours(vectors: Tensor, k: int, block: int = 0, device: str | to
         sims = unit[rows] @ unit.T  # (block, V)
         own = torch.arange(rows.start, rows.stop, device=device)
         sims[own - rows.start, own] = float("-inf")  # a word is not its own neighbour
+        if banned is not None:
+            sims[:, banned] = float("-inf")
         best = torch.topk(sims, k, dim=1)
         indices[rows], scores[rows] = best.indices.cpu(), best.values.cpu()
     return indices, scores
