@@ -419,3 +419,13 @@ def test_a_folder_given_as_a_caption_file_or_a_corpus_side_is_named_as_one(tmp_p
     with pytest.raises(DataError, match=r"train\.de: a directory, not a file \(nor is there a train\.de\.gz\)$"):
         prepare_parallel(tmp_path / "out", str(tmp_path / "train"), str(tmp_path / "train"), str(tmp_path / "train"),
                          "de", "en", tokenizer="none")
+
+
+def test_a_caption_csv_byte_that_is_not_utf8_is_named_by_its_line_and_place_in_it(tmp_path: Path) -> None:
+    """The byte's place was its offset in the whole file ("line 3: … (byte 41)"), not in the line the message names."""
+    from nlgkit.data.caption_sources import read_caption_csv
+
+    path = tmp_path / "captions.csv"
+    path.write_bytes(b"image,caption\nA.jpg,a dog runs .\nB.jpg,a caf\xe9 .\n")
+    with pytest.raises(DataError, match=r"captions\.csv: line 3: not valid UTF-8 \(byte 11\)$"):
+        read_caption_csv(path)

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from nlgkit.core.errors import ConfigError, DataError
-from nlgkit.core.io import read_lines, require_file
+from nlgkit.core.io import invalid_utf8, read_lines, require_file
 from nlgkit.data.captions import CaptionCorpus, Log, build_caption_dir, describe_input, hash_split
 from nlgkit.data.download import default_source
 from nlgkit.data.multi30k_files import flickr30k_locator, multi30k_file
@@ -101,9 +101,8 @@ def read_caption_csv(path: Path, splits_dir: Path | None = None) -> CaptionCorpu
     raw = _need(path, "caption CSV").read_bytes()
     try:
         text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        line = raw[: exc.start].count(b"\n") + 1
-        raise DataError(f"{path}: line {line}: not valid UTF-8 (byte {exc.start})") from None
+    except UnicodeDecodeError:
+        raise DataError(invalid_utf8(path)) from None  # (the line, and the byte within it)
     by_image: dict[str, list[str]] = {}
     reader = csv.reader(io.StringIO(text, newline=""))
     try:
