@@ -5,7 +5,9 @@ from __future__ import annotations
 import functools
 import io
 import os
+import signal
 import sys
+import threading
 import zlib
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -124,6 +126,26 @@ def end_at_once(code: int, argv: Sequence[str]) -> None:
     os._exit(code)
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (``kill``, a cluster scheduler's time limit), raised where the command is, as Ctrl-C is: each
+    ``with`` block that stages an output (a prepared directory, an atomic file) then removes its temporary sibling,
+    instead of the default action ending the process at once and leaving it behind. A KeyboardInterrupt, so that
+    what treats Ctrl-C as "stop now" (click, a data loader's workers) treats it alike."""
+
+
+def terminate_as_interrupt() -> None:
+    """Make SIGTERM raise :class:`Terminated` in the console command. Training replaces it while its loop runs
+    (it stops between updates and saves); a SIGTERM the process was started ignoring stays ignored."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, _raise_terminated)
+
+
+def _raise_terminated(signum: int, frame: object) -> None:
+    raise Terminated
+
+
 def fail(message: str, code: int = 2) -> typer.Exit:
     """Print ``error: message`` on one line to stderr and return the Exit to raise."""
     typer.echo(f"error: {' '.join(str(message).split())}", err=True)
@@ -142,6 +164,8 @@ def handle_errors(command: F) -> F:
                 return command(*args, **kwargs)
         except NlgkitError as exc:
             raise fail(str(exc), exc.exit_code) from None
+        except Terminated:
+            raise fail("terminated", 128 + signal.SIGTERM) from None
         except KeyboardInterrupt:
             raise fail("interrupted", 130) from None
         except BrokenPipeError:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import sys
 
 import typer
@@ -10,7 +11,7 @@ from nlgkit.cli import analyze, bpe, embed, evaluate, export, prepare, report, r
 from nlgkit.cli.average import average
 from nlgkit.cli.bench import bench
 from nlgkit.cli.caption import caption
-from nlgkit.cli.common import end_at_once
+from nlgkit.cli.common import Terminated, end_at_once, terminate_as_interrupt
 from nlgkit.cli.serve import serve
 from nlgkit.cli.train import train
 from nlgkit.cli.translate import translate
@@ -45,11 +46,14 @@ app.command()(serve)
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point of ``nlgkit`` and ``python -m nlgkit``: usage errors too become one ``error:`` line."""
+    if argv is None:  # the console command: SIGTERM cleans up as Ctrl-C does (an in-process call keeps its own)
+        terminate_as_interrupt()
     try:
         code = app(args=argv, prog_name="nlgkit", standalone_mode=False)
-    except typer.Abort:
-        typer.echo("error: interrupted", err=True)
-        code = 130
+    except typer.Abort as exc:  # Ctrl-C or SIGTERM outside a command's own handling (click's word for it)
+        terminated = isinstance(exc.__context__, Terminated)
+        typer.echo(f"error: {'terminated' if terminated else 'interrupted'}", err=True)
+        code = 128 + signal.SIGTERM if terminated else 130
     except typer.TyperException as exc:  # click's usage errors (typer vendors click)
         ctx = getattr(exc, "ctx", None)
         message = " ".join(exc.format_message().split()) if hasattr(exc, "format_message") else str(exc)
