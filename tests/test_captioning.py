@@ -336,6 +336,28 @@ def test_a_streamed_list_gets_the_captions_of_the_whole_list(trained: tuple[Path
     assert listed.read_bytes() == Path(images[0]).read_bytes()
 
 
+def test_a_streamed_list_warns_once_when_min_len_is_above_the_limit(trained: tuple[Path, Path],
+                                                                   caption_data: Path, tmp_path: Path) -> None:
+    """An image's limit is max_len_b whatever max_len_a (its source has no length). Where max_len_a > 0 (a recipe
+    that keeps the search defaults), --min-len 40 is no up-front error, each group is cut at 3 tokens, and the
+    warning is said once for the stream (it was once a group)."""
+    from nlgkit.generation.caption_stream import caption_input
+    from nlgkit.generation.output import SearchOptions
+    from nlgkit.runs.loading import load_trained
+
+    _, run_dir = trained
+    run = load_trained(run_dir, "best", "cpu")
+    images = [str(SMALL / "images" / r["image"]) for r in read_records(caption_data / "train.jsonl")[:3]]
+    options = SearchOptions.resolve(run.config.search, beam=2, min_len=40, max_len_a=1.0, max_len_b=3)
+    said: list[str] = []
+    results = caption_input(run, [[image] for image in images], options, tmp_path / "out.txt",
+                            lambda first, batch: [str(first)] * len(batch), whole=False, warn=said.append,
+                            note=said.append)
+    assert [len(r.hypotheses[0].tokens) for r in results] == [3, 3, 3]
+    assert said == [("--min-len 40 is above the length limit of some inputs (3 tokens for a source of length 0: "
+                     "--max-len-a 1.0 × length + --max-len-b 3): their outputs stop there, shorter than --min-len")]
+
+
 def test_a_streamed_list_answers_each_group_before_reading_the_next(trained: tuple[Path, Path],
                                                                     capsys: pytest.CaptureFixture[str]) -> None:
     from nlgkit.generation.caption_stream import caption_input

@@ -493,6 +493,27 @@ def test_translate_with_the_ct2_engine_keeps_one_line_per_input(exported: tuple[
     assert [row.split(" ||| ")[0] for row in result.stdout.splitlines()] == ["0", "0", "1", "1"]
 
 
+def test_the_ct2_engine_cuts_at_the_limit_and_warns_once_when_min_len_is_above_it(
+        exported: tuple[Path, Path]) -> None:
+    """Limit 1 · length + 2 under --min-len 40: each output cut at its limit and one warning for the whole stream,
+    on both engines (the ct2 engine passed CTranslate2 a minimum above the limit, and its ValueError ended the
+    command with a traceback)."""
+    run_dir, export_dir = exported
+    lines = "ein mann fährt fahrrad .\nein hund .\nzwei hunde spielen im schnee .\nein kind .\n"
+    said, outputs = {}, {}
+    for engine, model in (("ct2", export_dir), ("torch", run_dir)):
+        result = cli("translate", "--engine", engine, "--model", str(model), "--min-len", "40", "--max-len-a", "1",
+                     "--max-len-b", "2", "--buffer-size", "1", "--device", "cpu", input=lines)
+        assert result.exit_code == 0, result.output
+        assert len(result.stdout.splitlines()) == 4
+        said[engine] = [line for line in result.stderr.splitlines() if "--min-len 40" in line]
+        outputs[engine] = result.stdout
+    assert len(said["ct2"]) == 1 and said["ct2"][0].startswith("warning: --min-len 40 is above the length limit of "
+                                                               "some inputs ("), said["ct2"]
+    assert said["ct2"] == said["torch"]
+    assert outputs["ct2"] == outputs["torch"]  # each cut at its limit (CTranslate2 refused min_len above it)
+
+
 @pytest.mark.parametrize("head, model, named", [
     ('type = "joint"\njoint_dim = 16', None, ("head.type = 'joint' cannot be exported to CTranslate2: its word "
                                              "table meets the features through a nonlinearity")),

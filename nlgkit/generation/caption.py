@@ -64,6 +64,7 @@ def caption_images(run: TrainedRun, paths: Sequence[str], options: SearchOptions
                    constraints_name: str = "constraints", prefixes: Sequence[str] | None = None,
                    prefixes_name: str = "target prefix", prefix_ids: Sequence[list[int]] | None = None,
                    note: Callable[[str], None] | None = None,
+                   limit_note: Callable[[str], None] | None = None,
                    on_batch: Callable[[int, int], None] | None = None,
                    on_results: Callable[[int, Sequence[CaptionResult]], None] | None = None,
                    targets: TargetReader | None = None, first_image: int = 0) -> list[CaptionResult]:
@@ -73,7 +74,8 @@ def caption_images(run: TrainedRun, paths: Sequence[str], options: SearchOptions
     (``caption --target-prefix``, :meth:`TargetReader.prefix`; an empty line: none), or ``prefix_ids``: those
     already read as target word ids (a server reads a request's prefix once, when it comes). Errors and warnings
     on them name ``constraints_name`` and ``prefixes_name``; the warnings go to ``note`` (default ``warn``, which
-    gets the images that fail). ``on_batch(done, total)``: after each batch of images, those done so far (captioned or
+    gets the images that fail), and the one that ``min_len`` is above the length limit to ``limit_note`` (default
+    ``note``; a stream of groups passes one that speaks once, :func:`nlgkit.generation.decode.once`). ``on_batch(done, total)``: after each batch of images, those done so far (captioned or
     failed) and all of them (a progress bar); ``on_results(first, batch)``: after each batch, its results, in
     order, ``batch[0]`` being image ``first`` (``caption`` writes them as they come). ``first_image``: how many
     images a stream captioned before these; image numbers (in ``on_results``, warnings and attention files) count
@@ -104,7 +106,7 @@ def caption_images(run: TrainedRun, paths: Sequence[str], options: SearchOptions
                                  item_ids=[first_image + i for i in good],  # (an image's samples: its own)
                                  constraints=None if phrases is None else [phrases[i] for i in good],
                                  prefixes=None if prefix_ids is None else [prefix_ids[i] for i in good],
-                                 warn=note, **options.search_kwargs())
+                                 warn=limit_note or note, **options.search_kwargs())
             for j, i in enumerate(good):
                 results[i].hypotheses = found[j]
                 if attention_dir is not None and found[j]:

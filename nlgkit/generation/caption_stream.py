@@ -17,6 +17,7 @@ from typing import Any
 from nlgkit.core.errors import DataError
 from nlgkit.core.io import check_output
 from nlgkit.generation.caption import CaptionResult, caption_images, check_caption_options, image_encoder
+from nlgkit.generation.decode import once
 from nlgkit.generation.output import SearchOptions, answered_lines, line_groups, read_text_input
 from nlgkit.generation.targets import TargetReader
 from nlgkit.runs.loading import TrainedRun
@@ -68,6 +69,8 @@ def caption_input(run: TrainedRun, groups: Iterable[list[str]], options: SearchO
     check_caption_options(run, caption_options.get("attention_dir"))  # before the first images arrive
     reader = TargetReader(run.tgt_vocab, lambda: run.task.target_tokenizer(run.assets))
     per_image = [file for file in (constraints, prefixes) if file is not None]
+    # the min_len warning is about the options, not an image: once for the stream, not once a group
+    limit_note = once(caption_options.get("note") or caption_options.get("warn") or print)
     encoder = None
     results: list[CaptionResult] = []
     with answered_lines(output) as answer:  # stdout, a pipe: each batch at once; a file: all of them at the end
@@ -86,7 +89,8 @@ def caption_input(run: TrainedRun, groups: Iterable[list[str]], options: SearchO
                 constraints=None if constraints is None else constraints.take(done, len(group)),
                 constraints_name=constraints.label if constraints is not None else "constraints",
                 prefixes=None if prefixes is None else prefixes.take(done, len(group)),
-                prefixes_name=prefixes.label if prefixes is not None else "target prefix", **caption_options)
+                prefixes_name=prefixes.label if prefixes is not None else "target prefix", limit_note=limit_note,
+                **caption_options)
         if not results:
             raise DataError("no images given (arguments or --list FILE)")
         for file in per_image:  # a longer file shows only now (a shorter one stopped at its group)

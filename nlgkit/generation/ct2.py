@@ -9,8 +9,9 @@ than ``max_input_tokens`` is cut with a warning).
 The search is set up to be nlgkit's (:mod:`nlgkit.search.beam`), which CTranslate2's follows closely: each step
 ranks the best 2·beam candidates, EOS ones within the top beam finish, a sentence stops with beam finished
 hypotheses, and scores are log-probabilities / length**length_penalty with the EOS counted in the length
-(``return_end_token``); an empty output is allowed (``min_decoding_length`` is ``min_len``, 0 by default), and
-each sentence has nlgkit's own length limit ``max_len_a · (source tokens + 1) + max_len_b``. CTranslate2 takes
+(``return_end_token``); an empty output is allowed (``min_decoding_length`` is ``min_len``, 0 by default, and at
+most the call's limit: a sentence whose limit is below ``min_len`` is cut there, with generate's warning, once a
+stream), and each sentence has nlgkit's own length limit ``max_len_a · (source tokens + 1) + max_len_b``. CTranslate2 takes
 one limit per call, so a batch runs with its largest and returns every finished hypothesis: a sentence that
 stopped before its own limit searched exactly as it would have with it; the few that did not are searched again
 with their own limit.
@@ -51,7 +52,7 @@ import torch
 from nlgkit.core.errors import ConfigError, DataError
 from nlgkit.data.vocab import BOS, EOS, PAD
 from nlgkit.export.ct2 import ALIGNMENT, ExportedModel, ctranslate2_module, engine_messages, load_export
-from nlgkit.generation.decode import ReferenceScore, target_ids
+from nlgkit.generation.decode import ReferenceScore, length_limits, min_len_warning, once, target_ids
 from nlgkit.generation.output import SearchOptions, cut_tokens, placed
 from nlgkit.generation.targets import TargetReader
 from nlgkit.generation.text import Rendered, TargetText
@@ -84,6 +85,7 @@ class CT2Translator:
             reason = " ".join(str(exc).split())
             raise ConfigError(f"{export.directory}: CTranslate2 cannot load it ({reason})") from None
         self.export, self.options, self.warn, self.on_batch = export, options, warn, on_batch
+        self.limit_warning = once(warn)  # the min_len warning, as the Translator's: once a stream
         self.pretokenized, self.max_input_tokens = pretokenized, max_input_tokens
         self.text_input = export.task.text_input(export.assets, export.vocabs)
         self.targets = TargetReader(export.tgt_vocab, lambda: export.task.target_tokenizer(export.assets),
@@ -192,6 +194,10 @@ class CT2Translator:
         limits = self.length_limits(sources)
         if prefixes is not None:  # room for the prefix and one more token, as generate leaves
             limits = [max(limit, len(prefix) + 1) for limit, prefix in zip(limits, prefixes, strict=True)]
+        if message := min_len_warning(torch.tensor(limits, dtype=torch.long),
+                                      torch.tensor([len(s) + 1 for s in sources], dtype=torch.long),
+                                      options.min_len, options.max_len_a, options.max_len_b):
+            self.limit_warning(message)  # (as generate warns: CTranslate2 stops them at their limit too)
         order = sorted(range(len(sources)), key=lambda i: len(sources[i]))
         never = {self.export.tgt_vocab.pad_index, self.export.tgt_vocab.bos_index}
         found: dict[int, list[Hypothesis]] = {}
@@ -236,9 +242,7 @@ class CT2Translator:
                 raise ConfigError(f"model.max_positions = {self.max_positions}: a sequence of {len(source) + 1} "
                                   "tokens is longer")
         lengths = torch.tensor([len(s) + 1 for s in sources], dtype=torch.long)  # with </s>
-        limits = (lengths.float() * options.max_len_a + options.max_len_b).long().clamp(min=1)
-        if options.max_len > 0:
-            limits = limits.clamp(max=options.max_len)
+        limits = length_limits(lengths, options.max_len_a, options.max_len_b, options.max_len)
         return limits.clamp(max=self.max_positions).tolist()
 
     def _translate(self, sources: list[list[int]], limit: int, suppress: bool, prefixes: list[list[int]] | None,
@@ -252,7 +256,8 @@ class CT2Translator:
             [src_vocab.decode(s) for s in sources],
             target_prefix=None if prefixes is None else [tgt_vocab.decode(p) or None for p in prefixes],
             beam_size=options.beam, num_hypotheses=options.beam, return_attention=alignment,
-            length_penalty=options.length_penalty, max_decoding_length=limit, min_decoding_length=options.min_len,
+            length_penalty=options.length_penalty, max_decoding_length=limit,
+            min_decoding_length=min(options.min_len, limit),  # (CTranslate2 refuses more; nlgkit cuts at the limit)
             no_repeat_ngram_size=options.no_repeat_ngram_size, disable_unk=options.no_unk,
             max_input_length=0, return_scores=True, return_end_token=True,
             suppress_sequences=[[PAD], [BOS]] if suppress else None)

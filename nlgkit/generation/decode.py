@@ -72,21 +72,16 @@ def generate(
     with evaluating(model):
         for chunk, inputs, lengths in sorted_batches(task, sources, vocab, batch_size):
             state = model.encode({name: value.to(device) for name, value in inputs.items()})
-            max_lens = (lengths.float() * max_len_a + max_len_b).long().clamp(min=1)
-            if max_len > 0:
-                max_lens = max_lens.clamp(max=max_len)
+            max_lens = length_limits(lengths, max_len_a, max_len_b, max_len)
             chunk_prefixes = [prefixes[i] for i in chunk] if prefixes is not None else None
             chunk_constraints = [constraints[i] for i in chunk] if constraints is not None else None
             room = [(len(prefixes[i]) if prefixes is not None else 0)
                     + (constraint_words(constraints[i]) if constraints is not None else 0) for i in chunk]
             if any(room):  # room for the prefix, the constraints and one more token
                 max_lens = torch.maximum(max_lens, torch.tensor(room) + 1)
-            if warn is not None and int(max_lens.min()) < min_len:  # (in Python: min_len may be any integer)
-                j = int(max_lens.argmin())
-                warn(f"--min-len {min_len} is above the length limit of some inputs ({int(max_lens[j])} tokens for a "
-                     f"source of length {int(lengths[j])}: --max-len-a {max_len_a} × length + --max-len-b "
-                     f"{max_len_b}): their outputs stop there, shorter than --min-len")
-                warn = None  # once
+            if warn is not None and (message := min_len_warning(max_lens, lengths, min_len, max_len_a, max_len_b)):
+                warn(message)
+                warn = None  # once a call (a stream's groups: the caller's :func:`once`)
             found = search(model, state, batch_size=len(chunk), bos=vocab.bos_index, eos=vocab.eos_index,
                            beam_size=beam, max_lens=max_lens.to(device), length_penalty=length_penalty,
                            nbest=nbest, min_len=min_len, no_repeat_ngram_size=no_repeat_ngram_size,
@@ -100,6 +95,39 @@ def generate(
             if on_batch is not None:
                 on_batch(done, len(sources))
     return results
+
+
+def length_limits(lengths: Tensor, max_len_a: float, max_len_b: int, max_len: int = 0) -> Tensor:
+    """Each source's output limit in tokens: ``max_len_a · length + max_len_b`` (in float32), at least 1, and at
+    most ``max_len`` when it is > 0. The one rule of nlgkit's search and of the CTranslate2 engine."""
+    limits = (lengths.float() * max_len_a + max_len_b).long().clamp(min=1)
+    return limits.clamp(max=max_len) if max_len > 0 else limits
+
+
+def min_len_warning(limits: Tensor, lengths: Tensor, min_len: int, max_len_a: float,
+                    max_len_b: int) -> str | None:
+    """The warning that ``min_len`` is above some inputs' length ``limits`` (their outputs stop there, shorter
+    than it), naming the lowest limit and its source's length; None when every limit leaves room for it."""
+    if limits.numel() == 0 or int(limits.min()) >= min_len:  # (in Python: min_len may be any integer)
+        return None
+    j = int(limits.argmin())
+    return (f"--min-len {min_len} is above the length limit of some inputs ({int(limits[j])} tokens for a source of "
+            f"length {int(lengths[j])}: --max-len-a {max_len_a} × length + --max-len-b {max_len_b}): their outputs "
+            "stop there, shorter than --min-len")
+
+
+def once(warn: Callable[[str], None]) -> Callable[[str], None]:
+    """``warn``, saying only its first message: for a warning about the options rather than one input (the
+    ``min_len`` one), which each group of a stream would otherwise repeat."""
+    said = False
+
+    def first(message: str) -> None:
+        nonlocal said
+        if not said:
+            said = True
+            warn(message)
+
+    return first
 
 
 def never_ids(vocab: Vocabulary, no_unk: bool) -> tuple[int, ...]:

@@ -12,7 +12,7 @@ from typing import Any
 
 from nlgkit.core.errors import DataError
 from nlgkit.core.io import require_readable
-from nlgkit.generation.decode import ReferenceScore, generate, score_references
+from nlgkit.generation.decode import ReferenceScore, generate, once, score_references
 from nlgkit.generation.output import SearchOptions, cut_tokens, placed
 from nlgkit.generation.targets import TargetReader
 from nlgkit.generation.text import Rendered, TargetText
@@ -44,7 +44,7 @@ class Translator:
             raise DataError(f"{run.checkpoint}: `nlgkit translate` needs a model that reads text ({exc})") from None
         self.run, self.options, self.warn, self.on_batch = run, options, warn, on_batch
         self.pretokenized, self.max_input_tokens = pretokenized, max_input_tokens
-        self.limit_warned = False  # generate's min_len warning: once for all the groups of a stream
+        self.limit_warning = once(warn)  # generate's min_len warning: once for all the groups of a stream
         self.targets = TargetReader(run.tgt_vocab, lambda: run.task.target_tokenizer(run.assets), pretokenized)
         self.output = TargetText.build(run.tgt_vocab, run.detokenizer(), detokenize=detokenize,
                                        phrase_table=phrase_table, report_alignment=report_alignment,
@@ -92,7 +92,7 @@ class Translator:
                              alignment=self.output.needs_alignment,
                              prefixes=[prefixes[i] for i in todo] if prefixes is not None else None,
                              constraints=[constraints[i] for i in todo] if constraints is not None else None,
-                             on_batch=self.on_batch, warn=None if self.limit_warned else self._warn_limit,
+                             on_batch=self.on_batch, warn=self.limit_warning,
                              **self.options.search_kwargs())
         return placed(read, found)
 
@@ -111,11 +111,6 @@ class Translator:
             return None
         return self.targets.phrase_lines(self._each_line(constraints, count, "constraint"), self.warn, name,
                                          first_number, self.options)
-
-    def _warn_limit(self, message: str) -> None:
-        """generate's warning that ``min_len`` is above some inputs' length limit: said once."""
-        self.limit_warned = True
-        self.warn(message)
 
     @staticmethod
     def _each_line(values: Sequence[str], count: int, what: str) -> Sequence[str]:
