@@ -405,6 +405,14 @@ def test_constraints_put_their_words_in_each_caption(trained: tuple[Path, Path],
     assert captions[0] == free.stdout.splitlines()[0]
     for caption, phrases in zip(captions[1:], wanted[1:], strict=True):
         assert all(f" {phrase} " in f" {caption} " for phrase in phrases), (phrases, caption)
+    assert "lacks" not in constrained.stderr
+    # "a dog" and "the dog" cannot both be placed under --no-repeat-ngram-size 1: image 3's caption is written,
+    # and a warning names its line and the phrase it lacks
+    (tmp_path / "clash.txt").write_text("\n\na dog\tthe dog\n\n")
+    clash = cli(*base, "--constraints", str(tmp_path / "clash.txt"), "--no-repeat-ngram-size", "1")
+    assert clash.exit_code == 0 and len(clash.stdout.splitlines()) == 4, clash.output
+    said = [line for line in clash.stderr.splitlines() if "lacks" in line]
+    assert len(said) == 1 and "clash.txt: line 3: its output lacks constraint '" in said[0], clash.stderr
     (tmp_path / "short.txt").write_text("dog\n")
     bad = cli(*base, "--constraints", str(tmp_path / "short.txt"))
     assert bad.exit_code != 0 and bad.stdout == "" and "short.txt: 1 lines for 4 images" in bad.stderr

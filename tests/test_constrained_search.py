@@ -28,7 +28,7 @@ from test_search import (
 
 from nlgkit.core.errors import ConfigError
 from nlgkit.search import Rules, Sampling, beam_search, search
-from nlgkit.search.constrained import Progress, constrained_search, unmeetable
+from nlgkit.search.constrained import Progress, constrained_search, missing_phrases, unmeetable
 
 
 def contains(tokens: list[int], phrase: list[int]) -> bool:
@@ -64,6 +64,8 @@ def test_a_phrase_is_met_wherever_it_occurs_overlaps_included(phrase: tuple[int,
     assert met((phrase,), words).complete
     for end in range(len(words)):  # not before its last word arrives
         assert met((phrase,), words[:end]).complete == contains(words[:end], list(phrase))
+        # what a caller is told an output lacks agrees with what the search tracked
+        assert missing_phrases(words[:end], [phrase]) == ([] if contains(words[:end], list(phrase)) else [phrase])
 
 
 def test_phrases_sharing_a_first_word_are_tracked_apart() -> None:
@@ -136,6 +138,7 @@ def test_too_short_a_limit_keeps_the_hypotheses_that_met_most() -> None:
     model, src, _ = toy_batch(0, batch=1)
     hyps = decode(model, src, torch.tensor([1]), beam=3, nbest=3, constraints=[[[7], [8]]])[0]
     assert hyps and hyps[0].tokens in ([7], [8]) and all(len(h.tokens) == 1 for h in hyps)
+    assert missing_phrases(hyps[0].tokens, [[7], [8]]) == [[8] if hyps[0].tokens == [7] else [7]]
 
 
 def test_constraints_after_a_prefix() -> None:

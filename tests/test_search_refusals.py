@@ -123,6 +123,27 @@ def test_translate_refuses_a_constraint_the_ngram_ban_forbids(run_dir: Path, pap
     assert "a man a man" in read_lines(written)[1]
 
 
+def test_translate_names_each_line_whose_output_lacks_a_constraint(run_dir: Path, paper: tuple[Path, dict],
+                                                                  tmp_path: Path) -> None:
+    """``a dog`` and ``the dog`` can each be placed, but not both under --no-repeat-ngram-size 1 (``dog`` twice):
+    the line's output, returned at its limit, is written, with a warning naming the file's line and the phrase it
+    lacks (it was written without a word); a line whose phrases fit gets none."""
+    source, wanted = tmp_path / "test.de", tmp_path / "constraints.en"
+    source.write_text("".join(line + "\n" for line in read_lines(paper[0] / "test.de")[:3]), encoding="utf-8")
+    wanted.write_text("man\na dog\tthe dog\n\n", encoding="utf-8")
+    result = cli("translate", "-m", str(run_dir), "--pretokenized", "--input", str(source), "--beam", "3",
+                 "--constraints", str(wanted), "--no-repeat-ngram-size", "1")
+    assert result.exit_code == 0, result.output
+    outputs = result.stdout.splitlines()
+    assert len(outputs) == 3 and "man" in outputs[0].split()
+    assert outputs[1].split().count("dog") == 1  # one of the two phrases, the other lost to the ban
+    said = [line for line in result.stderr.splitlines() if "lacks" in line]
+    assert len(said) == 1 and said[0].startswith(f"warning: --constraints {wanted}: line 2: its output lacks "
+                                                 "constraint '"), result.stderr
+    lacking = "the dog" if "a dog" in outputs[1] else "a dog"
+    assert f"lacks constraint {lacking!r} (" in said[0]
+
+
 def test_translate_refuses_or_warns_about_a_min_len_above_the_limit(run_dir: Path, paper: tuple[Path, dict],
                                                                     tmp_path: Path) -> None:
     source = tmp_path / "test.de"

@@ -97,6 +97,7 @@ def caption_images(run: TrainedRun, paths: Sequence[str], options: SearchOptions
     if prefixes is not None:
         prefix_ids = reader.prefixes(prefixes, note, prefixes_name, first_image + 1)
     results = [CaptionResult(str(path)) for path in paths]
+    detokenize = run.detokenizer()  # (a missing constraint is named as captions are written)
     first = 0  # the first image of each batch
     for end, good, sources, pictures in image_sources(run, paths, results, options.batch_size, warn, encoder,
                                                        load):
@@ -113,6 +114,10 @@ def caption_images(run: TrainedRun, paths: Sequence[str], options: SearchOptions
                     png = attention_dir / f"{first_image + i:05d}_{Path(paths[i]).stem}.png"
                     results[i].attention_png = str(draw_attention(run, sources[j], found[j][0].tokens, pictures[j],
                                                                   png))
+        if phrases is not None:
+            reader.warn_unmet([results[i].hypotheses for i in good], [phrases[i] for i in good], note,
+                              constraints_name, [first_image + i + 1 for i in good],
+                              lambda ids: detokenize(run.tgt_vocab.decode(ids)))
         if on_batch is not None:
             on_batch(end, len(paths))
         if on_results is not None:

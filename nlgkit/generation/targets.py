@@ -16,7 +16,8 @@ from nlgkit.core.errors import ConfigError, DataError
 from nlgkit.data.vocab import Vocabulary
 from nlgkit.generation.decode import never_ids, target_ids
 from nlgkit.generation.output import SearchOptions, cut_tokens
-from nlgkit.search.constrained import unmeetable
+from nlgkit.search import Hypothesis
+from nlgkit.search.constrained import missing_phrases, unmeetable
 
 
 @dataclass
@@ -52,6 +53,19 @@ class TargetReader:
         ``name: line N`` from ``first_number``."""
         return [self.phrases(line, warn, f"{name}: line {number}", options)
                 for number, line in enumerate(lines, start=first_number)]
+
+    def warn_unmet(self, found: Sequence[Sequence[Hypothesis]], phrases: Sequence[list[list[int]]],
+                   warn: Callable[[str], None], name: str, numbers: Sequence[int],
+                   show: Callable[[list[int]], str]) -> None:
+        """A warning naming ``name: line N`` (N from ``numbers``, one per input) for each input whose best output
+        lacks some of its constraint ``phrases`` (the search returned it at the length limit), and the phrases it
+        lacks, written by ``show`` as outputs are: such an output is written, as any other, but a user who asked for
+        the phrases is told."""
+        for number, hypotheses, wanted in zip(numbers, found, phrases, strict=True):
+            if hypotheses and wanted and (missing := missing_phrases(hypotheses[0].tokens, wanted)):
+                shown = ", ".join(repr(show(list(phrase))) for phrase in missing)
+                warn(f"{name}: line {number}: its output lacks constraint {shown} (the search reached the length "
+                     "limit first: phrases that clash with each other, the target prefix or the n-gram ban)")
 
     def _unknown(self, tokens: list[str], ids: list[int]) -> str:
         """The tokens that became ``<unk>``, quoted and comma-separated ("" when none)."""

@@ -58,11 +58,16 @@ class Translator:
         ``nbest`` per line with n-best output. ``images``: the image of each line (multimodal models); a line
         whose image is missing or unreadable gets an empty output line and a warning naming both. ``prefixes``:
         the text each line's outputs must start with (tokenised as the training targets; empty: none).
-        ``constraints``: each line's phrases (tab-separated) that its outputs must contain (``TargetReader.phrases``).
+        ``constraints``: each line's phrases (tab-separated) that its outputs must contain (``TargetReader.phrases``;
+        a line whose output lacks some, returned at its length limit, gets a warning: ``TargetReader.warn_unmet``).
         Warnings on them name ``prefixes_name`` and ``constraints_name``."""
         read = self._read(lines, name, first_number, images)
+        phrases = self._phrases(constraints, len(lines), first_number, constraints_name)
         results = self._search(read, first_number, self._prefix_ids(prefixes, len(lines), first_number, prefixes_name),
-                               self._phrases(constraints, len(lines), first_number, constraints_name))
+                               phrases)
+        if phrases is not None:
+            self.targets.warn_unmet(results, phrases, self.warn, constraints_name,
+                                    range(first_number, first_number + len(lines)), self.output.text)
         return self.output.lines(results, self._tokens(read), self.options.nbest, first_number - 1)
 
     @staticmethod

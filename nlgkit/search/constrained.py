@@ -14,7 +14,8 @@ match (Knuth–Morris–Pratt: a word that does not continue a partial match fal
 is still a start of the phrase, so ``a a b`` is met in ``a a a b``), and one word can advance several phrases.
 A phrase the search itself could never place (a ``never`` id such as ``<unk>`` under ``no_unk``, or an n-gram twice
 under ``no_repeat_ngram_size``) is refused with a ConfigError (:func:`unmeetable`) instead of running to the length
-limit; phrases that are each placeable but clash with each other or with the target prefix are not checked.
+limit; phrases that are each placeable but clash with each other or with the target prefix are not checked up
+front: such a sentence runs to its limit, and :func:`missing_phrases` tells its caller what its output lacks.
 
 Search still knows nothing about architectures: it calls ``model.step``, ``model.reorder`` and the head's scores
 through :func:`nlgkit.search.steps.step_scores`, as beam search does, with the same length limits, n-gram ban,
@@ -119,6 +120,16 @@ def unmeetable(phrase: Sequence[int], eos: int, never: Collection[int], no_repea
                 return f"it repeats the {size}-gram {show(gram)}, and no_repeat_ngram_size = {size} forbids that"
             seen.add(gram)
     return None
+
+
+def missing_phrases(tokens: Sequence[int], phrases: Sequence[Sequence[int]]) -> list[Sequence[int]]:
+    """The ``phrases`` that ``tokens`` do not hold as a contiguous run: none for an output the search ended, some
+    for one it returned at the length limit (phrases that clash with each other, with the target prefix or with the
+    n-gram ban, which :func:`unmeetable` does not check, or that did not fit)."""
+    words = tuple(tokens)
+    return [phrase for phrase in phrases
+            if not any(words[start : start + len(phrase)] == tuple(phrase)
+                       for start in range(len(words) - len(phrase) + 1))]
 
 
 def phrases_of(constraints: Sequence[Sequence[int]], rules: Rules) -> Phrases:
