@@ -187,6 +187,13 @@ def test_translate_constraints_answer_as_translate_constraints(client: TestClien
     free = [t["text"] for t in client.post("/translate", json={"lines": LINES}).json()["translations"]]
     assert texts != free and all(text == plain for text, plain, phrases in zip(texts, free, wanted) if not phrases)
     assert "warnings" not in answer.json()  # every phrase was kept
+    assert not any("missing_constraints" in t for t in answer.json()["translations"])  # and placed
+    # "a dog" and "the dog" cannot both be placed under no_repeat_ngram_size 1: the line's answer names the one its
+    # output lacks (`translate` warns), as its output reads
+    clash = client.post("/translate", json={"lines": LINES[:2], "constraints": [["a dog", "the dog"], []],
+                                            "no_repeat_ngram_size": 1}).json()["translations"]
+    lacking = "the dog" if "a dog" in clash[0]["text"] else "a dog"
+    assert clash[0]["missing_constraints"] == [lacking] and "missing_constraints" not in clash[1], clash
 
 
 def test_what_the_target_vocabulary_loses_is_named_in_the_answer(client: TestClient) -> None:

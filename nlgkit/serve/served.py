@@ -34,6 +34,7 @@ from nlgkit.generation.targets import TargetReader
 from nlgkit.generation.text import Rendered, TargetText
 from nlgkit.generation.translate import Translator
 from nlgkit.runs.loading import TrainedRun
+from nlgkit.search.constrained import missing_phrases
 from nlgkit.serve.batching import DynamicBatcher
 from nlgkit.serve.limits import ServeLimits
 from nlgkit.tasks.base import TextInput
@@ -174,7 +175,8 @@ class ServedModel:
 
     # -- the batches, in the batcher's worker thread ------------------------------------------------------------
     def _translate(self, key: Hashable, lines: list[Any]) -> list[Any]:
-        """Each line's answer (:meth:`TargetText.record`): key = (search options, align, token_scores, scores);
+        """Each line's answer (:meth:`TargetText.record`, with ``missing_constraints`` where its best output lacks
+        some of its phrases): key = (search options, align, token_scores, scores);
         a line is (its text, its constraint phrases and its target prefix as target word ids, :meth:`read_targets`;
         empty lists for none)."""
         assert isinstance(key, tuple) and self.translator is not None
@@ -193,7 +195,12 @@ class ServedModel:
         else:  # (the app refuses constraints for a CTranslate2 export)
             assert isinstance(translator, Translator)
             found = translator.texts(texts, name=name, prefix_ids=wanted, phrase_ids=constraints)
-        return [translator.output.record(rendered, options.nbest, scores) for rendered in found]
+        records = [translator.output.record(rendered, options.nbest, scores) for rendered in found]
+        for record, rendered, phrases in zip(records, found, constraints, strict=True):
+            # a best output returned at the length limit without all its phrases (``translate`` warns): said per line
+            if rendered and phrases and (missing := missing_phrases(rendered[0].hypothesis.tokens, phrases)):
+                record["missing_constraints"] = [translator.output.text(list(phrase)) for phrase in missing]
+        return records
 
     def _caption(self, key: Hashable, pictures: list[Any]) -> list[Any]:
         assert isinstance(key, tuple) and self.run is not None
