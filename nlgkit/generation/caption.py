@@ -75,7 +75,9 @@ def caption_images(run: TrainedRun, paths: Sequence[str], options: SearchOptions
     already read as target word ids (a server reads a request's prefix once, when it comes). Errors and warnings
     on them name ``constraints_name`` and ``prefixes_name``; the warnings go to ``note`` (default ``warn``, which
     gets the images that fail), and the one that ``min_len`` is above the length limit to ``limit_note`` (default
-    ``note``; a stream of groups passes one that speaks once, :func:`nlgkit.generation.decode.once`). ``on_batch(done, total)``: after each batch of images, those done so far (captioned or
+    ``note``; a stream of groups passes one that speaks once, :func:`nlgkit.generation.decode.once`); an image
+    whose caption lacks some of its phrases is named to ``note`` (:meth:`TargetReader.warn_unmet`).
+    ``on_batch(done, total)``: after each batch of images, those done so far (captioned or
     failed) and all of them (a progress bar); ``on_results(first, batch)``: after each batch, its results, in
     order, ``batch[0]`` being image ``first`` (``caption`` writes them as they come). ``first_image``: how many
     images a stream captioned before these; image numbers (in ``on_results``, warnings and attention files) count

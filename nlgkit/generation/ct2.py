@@ -11,8 +11,8 @@ ranks the best 2·beam candidates, EOS ones within the top beam finish, a senten
 hypotheses, and scores are log-probabilities / length**length_penalty with the EOS counted in the length
 (``return_end_token``); an empty output is allowed (``min_decoding_length`` is ``min_len``, 0 by default, and at
 most the call's limit: a sentence whose limit is below ``min_len`` is cut there, with generate's warning, once a
-stream), and each sentence has nlgkit's own length limit ``max_len_a · (source tokens + 1) + max_len_b``. CTranslate2 takes
-one limit per call, so a batch runs with its largest and returns every finished hypothesis: a sentence that
+stream), and each sentence has nlgkit's own length limit ``max_len_a · (source tokens + 1) + max_len_b``.
+CTranslate2 takes one limit per call, so a batch runs with its largest and returns every finished hypothesis: a sentence that
 stopped before its own limit searched exactly as it would have with it; the few that did not are searched again
 with their own limit.
 
