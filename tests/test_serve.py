@@ -520,6 +520,13 @@ def test_a_ctranslate2_export_is_served_as_translate_engine_ct2_translates(tmp_p
                       str(tmp_path / "prefix.txt"), input="\n".join(LINES) + "\n")
         assert prefixed.status_code == 200 and offline.exit_code == 0, offline.output
         assert [t["text"] for t in prefixed.json()["translations"]] == offline.stdout.splitlines()
+        # min_len above some lines' limits (1.5 · length + 6): each cut at its limit, as offline (CTranslate2 was
+        # given a minimum above its maximum, and its ValueError answered 500)
+        cut = client.post("/translate", json={"lines": LINES, "min_len": 30})
+        offline = cli("translate", "--engine", "ct2", "-m", str(tmp_path / "ct2"), "--min-len", "30",
+                      input="\n".join(LINES) + "\n")
+        assert cut.status_code == 200 and offline.exit_code == 0, (cut.text, offline.output)
+        assert [t["text"] for t in cut.json()["translations"]] == offline.stdout.splitlines()
         assert client.post("/translate", json={"lines": LINES}).status_code == 200
     result = cli("serve", "--model", f"{tmp_path / 'ct2'}+{tmp_path / 'ct2'}")
     assert result.exit_code == 2 and "an ensemble of CTranslate2 exports" in result.stderr
