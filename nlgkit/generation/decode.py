@@ -67,6 +67,7 @@ def generate(
     that binds every input is :meth:`SearchOptions.check_min_len`'s error).
     """
     device = device or next(model.parameters()).device
+    warn = once(warn) if warn is not None else None  # once a call (a stream's groups: the caller's own once)
     results: list[list[Hypothesis]] = [[] for _ in sources]
     done = 0
     with evaluating(model):
@@ -81,7 +82,6 @@ def generate(
                 max_lens = torch.maximum(max_lens, torch.tensor(room) + 1)
             if warn is not None and (message := min_len_warning(max_lens, lengths, min_len, max_len_a, max_len_b)):
                 warn(message)
-                warn = None  # once a call (a stream's groups: the caller's :func:`once`)
             found = search(model, state, batch_size=len(chunk), bos=vocab.bos_index, eos=vocab.eos_index,
                            beam_size=beam, max_lens=max_lens.to(device), length_penalty=length_penalty,
                            nbest=nbest, min_len=min_len, no_repeat_ngram_size=no_repeat_ngram_size,

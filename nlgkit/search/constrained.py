@@ -126,10 +126,10 @@ def missing_phrases(tokens: Sequence[int], phrases: Sequence[Sequence[int]]) -> 
     """The ``phrases`` that ``tokens`` do not hold as a contiguous run: none for an output the search ended, some
     for one it returned at the length limit (phrases that clash with each other, with the target prefix or with the
     n-gram ban, which :func:`unmeetable` does not check, or that did not fit)."""
-    words = tuple(tokens)
-    return [phrase for phrase in phrases
-            if not any(words[start : start + len(phrase)] == tuple(phrase)
-                       for start in range(len(words) - len(phrase) + 1))]
+    progress = Progress(tuple(tuple(phrase) for phrase in phrases))  # the search's own matching
+    for word in tokens:
+        progress = progress.advance(word)
+    return [phrase for phrase, depth in zip(phrases, progress.depths, strict=True) if depth < len(phrase)]
 
 
 def phrases_of(constraints: Sequence[Sequence[int]], rules: Rules) -> Phrases:
