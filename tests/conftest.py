@@ -5,15 +5,29 @@ from __future__ import annotations
 import gzip
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+import torch
 from filelock import FileLock
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared"
 MULTI30K = SHARED / "data" / "multi30k"
+
+
+SESSION_THREADS = torch.get_num_threads()  # one under `make test` (OMP_NUM_THREADS=1)
+
+
+@pytest.fixture(autouse=True)
+def keep_torch_threads() -> Iterator[None]:
+    """Every test ends with torch's intra-op thread count back at the session's. ``make test`` runs one pytest
+    worker per core with one thread each; a test or fixture that raised the count (a training's ``num_threads``,
+    a speed-up) left every later test of its worker on two threads, competing with the other worker: the suite
+    took 9 min instead of 7 when the slow tests happened to follow it."""
+    yield
+    torch.set_num_threads(SESSION_THREADS)
 
 
 @pytest.fixture(scope="session")

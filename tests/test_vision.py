@@ -24,7 +24,6 @@ SHARED_IMAGES = Path(__file__).resolve().parents[2] / "shared" / "data" / "flick
 
 @pytest.fixture(scope="module")
 def lite0():  # type: ignore[no-untyped-def]
-    torch.set_num_threads(2)
     return build_encoder(EncoderConfig())
 
 
