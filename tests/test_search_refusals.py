@@ -27,11 +27,13 @@ from nlgkit.tasks.base import Task
 
 
 @pytest.mark.parametrize(("overrides", "message"), [
-    ({"min_len": 30, "max_len": 20}, "--min-len 30 is above --max-len 20: every output would stop at 20 tokens"),
+    ({"min_len": 30, "max_len": 20},
+     "--min-len 30 is above --max-len 20: no output can have at least 30 tokens and at most 20 tokens$"),
     ({"min_len": 17, "max_len_a": 0.0, "max_len_b": 16},
-     "--min-len 17 is above the length limit --max-len-b 16 (with --max-len-a 0): every output would stop at 16"),
+     ("--min-len 17 is above the length limit --max-len-b 16 (with --max-len-a 0): no output can have at least 17 "
+      "tokens and at most 16 tokens$")),
     ({"min_len": 2, "max_len_a": 0.0, "max_len_b": 0},  # (the limit is never under 1)
-     "--max-len-b 0 (with --max-len-a 0): every output would stop at 1 tokens"),
+     "--max-len-b 0 (with --max-len-a 0): no output can have at least 2 tokens and at most 1 token$"),
 ])
 def test_a_min_len_no_output_can_reach_is_refused(overrides: dict[str, Any], message: str) -> None:
     with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
