@@ -83,24 +83,24 @@ class SearchOptions:
         return options
 
     def check_min_len(self) -> None:
-        """A ``min_len`` above a length limit that holds for every input asks for outputs no longer than the limit
-        and longer than it: a ConfigError naming both. (A target prefix longer than the limit moves the cut past
-        itself, but then the limit was not honoured either.) A limit that depends on the source length is
-        :func:`nlgkit.generation.decode.generate`'s to warn about."""
+        """A ``min_len`` above a length limit that holds for every input asks for outputs at least ``min_len`` and
+        at most the limit long, which none can be: a ConfigError naming both. (A target prefix longer than the
+        limit moves the cut past itself, but then the limit is not kept either.) A limit that depends on the source
+        length is :func:`nlgkit.generation.decode.generate`'s to warn about."""
         if self.max_len > 0 and self.min_len > self.max_len:
             raise ConfigError(f"--min-len {self.min_len} is above --max-len {self.max_len}: no output can have at "
-                              f"least {self.min_len} tokens and at most {tokens(self.max_len)}")
+                              f"least {self.min_len} tokens and at most {_tokens(self.max_len)}")
         limit = max(1, self.max_len_b)  # (generate's limit a · length + b at a = 0, never under 1)
         if self.max_len_a == 0 and self.min_len > limit:
             raise ConfigError(f"--min-len {self.min_len} is above the length limit --max-len-b {self.max_len_b} "
                               f"(with --max-len-a 0): no output can have at least {self.min_len} tokens and at "
-                              f"most {tokens(limit)}")
+                              f"most {_tokens(limit)}")
 
     def search_kwargs(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}  # (asdict would unpack sampling)
 
 
-def tokens(count: int) -> str:
+def _tokens(count: int) -> str:
     return f"{count} token" + ("" if count == 1 else "s")
 
 
