@@ -8,9 +8,10 @@ DE_EN  := data/multi30k_de-en
 EN_DE  := data/multi30k_en-de
 # Long runs live outside the work tree so a later session can --resume them: make reproduce-table1 RUNS_DIR=~/nlgkit-runs
 RUNS_DIR ?= runs
-# make test: pytest-xdist workers of one thread each, a test file per worker (its module fixtures trained once). On a
-# 2-core AMD EPYC, two such workers ran the suite in 3 min 45 s (409ae61, 848 tests, a fresh clone), 6 min 33 s
-# (e3d5729) to 10 min 52 s (older revisions, slower machines); one process of 2 threads took 15 min 37 s
+# make test: pytest-xdist workers of one thread each (conftest sets it back after every test), a test file per worker
+# (its module fixtures trained once). On a 2-core AMD EPYC, two such workers ran the suite in 3 min 45 s (409ae61,
+# 848 tests, a fresh clone), 6 min 33 s (e3d5729) to 10 min 52 s (older revisions, slower machines; a test had left
+# its worker on two threads); one process of 2 threads took 15 min 37 s
 TEST_WORKERS ?= 2
 TABLE1_RUNS := flickr8k_tell_learned flickr8k_tell_tied flickr8k_tell_fixed flickr8k_attend_learned flickr8k_attend_tied flickr8k_attend_fixed
 # Table 2's IWSLT and WMT-14 rows join once `nlgkit prepare iwslt14 --pair …` / `nlgkit prepare wmt14` wrote their data
