@@ -107,7 +107,7 @@ browser:
 	else echo "no apt-get here: install Chromium and chromedriver yourself (the browser test is skipped without them)"; \
 	  exit 1; fi
 
-# Install, prepare Multi30K DE-EN, train a small fixed-head model for 3,000 updates (7–16 minutes on 2 CPU cores),
+# Install, prepare Multi30K DE-EN, train a small fixed-head model for 3,000 updates (7–20 minutes on 2 CPU cores),
 # show five test translations beside their references, and print test BLEU.
 demo: $(STAMP)
 	$(NLGKIT) prepare multi30k --pair de-en --out $(DE_EN)

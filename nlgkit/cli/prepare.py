@@ -287,7 +287,7 @@ DownloadsOption = Annotated[Path, typer.Option(
 
 
 PreparedOutOption = Annotated[Path | None, typer.Option(
-    "--out", help="data directory (default: data/COMMAND_PAIR, e.g. data/iwslt14_de-en)")]
+    "--out", help="data directory (default: data/CORPUS_PAIR: data/iwslt14_de-en, data/wmt14_en-de, …)")]
 
 
 def _pair(pair: str) -> tuple[str, str]:
