@@ -8,11 +8,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from helpers import tiny_recipe
 
 from nlgkit.core.errors import DataError
-from nlgkit.data.batching import ParallelData, bucketed_batches, collate
+from nlgkit.core.recipes import load_recipe
+from nlgkit.data.batching import ParallelData, bucketed_batches, collate, load_split
 from nlgkit.data.token_rows import TokenRows, read_token_rows
 from nlgkit.data.vocab import Vocabulary
+from nlgkit.tasks.base import build_task
 
 
 def corpus(n: int = 500) -> ParallelData:
@@ -106,3 +109,50 @@ def test_token_rows_batch_and_collate_as_the_lists_they_hold() -> None:
         for indices in batches:
             a, b = collate(lists, indices, vocab), collate(rows, indices, vocab)
             assert torch.equal(a.inputs["src"], b.inputs["src"]) and torch.equal(a.targets, b.targets)
+
+
+def _split_files(directory: Path, src_lines: list[str], tgt_lines: list[str], refs: list[str] | None = None) -> Path:
+    """A prepared directory's train and valid files (the same lines for both splits), for the loaders to read."""
+    directory.mkdir()
+    for split in ("train", "valid"):
+        (directory / f"{split}.de").write_text("".join(f"{line}\n" for line in src_lines), encoding="utf-8")
+        (directory / f"{split}.en").write_text("".join(f"{line}\n" for line in tgt_lines), encoding="utf-8")
+    (directory / "valid.ref.en").write_text("".join(f"{line}\n" for line in refs or tgt_lines), encoding="utf-8")
+    (directory / "manifest.json").write_text("{}", encoding="utf-8")
+    return directory
+
+
+@pytest.mark.parametrize("cache", [False, True])
+def test_a_limited_read_refuses_sides_whose_files_differ_in_length(tmp_path: Path, cache: bool) -> None:
+    """One side a line short shifts every pair after it: ``train_limit`` reads the first lines alone, but the
+    whole files must still hold one pair a line, or the pairs it reads are not pairs (line 3 missing from the
+    English side: lines 3 and 4 of the limited read would pair German line 3 with English line 4)."""
+    src = [f"s{i}" for i in range(6)]
+    tgt = [f"t{i}" for i in range(6) if i != 2]
+    directory = _split_files(tmp_path / "d", src, tgt)
+    vocab = Vocabulary.build({word: 1 for word in src + tgt})
+    cache_root = tmp_path / "ids" if cache else None
+    with pytest.raises(DataError, match=r"train\.de has 6 lines but train\.en has 5"):
+        load_split(directory, "train", "de", "en", vocab, vocab, limit=4, cache_root=cache_root)
+    with pytest.raises(DataError, match=r"train\.de has 6 lines but train\.en has 5"):
+        load_split(directory, "train", "de", "en", vocab, vocab, cache_root=cache_root)
+    aligned = _split_files(tmp_path / "aligned", src, src)
+    data = load_split(aligned, "train", "de", "en", vocab, vocab, limit=4, cache_root=cache_root)
+    assert len(data) == 4 and data.lines_in_files == 6
+    whole = load_split(aligned, "train", "de", "en", vocab, vocab, limit=10, cache_root=cache_root)
+    assert len(whole) == whole.lines_in_files == 6
+
+
+def test_validation_references_must_match_the_whole_validation_file_under_a_limit(tmp_path: Path) -> None:
+    """``valid_limit`` scores the first references: they belong to the first pairs only when the reference file
+    has a line for every validation pair."""
+    lines = [f"w{i}" for i in range(6)]
+    vocab = Vocabulary.build({word: 1 for word in lines})
+    vocabs = {"de": vocab, "en": vocab}
+    short = _split_files(tmp_path / "short", lines, lines, refs=lines[:2] + lines[3:])
+    task = build_task(load_recipe(tiny_recipe(tmp_path, short, tmp_path / "run", valid_limit=4, train_limit=4)))
+    with pytest.raises(DataError, match=r"valid\.ref\.en: 5 lines, expected 6"):
+        task.load_data(short, vocabs, torch.device("cpu"))
+    good = _split_files(tmp_path / "good", lines, lines)
+    data = task.load_data(good, vocabs, torch.device("cpu"))
+    assert len(data.valid) == 4 and [refs[0] for refs in data.valid_refs] == lines[:4]

@@ -18,7 +18,7 @@ from torch import Tensor
 
 from nlgkit.core.errors import DataError
 from nlgkit.data.id_cache import cached_token_rows
-from nlgkit.data.token_rows import row_lengths
+from nlgkit.data.token_rows import count_lines, row_lengths
 from nlgkit.data.vocab import Vocabulary
 
 
@@ -42,9 +42,16 @@ class Examples:
 class ParallelData(Examples):
     src: Sequence[list[int]]  # lists, or TokenRows as load_split reads them
     tgt: Sequence[list[int]]
+    file_lines: int | None = None  # lines in each side's file where a limit kept fewer (None: all were read)
 
     def __len__(self) -> int:
         return len(self.src)
+
+    @property
+    def lines_in_files(self) -> int:
+        """How many lines the split's files hold, read or not: what a file of the same split (references,
+        images) must also hold, or its lines no longer belong to the same pairs."""
+        return len(self) if self.file_lines is None else self.file_lines
 
     @property
     def target_lengths(self) -> list[int]:
@@ -59,11 +66,18 @@ def load_split(data_dir: Path, split: str, src_lang: str, tgt_lang: str, src_voc
                tgt_vocab: Vocabulary, limit: int = 0, cache_root: Path | None = None) -> ParallelData:
     """Read ``{split}.{lang}`` token files as vocabulary ids (first ``limit`` lines when limit > 0), binarised
     into (and memory-mapped from) ``cache_root`` where one is given (:mod:`nlgkit.data.id_cache`)."""
-    src = cached_token_rows(data_dir / f"{split}.{src_lang}", src_vocab, limit, cache_root)
-    tgt = cached_token_rows(data_dir / f"{split}.{tgt_lang}", tgt_vocab, limit, cache_root)
-    if len(src) != len(tgt):
+    src_path, tgt_path = data_dir / f"{split}.{src_lang}", data_dir / f"{split}.{tgt_lang}"
+    src = cached_token_rows(src_path, src_vocab, limit, cache_root)
+    tgt = cached_token_rows(tgt_path, tgt_vocab, limit, cache_root)
+    file_lines = None
+    if limit and len(src) == len(tgt) == limit:  # the first lines agree in number: do the whole files?
+        src_lines, file_lines = count_lines(src_path), count_lines(tgt_path)
+        if src_lines != file_lines:
+            raise DataError(f"{data_dir}: {split}.{src_lang} has {src_lines} lines but {split}.{tgt_lang} has "
+                            f"{file_lines}")
+    elif len(src) != len(tgt):
         raise DataError(f"{data_dir}: {split}.{src_lang} has {len(src)} lines but {split}.{tgt_lang} has {len(tgt)}")
-    return ParallelData(src, tgt)
+    return ParallelData(src, tgt, file_lines)
 
 
 @dataclass

@@ -76,6 +76,17 @@ def row_lengths(rows: Sequence[Sequence[int]]) -> list[int]:
     return rows.lengths() if isinstance(rows, TokenRows) else [len(row) for row in rows]
 
 
+def count_lines(path: Path) -> int:
+    """The lines of a text file as :func:`read_token_rows` reads them, counted without keeping them: a limited read
+    must still learn whether the two sides of a corpus hold the same number (a side one line short misaligns every
+    pair after it, within the limit too)."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            return sum(1 for _ in handle)
+    except OSError as exc:
+        raise DataError(f"{path}: cannot read ({exc.strerror or exc})") from None
+
+
 def read_token_rows(path: Path, vocab: Vocabulary, limit: int = 0) -> TokenRows:
     """A file of space-separated tokens, one sentence a line, as ids (its first ``limit`` lines when limit > 0)."""
     if not path.is_file():

@@ -114,28 +114,27 @@ class MultimodalTranslationTask(TranslationTask):
     def load_data(self, data_dir: Path, vocabs: dict[str, Vocabulary], device: torch.device) -> TaskData:
         text = super().load_data(data_dir, vocabs, device)
         assert isinstance(text.train, ParallelData) and isinstance(text.valid, ParallelData)
-        cfg = self.data
-        images = {split: self.split_images(data_dir, split, limit)
-                  for split, limit in (("train", cfg.train_limit), ("valid", cfg.valid_limit))}
+        images = {}
+        for split, examples in (("train", text.train), ("valid", text.valid)):
+            names = self.split_images(data_dir, split)  # the whole file: a limit keeps the first lines of one that fits
+            if len(names) != examples.lines_in_files:
+                raise DataError(f"{data_dir / f'{split}.{IMAGES_SUFFIX}'}: {len(names)} lines for "
+                                f"{examples.lines_in_files} sentence pairs")
+            images[split] = names[: len(examples)]
         spatial, pooled, rows = self.image_table(data_dir, text.manifest, images["train"] + images["valid"],
                                                  device)
         n_train = len(images["train"])
-        for split, examples in (("train", text.train), ("valid", text.valid)):
-            if len(images[split]) != len(examples):
-                raise DataError(f"{data_dir / f'{split}.{IMAGES_SUFFIX}'}: {len(images[split])} lines for "
-                                f"{len(examples)} sentence pairs")
         train = self._examples(text.train, rows[:n_train], spatial, pooled)
         valid = self._examples(text.valid, rows[n_train:], spatial, pooled)
         sources = self._sources(valid.src, rows[n_train:], spatial, pooled)
         return TaskData(data_dir, text.manifest, vocabs, train, valid, sources, text.valid_refs)
 
-    def split_images(self, data_dir: Path, split: str, limit: int = 0) -> list[str]:
+    def split_images(self, data_dir: Path, split: str) -> list[str]:
         """The image file of each line of ``split`` ("" where the pair has none)."""
         path = Path(data_dir) / f"{split}.{IMAGES_SUFFIX}"
         if not path.is_file():
             raise DataError(f"{path}: file not found (prepare the data with `nlgkit prepare multi30k --images DIR`)")
-        names = read_lines(path)
-        return names[:limit] if limit else names
+        return read_lines(path)
 
     def image_table(self, data_dir: Path, manifest: dict[str, Any], names: list[str],
                     device: torch.device | str = "cpu") -> tuple[Tensor, Tensor, list[int]]:
@@ -161,7 +160,8 @@ class MultimodalTranslationTask(TranslationTask):
     @staticmethod
     def _examples(text: ParallelData, rows: list[int], spatial: Tensor, pooled: Tensor) -> MultimodalExamples:
         zero_row = spatial.size(0) - 1
-        return MultimodalExamples(text.src, text.tgt, rows, spatial, pooled, [row != zero_row for row in rows])
+        return MultimodalExamples(text.src, text.tgt, text.file_lines, image_rows=rows, spatial=spatial,
+                                  pooled=pooled, has_image=[row != zero_row for row in rows])
 
     @staticmethod
     def _sources(sentences: Sequence[list[int]], rows: list[int], spatial: Tensor,

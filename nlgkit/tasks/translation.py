@@ -91,10 +91,10 @@ class TranslationTask(TokenSourceTask):
         valid = load_split(data_dir, "valid", cfg.src_lang, cfg.tgt_lang, src_vocab, tgt_vocab, cfg.valid_limit,
                            cache_root)
         refs = read_lines(data_dir / f"valid.ref.{cfg.tgt_lang}")
-        if cfg.valid_limit:
-            refs = refs[: cfg.valid_limit]
-        if len(refs) != len(valid):
-            raise DataError(f"{data_dir / f'valid.ref.{cfg.tgt_lang}'}: {len(refs)} lines, expected {len(valid)}")
+        if len(refs) != valid.lines_in_files:  # the whole file: a limit reads the first lines of a file that fits
+            raise DataError(f"{data_dir / f'valid.ref.{cfg.tgt_lang}'}: {len(refs)} lines, expected "
+                            f"{valid.lines_in_files}")
+        refs = refs[: len(valid)]
         if len(train) == 0:
             raise DataError(f"{data_dir / f'train.{cfg.src_lang}'}: no training sentences")
         return TaskData(data_dir, manifest, vocabs, train, valid, valid.src, [[ref] for ref in refs])
