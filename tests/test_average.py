@@ -90,12 +90,60 @@ def test_a_run_keeps_its_last_and_best_epochs(tmp_path: Path) -> None:
     assert prune_epoch_checkpoints(tmp_path, 0, "bleu") and epoch_checkpoints(tmp_path, "bleu") == []
 
 
+@pytest.mark.parametrize("metrics,message", [({"bleu": "n/a"}, r"metrics\.bleu = 'n/a': not a number"),
+                                             ({"bleu": True}, r"metrics\.bleu = True: not a number"),
+                                             ([1], r"metrics = \[1\]: not a table of scores")])
+def test_an_epoch_whose_meta_records_no_number_is_refused_naming_the_file(tmp_path: Path, metrics: object,
+                                                                         message: str) -> None:
+    """Epochs are ranked by their recorded scores: one that is not a number is an error naming its meta.json, not a
+    traceback from float() (``nlgkit average --best`` and pruning rank them)."""
+    fake_epochs(tmp_path / "run", [5.0, 9.0])
+    meta = tmp_path / "run" / "checkpoints" / "epoch_002" / "meta.json"
+    meta.write_text(json.dumps({"config": {}, "metrics": metrics}))
+    with pytest.raises(CheckpointError, match=f"{meta}: {message}"):
+        epoch_checkpoints(tmp_path / "run", "bleu")
+    with pytest.raises(CheckpointError, match=f"{meta}: {message}"):
+        select_epochs(tmp_path / "run", "bleu", best=2)
+
+
 def test_keep_epochs_is_checked(tmp_path: Path) -> None:
     recipe = tmp_path / "r.toml"
     recipe.write_text('[data]\ndir = "d"\n')
     assert load_recipe(recipe).train.keep_epochs == 3
     with pytest.raises(ConfigError, match="train.keep_epochs = -1: must be 0 or positive"):
         load_recipe(recipe, ["train.keep_epochs=-1"])
+
+
+@pytest.mark.parametrize("override,message", [("train.seed=-1", r"train\.seed = -1: must be in \[0, 4294967295\]"),
+                                              ("train.seed=4294967296", r"train\.seed = 4294967296: must be in"),
+                                              ('run.dir=""', r"run\.dir = '': empty path"),
+                                              ('data.dir=" "', r"data\.dir = ' ': empty path")])
+def test_seeds_outside_every_librarys_range_and_empty_directories_are_refused(tmp_path: Path, override: str,
+                                                                              message: str) -> None:
+    """A seed torch, numpy or gensim would reject deep inside a run, and an empty run or data directory (pathlib reads
+    it as the current folder, into which a run would write its checkpoints), are refused as the recipe is read."""
+    recipe = tmp_path / "r.toml"
+    recipe.write_text('[data]\ndir = "d"\n')
+    assert load_recipe(recipe, ["train.seed=4294967295"]).train.seed == 4294967295
+    with pytest.raises(ConfigError, match=message):
+        load_recipe(recipe, [override])
+
+
+@pytest.mark.parametrize("args", [["train", "RECIPE", "--dry-run", "--run-dir", ""],
+                                  ["embed", "random", "--vocab", "VOCAB", "-o", "OUT", "--seed", "-1"],
+                                  ["evaluate", "--hyp", "VOCAB", "--ref", "VOCAB", "--compare", "VOCAB", "--seed",
+                                   "4294967296"]])
+def test_an_empty_run_directory_or_a_seed_out_of_range_is_a_usage_error(tmp_path: Path, args: list[str],
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)  # (where an empty run directory would have written)
+    recipe, vocab = tmp_path / "r.toml", tmp_path / "vocab.txt"
+    recipe.write_text('[data]\ndir = "d"\n')
+    vocab.write_text("a\nb\n")
+    paths = {"RECIPE": str(recipe), "VOCAB": str(vocab), "OUT": str(tmp_path / "out.safetensors")}
+    result = cli(*[paths.get(arg, arg) for arg in args])
+    assert result.exit_code == 2, result.output
+    assert "--run-dir" in result.output or "--seed" in result.output, result.output
+    assert not (tmp_path / "out.safetensors").exists() and not (tmp_path / "checkpoints").exists()
 
 
 # -- a real run, through the CLI ------------------------------------------------------------------------------

@@ -217,3 +217,20 @@ def test_a_table_saved_again_has_the_same_bytes(tmp_path: Path) -> None:
         hashlib.sha256(canonical.pop()).hexdigest()
     (tmp_path / "v.txt").write_text("x 1 2\n")
     assert content_sha256(tmp_path / "v.txt") == hashlib.sha256(b"x 1 2\n").hexdigest()
+
+
+@pytest.mark.parametrize("command", [["embed", "report", "."], ["embed", "debias", ".", "-o", "OUT"],
+                                     ["embed", "combine", ".", ".", "-o", "OUT"],
+                                     ["embed", "load", "/", "--vocab", "VOCAB", "-o", "OUT"]])
+def test_a_nameless_path_as_a_table_or_vectors_file_is_a_one_line_error(tmp_path: Path, command: list[str],
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """``.`` and ``/`` have no name to put ``.vocab.txt`` beside: they are directories, said so in one line."""
+    monkeypatch.chdir(tmp_path)
+    Vocabulary(["<unk>", "<pad>", "<s>", "</s>", "a"], [0, 0, 0, 0, 1]).save(tmp_path / "vocab.txt")
+    paths = {"OUT": str(tmp_path / "out.safetensors"), "VOCAB": str(tmp_path / "vocab.txt")}
+    result = cli(*[paths.get(arg, arg) for arg in command])
+    assert result.exit_code == 2 and "Traceback" not in result.output, result.output
+    assert result.output.strip().count("\n") == 0 and "directory" in result.output, result.output
+    assert not (tmp_path / "out.safetensors").exists()
+    with pytest.raises(DataError, match=r"^\.: a directory, not a table file$"):
+        load_table(Path("."))

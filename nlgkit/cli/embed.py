@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from nlgkit.cli.common import handle_errors
+from nlgkit.core.config import MAX_SEED
 
 app = typer.Typer(help="Write target or input vector tables (safetensors + word list).", no_args_is_help=True)
 OutputOption = Annotated[Path, typer.Option("--output", "-o", help="table to write: NAME.safetensors "
@@ -41,6 +42,8 @@ def _table_inputs(table: Path) -> list[tuple[str, str | Path | None]]:
     from nlgkit.wordvectors.sources import fasttext_model_path
     from nlgkit.wordvectors.tables import vocab_path
 
+    if not table.name:  # `.` or `/`: a directory, no table with files beside it (its reader says what it is)
+        return []
     return [(f"the word list of {table}", vocab_path(table)), (f"the fastText model of {table}",
                                                                 fasttext_model_path(table))]
 
@@ -66,7 +69,7 @@ def _written(path: Path, rows: int, dim: int, extra: str = "") -> None:
 def random_cmd(vocab: VocabOption, output: OutputOption,
                dist: Annotated[str, typer.Option(help="sphere (uniform unit vectors) or cube (±1/√dim)")] = "sphere",
                dim: Annotated[int, typer.Option(help="vector size e")] = 128,
-               seed: Annotated[int, typer.Option(help="random seed")] = 1) -> None:
+               seed: Annotated[int, typer.Option(help="random seed", min=0, max=MAX_SEED)] = 1) -> None:
     """Random target vectors for every word of a vocabulary."""
     # lazy: CLI start-up (the library and torch load only when the command runs)
     from nlgkit.core.errors import ConfigError
@@ -122,7 +125,8 @@ def load_cmd(vectors_file: Annotated[Path, typer.Argument(
              fmt: Annotated[str, typer.Option("--format", help="auto (read from the file), word2vec (text, also "
                                                                "fastText .vec), word2vec-binary, glove, fasttext "
                                                                "(.bin), table, spacy or npy-parquet")] = "auto",
-             seed: Annotated[int, typer.Option(help="seed of the random rows for missing words")] = 1,
+             seed: Annotated[int, typer.Option(help="seed of the random rows for missing words", min=0,
+                                                    max=MAX_SEED)] = 1,
              limit: Annotated[int, typer.Option(help="read only the file's first N vectors (the most frequent "
                                                      "words in word2vec / fastText files); 0 = all")] = 0) -> None:
     """Pre-trained vectors for a vocabulary; words the file lacks get random sphere rows.
@@ -161,7 +165,7 @@ def train_cmd(output: OutputOption,
               min_count: Annotated[int | None, typer.Option(help="drop rarer words \\[paper: 10; fastText 5]")] = None,
               negative: Annotated[int | None, typer.Option(help="negative samples \\[paper: 10]")] = None,
               epochs: Annotated[int | None, typer.Option(help="passes \\[5; GloVe: 25 iterations]")] = None,
-              seed: Annotated[int, typer.Option(help="random seed")] = 1,
+              seed: Annotated[int, typer.Option(help="random seed", min=0, max=MAX_SEED)] = 1,
               workers: Annotated[int, typer.Option(help="threads (1: the same vectors on every run)")] = 1,
               buckets: Annotated[int, typer.Option(help="fastText hash buckets for n-grams")] = 2_000_000,
               glove_backend: Annotated[str, typer.Option(help="auto (glovpy when built, else mittens), mittens or "

@@ -21,6 +21,7 @@ from rich.console import Console
 from rich.table import Table
 
 from nlgkit.cli.common import handle_errors
+from nlgkit.core.config import MAX_SEED
 from nlgkit.core.errors import DataError
 from nlgkit.metrics.names import ALL_METRICS, METRICS
 
@@ -78,7 +79,8 @@ def evaluate(
         typer.Option(metavar="HYP_B", help="Second system: paired bootstrap of it against --hyp"),
     ] = None,
     samples: Annotated[int, typer.Option(help="Bootstrap resamples (with --compare)")] = 1000,
-    seed: Annotated[int, typer.Option(help="Bootstrap random seed (with --compare)")] = 12345,
+    seed: Annotated[int, typer.Option(help="Bootstrap random seed (with --compare)", min=0,
+                                                 max=MAX_SEED)] = 12345,
     json_output: Annotated[
         bool, typer.Option("--json", help="Print one JSON object instead of a table")
     ] = False,

@@ -9,7 +9,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from nlgkit.cli.common import handle_errors
+from nlgkit.cli.common import handle_errors, output_path
 from nlgkit.core.recipes import load_recipe
 
 
@@ -19,7 +19,8 @@ def train(
     overrides: Annotated[list[str] | None, typer.Option("--set", help="Override a key: section.key=value")] = None,
     resume: Annotated[bool, typer.Option("--resume", help="Continue run.dir from its last checkpoint")] = False,
     device: Annotated[str | None, typer.Option(help="auto, cpu, cuda or cuda:N (train.device)")] = None,
-    run_dir: Annotated[Path | None, typer.Option(help="Where the run is written (run.dir)")] = None,
+    run_dir: Annotated[Path | None, typer.Option(parser=output_path, metavar="<path>",
+                                               help="Where the run is written (run.dir)")] = None,
     tensorboard: Annotated[Path | None, typer.Option(help="Also write the logged metrics as TensorBoard events "
                                                           "here (train.tensorboard)")] = None,
     init_from: Annotated[Path | None, typer.Option(

@@ -22,6 +22,10 @@ from typing import Any, Literal
 from nlgkit.core.errors import ConfigError
 from nlgkit.core.registry import HEADS, MODELS, TASKS, PluginConfig, Registry
 
+# The widest seed every seeded library here accepts (numpy's and gensim's are 32-bit): a larger one or a negative
+# one is refused as the recipe or flag is read, not by a traceback from inside the library.
+MAX_SEED = 2**32 - 1
+
 
 @dataclass(frozen=True)
 class PrepareConfig:
@@ -338,6 +342,11 @@ def validate(config: RunConfig, source: str) -> None:
     for key, value in positive.items():
         if value <= 0:
             raise ConfigError(f"{source}: {key} = {value}: must be positive")
+    for name, directory in (("run.dir", config.run.dir), ("data.dir", config.data.dir)):
+        if not directory.strip():  # pathlib would read "" as the current folder, and a run would write all over it
+            raise ConfigError(f"{source}: {name} = {directory!r}: empty path")
+    if not 0 <= t.seed <= MAX_SEED:
+        raise ConfigError(f"{source}: train.seed = {t.seed}: must be in [0, {MAX_SEED}]")
     if not 0.0 <= t.label_smoothing < 1.0:
         raise ConfigError(f"{source}: train.label_smoothing = {t.label_smoothing}: must be in [0, 1)")
     if t.warmup_updates <= 0:

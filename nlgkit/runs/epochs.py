@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from nlgkit.core.errors import CheckpointError
-from nlgkit.runs.checkpoint import find_checkpoint, load_meta
+from nlgkit.runs.checkpoint import META_FILE, find_checkpoint, load_meta
 
 EPOCH_PATTERN = re.compile(r"^epoch_(\d+)$")
 
@@ -42,9 +42,21 @@ def epoch_checkpoints(run_dir: Path, metric: str) -> list[EpochCheckpoint]:
         match = EPOCH_PATTERN.match(path.name)
         if match is None or find_checkpoint(path) is None:
             continue
-        score = load_meta(path).get("metrics", {}).get(metric)
-        found.append(EpochCheckpoint(path, int(match.group(1)), None if score is None else float(score)))
+        found.append(EpochCheckpoint(path, int(match.group(1)), _score(path, metric)))
     return sorted(found, key=lambda c: c.epoch)
+
+
+def _score(checkpoint: Path, metric: str) -> float | None:
+    """The checkpoint's validation score under ``metric`` (None: not recorded); a meta.json that records it as
+    something other than a number is an error naming the file, since the epochs cannot be ranked."""
+    metrics = load_meta(checkpoint).get("metrics", {})
+    meta = (find_checkpoint(checkpoint) or checkpoint) / META_FILE
+    if not isinstance(metrics, dict):
+        raise CheckpointError(f"{meta}: metrics = {metrics!r}: not a table of scores")
+    score = metrics.get(metric)
+    if score is not None and (isinstance(score, bool) or not isinstance(score, (int, float))):
+        raise CheckpointError(f"{meta}: metrics.{metric} = {score!r}: not a number")
+    return None if score is None else float(score)
 
 
 def last_epochs(checkpoints: list[EpochCheckpoint], n: int) -> list[EpochCheckpoint]:

@@ -28,7 +28,7 @@ from torch import Tensor
 
 from nlgkit.core.errors import ConfigError, DataError
 from nlgkit.core.io import unreadable
-from nlgkit.wordvectors.tables import load_table, random_table
+from nlgkit.wordvectors.tables import beside, load_table, random_table
 from nlgkit.wordvectors.text_files import (
     detect_vector_format,
     first_bad_line,
@@ -92,7 +92,7 @@ class WordVectors:
 
 def fasttext_model_path(table: Path) -> Path:
     """``NAME.fasttext.bin`` beside ``NAME.safetensors``: the fastText model a trained table came from."""
-    return table.with_suffix(".fasttext.bin")
+    return beside(table, ".fasttext.bin")
 
 
 def _package_dir(name: str) -> Path | None:

@@ -29,9 +29,17 @@ from nlgkit.data.vocab import Vocabulary
 TENSOR = "vectors"
 
 
+def beside(table: Path, suffix: str) -> Path:
+    """The file ``NAME{suffix}`` that goes with the table ``NAME.safetensors``; a path without a name (``.``,
+    ``/``) names no table."""
+    if not table.name:
+        raise DataError(f"{table}: a directory, not a table file")
+    return table.with_suffix(suffix)
+
+
 def vocab_path(table: Path) -> Path:
     """``NAME.vocab.txt`` beside ``NAME.safetensors``."""
-    return table.with_suffix(".vocab.txt")
+    return beside(table, ".vocab.txt")
 
 
 def _read_words(path: Path) -> list[str]:
