@@ -68,6 +68,8 @@ def written(tmp_path: Path) -> dict[str, tuple[Path, str]]:
     files["cc.bin"] = (tmp_path / "cc.bin", "fasttext")
     save_table(tmp_path / "table.safetensors", torch.from_numpy(VECTORS), WORDS)
     files["table"] = (tmp_path / "table.safetensors", "table")
+    save_table(tmp_path / "bare_table", torch.from_numpy(VECTORS), WORDS)  # `embed … -o NAME`: told by its bytes
+    files["bare table"] = (tmp_path / "bare_table", "table")
     nlp = spacy.blank("en")
     for word in [*WORDS, "dogs"]:
         nlp.vocab.strings.add(word)

@@ -116,6 +116,15 @@ def _npy_parquet(directory: Path) -> tuple[Path, Path] | None:
     return None
 
 
+def _safetensors_head(head: bytes, size: int) -> bool:
+    """Whether a file's first 9 bytes open a safetensors file of ``size`` bytes: a little-endian 8-byte header
+    length that fits the file, then the header's JSON ``{`` (a word2vec or GloVe file opens with text, whose
+    8 bytes read as a length far beyond its size)."""
+    if len(head) < 9:
+        return False
+    return 2 <= struct.unpack("<Q", head[:8])[0] <= size - 8 and head[8:9] == b"{"
+
+
 def detect_format(source: Path) -> str:
     """Which of :data:`SOURCE_FORMATS` ``source`` is: a file's format from its name and first bytes; a
     directory or an installed package by what it holds."""
@@ -134,8 +143,10 @@ def detect_format(source: Path) -> str:
     if source.suffix == ".safetensors":
         return "table"
     with source.open("rb") as handle:
-        head = handle.read(4)
-    if len(head) == 4 and struct.unpack("<i", head)[0] == FASTTEXT_MAGIC:
+        head = handle.read(9)
+    if _safetensors_head(head, source.stat().st_size):  # a table written without the suffix (`embed … -o NAME`)
+        return "table"
+    if len(head) >= 4 and struct.unpack("<i", head[:4])[0] == FASTTEXT_MAGIC:
         return "fasttext"
     return detect_vector_format(source)
 
