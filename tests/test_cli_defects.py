@@ -190,3 +190,31 @@ def test_show_prints_the_first_lines_side_by_side_and_refuses_files_of_other_len
                           ([str(tmp_path / "ref"), "-n", "0"], "-n 0: must be at least 1")):
         result = invoke("reproduce", "show", str(tmp_path / "hyp"), *args)
         assert result.exit_code == 2 and result.stderr.strip() == f"error: {message}", result.output
+
+
+@pytest.mark.parametrize(("error", "line"), [
+    (RuntimeError("[enforce fail at alloc_cpu.cpp:127] err == 0. DefaultCPUAllocator: can't allocate memory: you "
+                  "tried to allocate 3221225472 bytes. Error code 12 (Cannot allocate memory)"),
+     "error: out of memory (3.0 GiB asked for): a smaller model, batch or beam needs less"),
+    (type("OutOfMemoryError", (RuntimeError,), {})("CUDA out of memory. Tried to allocate 20.00 GiB (GPU 0; ...)"),
+     "error: out of memory (20.0 GiB asked for): a smaller model, batch or beam needs less"),
+    (MemoryError(), "error: out of memory: a smaller model, batch or beam needs less"),
+])
+def test_running_out_of_memory_is_one_line_and_other_runtime_errors_are_not_hidden(
+        error: BaseException, line: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """A model, batch or beam too large for the machine (``--set model.embedding_dim=100000000000``) was torch's
+    allocator traceback; any other RuntimeError is a bug and keeps its traceback."""
+    from nlgkit.cli.common import handle_errors
+
+    def raising() -> None:
+        raise error
+
+    with pytest.raises(typer.Exit) as stopped:
+        handle_errors(raising)()
+    assert stopped.value.exit_code == 1 and capsys.readouterr().err == line + "\n"
+
+    def failing() -> None:
+        raise RuntimeError("shape mismatch")
+
+    with pytest.raises(RuntimeError, match="shape mismatch"):
+        handle_errors(failing)()

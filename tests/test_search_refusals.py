@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 
 from nlgkit.cli.main import app
 from nlgkit.core.config import SearchConfig
-from nlgkit.core.errors import ConfigError
+from nlgkit.core.errors import ConfigError, DataError
 from nlgkit.core.io import read_lines
 from nlgkit.data.vocab import Vocabulary
 from nlgkit.generation.decode import generate
@@ -47,6 +47,24 @@ def test_a_min_len_no_output_can_reach_is_refused(overrides: dict[str, Any], mes
 ])
 def test_a_min_len_some_output_can_reach_is_kept(overrides: dict[str, Any]) -> None:
     assert SearchOptions.resolve(SearchConfig(), **overrides).min_len == overrides["min_len"]
+
+
+@pytest.mark.parametrize(("overrides", "message"), [
+    ({"max_len": 10**20}, r"--max-len 100000000000000000000: too large \(at most 2,147,483,647\)$"),
+    ({"max_len_b": 2**31}, "--max-len-b 2147483648: too large"),
+    ({"max_len_a": 1e300}, r"--max-len-a 1e\+300: too large"),
+    ({"beam": 10**20}, "--beam 100000000000000000000: too large"),
+    ({"length_penalty": 1e308}, r"--length-penalty 1e\+308: must be within ±10.0"),
+    ({"length_penalty": -11.0}, "--length-penalty -11.0: must be within ±10.0"),
+])
+def test_a_number_past_what_any_search_could_hold_is_a_flag_error(overrides: dict[str, Any], message: str) -> None:
+    """Lengths and beams past 32 bits and a length penalty whose power overflows a float were tracebacks from inside
+    the search (an int too big to convert, a numerical result out of range): now the flag's error."""
+    with pytest.raises(DataError, match=message):
+        SearchOptions.resolve(SearchConfig(), **overrides)
+    edge = {key: (2**31 - 1 if isinstance(value, int) else 10.0 if key == "length_penalty" else 2.0**31 - 1)
+            for key, value in overrides.items()}
+    assert SearchOptions.resolve(SearchConfig(), **edge)
 
 
 class Lengths(ScriptedModel):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import io
 import os
+import re
 import signal
 import sys
 import threading
@@ -179,8 +180,30 @@ def handle_errors(command: F) -> F:
             raise fail(f"unexpected end of input ({_reason(exc)})") from None
         except zlib.error as exc:
             raise fail(f"corrupt compressed input ({_reason(exc)})") from None
+        except (MemoryError, RuntimeError) as exc:  # torch's allocators raise RuntimeErrors (OutOfMemoryError on a GPU)
+            if not _out_of_memory(exc):
+                raise
+            raise fail(f"out of memory{_allocation(exc)}: a smaller model, batch or beam needs less", 1) from None
 
     return wrapper  # type: ignore[return-value]
+
+
+def _out_of_memory(exc: BaseException) -> bool:
+    """Whether ``exc`` says that memory ran out: Python's MemoryError, torch's CPU allocator ("can't allocate
+    memory") or its GPU OutOfMemoryError (told by name: the CLI does not import torch to catch it)."""
+    return (isinstance(exc, MemoryError) or type(exc).__name__ == "OutOfMemoryError"
+            or "can't allocate memory" in str(exc))
+
+
+def _allocation(exc: BaseException) -> str:
+    """What the failed allocation asked for, as torch's message says it (" (2,925,481.3 GiB asked for)"), or ""."""
+    found = re.search(r"allocate ([\d.]+) ?(bytes|[KMGT]iB)", str(exc), re.IGNORECASE)
+    if found is None:
+        return ""
+    amount, unit = float(found.group(1)), found.group(2)
+    if unit.lower() == "bytes":
+        amount, unit = amount / 2**30, "GiB"
+    return f" ({amount:,.1f} {unit} asked for)"
 
 
 def _reason(exc: BaseException) -> str:

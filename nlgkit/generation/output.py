@@ -29,6 +29,10 @@ from nlgkit.generation.decode import ReferenceScore
 from nlgkit.search import Hypothesis, Sampling
 
 # the command line's sampling options and the Sampling fields they set
+# Bounds of the search flags that no real use nears: past them lengths and beams overflow 32-bit tensors and
+# length ** penalty overflows a float, as tracebacks from inside the search rather than a flag's error.
+MAX_COUNT = 2**31 - 1
+MAX_LENGTH_PENALTY = 10.0
 SAMPLING_FLAGS = {"sampling_topk": "topk", "sampling_topp": "topp", "temperature": "temperature", "seed": "seed"}
 
 
@@ -75,6 +79,14 @@ class SearchOptions:
         for flag, number in (("--length-penalty", options.length_penalty), ("--max-len-a", options.max_len_a)):
             if not math.isfinite(number):  # (typer reads "nan" and "inf" as floats)
                 raise DataError(f"{flag} {number}: must be a finite number")
+        if abs(options.length_penalty) > MAX_LENGTH_PENALTY:  # length ** it must stay a float for any length
+            raise DataError(f"--length-penalty {options.length_penalty}: must be within ±{MAX_LENGTH_PENALTY}")
+        for flag, size in (("--beam", options.beam), ("--nbest", options.nbest), ("--batch-size", options.batch_size),
+                           ("--min-len", options.min_len), ("--max-len", options.max_len),
+                           ("--max-len-a", options.max_len_a), ("--max-len-b", options.max_len_b),
+                           ("--no-repeat-ngram-size", options.no_repeat_ngram_size)):
+            if abs(size) > MAX_COUNT:  # (a tensor of lengths or a beam this wide overflows before it could run)
+                raise DataError(f"{flag} {size}: too large (at most {MAX_COUNT:,})")
         for flag, value in (("--min-len", options.min_len), ("--no-repeat-ngram-size", options.no_repeat_ngram_size),
                             ("--max-len", options.max_len), ("--max-len-a", options.max_len_a)):
             if value < 0:
