@@ -130,10 +130,11 @@ def test_seeds_outside_every_librarys_range_and_empty_directories_are_refused(tm
 
 
 @pytest.mark.parametrize("args", [["train", "RECIPE", "--dry-run", "--run-dir", ""],
+                                  ["train", "RECIPE", "--dry-run", "--vocab-size", "-5"],
                                   ["embed", "random", "--vocab", "VOCAB", "-o", "OUT", "--seed", "-1"],
                                   ["evaluate", "--hyp", "VOCAB", "--ref", "VOCAB", "--compare", "VOCAB", "--seed",
                                    "4294967296"]])
-def test_an_empty_run_directory_or_a_seed_out_of_range_is_a_usage_error(tmp_path: Path, args: list[str],
+def test_an_empty_run_directory_a_seed_or_a_count_out_of_range_is_a_usage_error(tmp_path: Path, args: list[str],
                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)  # (where an empty run directory would have written)
     recipe, vocab = tmp_path / "r.toml", tmp_path / "vocab.txt"
@@ -142,7 +143,7 @@ def test_an_empty_run_directory_or_a_seed_out_of_range_is_a_usage_error(tmp_path
     paths = {"RECIPE": str(recipe), "VOCAB": str(vocab), "OUT": str(tmp_path / "out.safetensors")}
     result = cli(*[paths.get(arg, arg) for arg in args])
     assert result.exit_code == 2, result.output
-    assert "--run-dir" in result.output or "--seed" in result.output, result.output
+    assert f"Invalid value for '{args[-2]}'" in result.output, result.output
     assert not (tmp_path / "out.safetensors").exists() and not (tmp_path / "checkpoints").exists()
 
 

@@ -27,8 +27,8 @@ def train(
         metavar="RUN_DIR", help="Start from this trained run's weights (its best checkpoint, or a checkpoint "
                                 "directory) with a fresh optimizer and schedule: fine-tuning (train.init_from)")] = None,
     dry_run: Annotated[bool, typer.Option(help="Build the model and print parameter counts; no training")] = False,
-    vocab_size: Annotated[int, typer.Option(help="With --dry-run: count for vocabularies of N entries "
-                                                 "(no data needed), e.g. 9490 for the paper's COCO")] = 0,
+    vocab_size: Annotated[int, typer.Option(min=0, help="With --dry-run: count for vocabularies of N entries "
+                                                        "(no data needed), e.g. 9490 for the paper's COCO")] = 0,
 ) -> None:
     """Train a model; every option of the recipe can be overridden with --set."""
     extra = list(overrides or [])
