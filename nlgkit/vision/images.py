@@ -26,14 +26,10 @@ class ImageError(DataError):
 def load_image(path: str | Path, max_pixels: int = MAX_PIXELS) -> Image.Image:
     """The picture at ``path`` as an upright 8-bit RGB image (alpha composited on white)."""
     path = Path(path)
-    if not path.exists():
-        if path.is_symlink():  # (exists() follows the link: a dangling one, or a loop of links, is there)
-            raise ImageError(f"{path}: a link to nothing (its target is missing, or the links loop)")
-        raise ImageError(f"{path}: file not found")
-    if not path.is_file():
-        raise ImageError(f"{path}: not a regular file")
-    if path.stat().st_size == 0:
-        raise ImageError(f"{path}: empty file")
+    try:
+        _check_file(path)
+    except OSError as exc:  # a name too long for the file system, a folder that cannot be searched: this image's error
+        raise ImageError(f"{path}: cannot read ({exc.strerror or type(exc).__name__})") from None
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("error", Image.DecompressionBombWarning)
@@ -54,6 +50,18 @@ def load_image(path: str | Path, max_pixels: int = MAX_PIXELS) -> Image.Image:
     except (OSError, SyntaxError, ValueError, EOFError) as exc:  # truncated / corrupt data
         raise ImageError(f"{path}: unreadable image ({' '.join(str(exc).split()) or type(exc).__name__})") \
             from None
+
+
+def _check_file(path: Path) -> None:
+    """An ImageError unless ``path`` is a non-empty regular file."""
+    if not path.exists():
+        if path.is_symlink():  # (exists() follows the link: a dangling one, or a loop of links, is there)
+            raise ImageError(f"{path}: a link to nothing (its target is missing, or the links loop)")
+        raise ImageError(f"{path}: file not found")
+    if not path.is_file():
+        raise ImageError(f"{path}: not a regular file")
+    if path.stat().st_size == 0:
+        raise ImageError(f"{path}: empty file")
 
 
 def to_rgb(image: Image.Image) -> Image.Image:
