@@ -40,9 +40,9 @@ def _table_inputs(table: Path) -> list[tuple[str, str | Path | None]]:
     """The files beside a table that are read with it: its word list and the fastText model it came from."""
     # lazy: CLI start-up
     from nlgkit.wordvectors.sources import fasttext_model_path
-    from nlgkit.wordvectors.tables import vocab_path
+    from nlgkit.wordvectors.tables import names_a_folder, vocab_path
 
-    if not table.name:  # `.` or `/`: a directory, no table with files beside it (its reader says what it is)
+    if names_a_folder(table):  # no table with files beside it (the reader of the folder says what it holds)
         return []
     return [(f"the word list of {table}", vocab_path(table)), (f"the fastText model of {table}",
                                                                 fasttext_model_path(table))]

@@ -78,10 +78,8 @@ def evaluate(
         Path | None,
         typer.Option(metavar="HYP_B", help="Second system: paired bootstrap of it against --hyp"),
     ] = None,
-    samples: Annotated[int, typer.Option(help="Bootstrap resamples (with --compare)",
-                                                   max=1_000_000)] = 1000,
-    seed: Annotated[int, typer.Option(help="Bootstrap random seed (with --compare)", min=0,
-                                                 max=MAX_SEED)] = 12345,
+    samples: Annotated[int, typer.Option(help="Bootstrap resamples (with --compare)", max=1_000_000)] = 1000,
+    seed: Annotated[int, typer.Option(help="Bootstrap random seed (with --compare)", min=0, max=MAX_SEED)] = 12345,
     json_output: Annotated[
         bool, typer.Option("--json", help="Print one JSON object instead of a table")
     ] = False,

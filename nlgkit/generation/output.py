@@ -28,11 +28,11 @@ from nlgkit.core.io import (
 from nlgkit.generation.decode import ReferenceScore
 from nlgkit.search import Hypothesis, Sampling
 
-# the command line's sampling options and the Sampling fields they set
 # Bounds of the search flags that no real use nears: past them lengths and beams overflow 32-bit tensors and
 # length ** penalty overflows a float, as tracebacks from inside the search rather than a flag's error.
 MAX_COUNT = 2**31 - 1
 MAX_LENGTH_PENALTY = 10.0
+# the command line's sampling options and the Sampling fields they set
 SAMPLING_FLAGS = {"sampling_topk": "topk", "sampling_topp": "topp", "temperature": "temperature", "seed": "seed"}
 
 

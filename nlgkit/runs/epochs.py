@@ -40,17 +40,19 @@ def epoch_checkpoints(run_dir: Path, metric: str) -> list[EpochCheckpoint]:
     found = []
     for path in sorted(root.iterdir()) if root.is_dir() else []:
         match = EPOCH_PATTERN.match(path.name)
-        if match is None or find_checkpoint(path) is None:
+        checkpoint = find_checkpoint(path) if match is not None else None
+        if match is None or checkpoint is None:
             continue
-        found.append(EpochCheckpoint(path, int(match.group(1)), _score(path, metric)))
+        found.append(EpochCheckpoint(path, int(match.group(1)), _score(checkpoint, metric)))
     return sorted(found, key=lambda c: c.epoch)
 
 
 def _score(checkpoint: Path, metric: str) -> float | None:
-    """The checkpoint's validation score under ``metric`` (None: not recorded); a meta.json that records it as
-    something other than a number is an error naming the file, since the epochs cannot be ranked."""
+    """The validation score under ``metric`` (None: not recorded) of a checkpoint directory as found by
+    :func:`find_checkpoint`; a meta.json that records it as something other than a number is an error naming the
+    file, since the epochs cannot be ranked."""
     metrics = load_meta(checkpoint).get("metrics", {})
-    meta = (find_checkpoint(checkpoint) or checkpoint) / META_FILE
+    meta = checkpoint / META_FILE
     if not isinstance(metrics, dict):
         raise CheckpointError(f"{meta}: metrics = {metrics!r}: not a table of scores")
     score = metrics.get(metric)

@@ -29,10 +29,14 @@ from nlgkit.data.vocab import Vocabulary
 TENSOR = "vectors"
 
 
+def names_a_folder(path: Path) -> bool:
+    """A folder (``.``, ``..``, ``/``): no NAME to put ``NAME.vocab.txt`` beside."""
+    return path.name in ("", ".", "..")
+
+
 def beside(table: Path, suffix: str) -> Path:
-    """The file ``NAME{suffix}`` that goes with the table ``NAME.safetensors``; a path without a name (``.``,
-    ``/``) names no table."""
-    if not table.name:
+    """The file ``NAME{suffix}`` that goes with the table ``NAME.safetensors``."""
+    if names_a_folder(table):
         raise DataError(f"{table}: a directory, not a table file")
     return table.with_suffix(suffix)
 
@@ -60,7 +64,7 @@ def save_table(path: Path, vectors: Tensor, words: Sequence[str], kind: str = ""
     before is removed again if its word list cannot be renamed). ``kind`` (one of :data:`KINDS`) says where the
     vectors came from. The same vectors give the same bytes every time, so that a run's record of its table's
     SHA-256 tells tables apart, not saves."""
-    if path.name in ("", ".", ".."):  # a folder: NAME.vocab.txt would have no NAME
+    if names_a_folder(path):
         raise DataError(f"{path}: not a file name (a table is written as NAME.safetensors)")
     if vectors.dim() != 2 or vectors.size(0) != len(words):
         raise DataError(f"{path}: {tuple(vectors.shape)} vectors for {len(words)} words")
