@@ -19,7 +19,15 @@ from typing import Annotated
 
 import typer
 
-from nlgkit.cli.common import ReportTime, handle_errors, progress_bar, time_report, writes_to_terminal
+from nlgkit.cli.common import (
+    ReportTime,
+    handle_errors,
+    progress_bar,
+    report_error,
+    time_report,
+    warn,
+    writes_to_terminal,
+)
 from nlgkit.cli.search_flags import (
     Beam,
     Checkpoint,
@@ -35,14 +43,6 @@ from nlgkit.cli.search_flags import (
     Seed,
     Temperature,
 )
-
-
-def error(message: str) -> None:
-    typer.echo(f"error: {message}", err=True)
-
-
-def warn(message: str) -> None:
-    typer.echo(f"warning: {message}", err=True)
 
 
 @handle_errors
@@ -127,7 +127,7 @@ def caption(
     arguments = [str(path) for path in images or []]
     groups: Iterable[list[str]]
     if buffer_size == 0:  # the whole list, read now: its paths are checked before the model loads
-        paths = next(image_groups(arguments, listing, 0, error))
+        paths = next(image_groups(arguments, listing, 0, report_error))
         if not paths:
             raise DataError("no images given (arguments or --list FILE)")
         groups = [paths]
@@ -136,13 +136,13 @@ def caption(
             raise DataError("no images given (arguments or --list FILE)")
         if listing is not None and str(listing) != "-":
             require_readable(listing)  # (before the model loads, not when the list is reached)
-        paths, groups = arguments, image_groups(arguments, listing, buffer_size, error)
+        paths, groups = arguments, image_groups(arguments, listing, buffer_size, report_error)
     check_output(output, [("--list", listing), ("--score-reference", score_reference),
                           ("--constraints", constraints), ("--target-prefix", target_prefix),
                           *(("an image", path) for path in paths), *models_as_inputs(model)])
     run = load_ensemble(model, checkpoint, device, ensemble_mode, compute_type)  # one --model: that run as it is
     if run.compute_note():
-        typer.echo(f"warning: {run.compute_note()}", err=True)
+        warn(run.compute_note())
     check_captioning_run(run)
     options = SearchOptions.resolve(run.config.search, beam=beam, nbest=nbest, length_penalty=length_penalty,
                                     max_len=max_len, batch_size=batch_size, min_len=min_len,
@@ -162,7 +162,7 @@ def caption(
             raise DataError("--score-reference: scores one given caption per image; not with --sampling, --nbest, "
                             "--json, --attention, --constraints or --target-prefix")
         references, _ = read_text_input(score_reference, warn)
-        results, scores = caption_reference_scores(run, paths, references, options.batch_size, warn=error,
+        results, scores = caption_reference_scores(run, paths, references, options.batch_size, warn=report_error,
                                                    references_name=f"--score-reference {score_reference}")
         write_lines(score_lines(scores, token_scores), output)
         typer.echo(score_summary(scores, run.model.head.normalized), err=True)
@@ -180,7 +180,7 @@ def caption(
                 run, groups, options, output, caption_lines, whole=buffer_size == 0,
                 constraints=per_image("--constraints", constraints), prefixes=per_image("--target-prefix",
                                                                                          target_prefix),
-                attention_dir=attention, warn=error, note=warn, on_batch=advance)
+                attention_dir=attention, warn=report_error, note=warn, on_batch=advance)
     if report_time:
         typer.echo(time_report("scored" if score_reference is not None else "captioned", len(results), "images",
                                time.perf_counter() - loaded, loaded - started), err=True)

@@ -147,6 +147,22 @@ def _raise_terminated(signum: int, frame: object) -> None:
     raise Terminated
 
 
+def warn(message: str) -> None:
+    """``warning: message`` on stderr: something the user should know while the command goes on."""
+    typer.echo(f"warning: {message}", err=True)
+
+
+def report_error(message: str) -> None:
+    """``error: message`` on stderr for one input that failed while the others go on (the exit code says so at the
+    end); :func:`fail` is for an error that ends the command."""
+    typer.echo(f"error: {message}", err=True)
+
+
+def log_line(line: str) -> None:
+    """A progress line on stderr, so that stdout keeps only the command's output."""
+    typer.echo(line, err=True)
+
+
 def fail(message: str, code: int = 2) -> typer.Exit:
     """Print ``error: message`` on one line to stderr and return the Exit to raise."""
     typer.echo(f"error: {' '.join(str(message).split())}", err=True)

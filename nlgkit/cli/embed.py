@@ -10,7 +10,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from nlgkit.cli.common import handle_errors
+from nlgkit.cli.common import handle_errors, log_line
 from nlgkit.core.config import MAX_SEED
 
 app = typer.Typer(help="Write target or input vector tables (safetensors + word list).", no_args_is_help=True)
@@ -196,7 +196,7 @@ def train_cmd(output: OutputOption,
     with tempfile.TemporaryDirectory(prefix="nlgkit-corpus-") as scratch:
         files = spool_streams(files, Path(scratch))
         if tokenize_like is not None and lang is not None:
-            files = tokenize_corpus(files, tokenize_like, lang, Path(scratch), log=lambda line: typer.echo(line, err=True))
+            files = tokenize_corpus(files, tokenize_like, lang, Path(scratch), log=log_line)
         trained = train_vectors(files, settings, corpus_name=corpus[0])
     written = save_trained(output, trained)
     extra = f"; model {written[1]}" if len(written) > 1 else ""

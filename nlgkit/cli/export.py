@@ -11,7 +11,7 @@ from typing import Annotated
 
 import typer
 
-from nlgkit.cli.common import handle_errors
+from nlgkit.cli.common import handle_errors, warn
 
 app = typer.Typer(help="Export a trained run for another inference engine (CTranslate2).", no_args_is_help=True)
 
@@ -34,6 +34,6 @@ def ct2_cmd(
     from nlgkit.export.ct2 import export_ct2
 
     summary = export_ct2(run, output, checkpoint, quantization, force,
-                         warn=lambda message: typer.echo(f"warning: {message}", err=True))
+                         warn=warn)
     typer.echo(f"wrote {summary.directory} (CTranslate2 {summary.ctranslate2_version}, {summary.quantization}, "
                f"{summary.size_bytes / 2**20:.1f} MiB)", err=True)

@@ -10,7 +10,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from nlgkit.cli.common import handle_errors
+from nlgkit.cli.common import handle_errors, log_line, warn
 from nlgkit.core.errors import ConfigError
 
 app = typer.Typer(help="Tokenise a corpus (parallel text or image captions), build vocabularies, write a "
@@ -67,10 +67,6 @@ def _caption_summary(out: Path, manifest: dict[str, Any]) -> None:
         console.print(f"skipped {manifest['skipped_count']:,} images (listed in {out / 'manifest.json'})")
     if manifest["unassigned_count"]:
         console.print(f"{manifest['unassigned_count']:,} names with captions are in no split (listed there too)")
-
-
-def _warn(line: str) -> None:
-    typer.echo(f"warning: {line}", err=True)
 
 
 def _summary(out: Path, manifest: dict[str, Any]) -> None:
@@ -131,7 +127,7 @@ def multi30k(
             raise ConfigError("--task captions: pass the images directory (--images)")
         out = out or Path("data") / f"multi30k_captions_{lang}"
         manifest = prepare_multi30k_captions(out, images, lang=lang, source=source, max_len=max_len,
-                                             min_freq=5 if min_freq is None else min_freq, log=_warn)
+                                             min_freq=5 if min_freq is None else min_freq, log=warn)
         _caption_summary(out, manifest)
         return
     if task != "translation":
@@ -148,7 +144,7 @@ def multi30k(
 
         out = out or Path("data") / f"multi30k_images_{pair}{'_covered' if covered_only else ''}"
         manifest = prepare_multimodal_multi30k(out, src, tgt, images, covered_only=covered_only,
-                                               log=lambda line: typer.echo(line, err=True),
+                                               log=log_line,
                                                **options)
         _summary(out, manifest)
         return
@@ -215,7 +211,7 @@ def flickr8k(
 
     out = out or Path("data") / "flickr8k"
     _caption_summary(out, prepare_flickr8k(out, images, captions, splits, min_freq=min_freq, max_len=max_len,
-                                           log=_warn))
+                                           log=warn))
 
 
 @app.command("coco")
@@ -238,7 +234,7 @@ def coco(
 
     out = out or Path("data") / "coco"
     _caption_summary(out, prepare_coco(out, images, annotations or [], karpathy, min_freq=min_freq,
-                                       max_len=max_len, log=_warn))
+                                       max_len=max_len, log=warn))
 
 
 @app.command("flickr30k")
@@ -256,7 +252,7 @@ def flickr30k(
 
     out = out or Path("data") / "flickr30k"
     _caption_summary(out, prepare_karpathy(out, karpathy, images, corpus="flickr30k", min_freq=min_freq,
-                                           max_len=max_len, log=_warn))
+                                           max_len=max_len, log=warn))
 
 
 @app.command("captions")
@@ -277,7 +273,7 @@ def captions_csv(
 
     out = out or Path("data") / "captions"
     _caption_summary(out, prepare_caption_csv(out, csv, images, splits, min_freq=min_freq, max_len=max_len,
-                                              log=_warn))
+                                              log=warn))
 
 
 MirrorOption = Annotated[str, typer.Option(
@@ -328,7 +324,7 @@ def iwslt14(
     manifest = prepare_iwslt14(out, src, tgt, mirror=mirror, cache_dir=downloads, tokenizer=tokenizer,
                                lowercase=lowercase, min_freq=min_freq, max_len=max_len, subword=subword,
                                valid_sets=valid_sets.split(","), test_sets=test_sets.split(","),
-                               log=lambda line: typer.echo(line, err=True))
+                               log=log_line)
     _summary(out, manifest)
 
 
@@ -359,7 +355,7 @@ def wmt14(
     out = out or Path("data") / f"wmt14_{pair}"
     manifest = prepare_wmt14(out, src, tgt, mirror=mirror, cache_dir=downloads, tokenizer=tokenizer,
                              lowercase=lowercase, bpe=bpe, min_freq=min_freq, max_len=max_len, max_ratio=max_ratio,
-                             workers=workers, log=lambda line: typer.echo(line, err=True))
+                             workers=workers, log=log_line)
     _summary(out, manifest)
 
 
@@ -376,7 +372,7 @@ def wordsim(
     mfaruqui/eval-word-vectors distributes them."""
     from nlgkit.data.wordsim import prepare_wordsim  # lazy: CLI start-up
 
-    manifest = prepare_wordsim(out, source, log=lambda line: typer.echo(line, err=True))
+    manifest = prepare_wordsim(out, source, log=log_line)
     console = Console()
     console.print(f"wrote {out} (word similarity, from {manifest['source']})")
     console.print(_counts_table(("benchmark", "file", "pairs"), [

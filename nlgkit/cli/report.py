@@ -8,13 +8,12 @@ stderr and exit code 2.
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from nlgkit.cli.common import handle_errors, writable_output
+from nlgkit.cli.common import handle_errors, log_line, writable_output
 from nlgkit.core.errors import ConfigError
 from nlgkit.metrics.names import METRICS
 
@@ -63,9 +62,7 @@ def report(
         check_output(written, models_as_inputs(dirs, "RUN_DIR", records=True))
     for run_dir in dirs:
         best_meta(run_dir)
-    results = collect_runs(
-        dirs, metrics=names, device=device, log=lambda message: print(message, file=sys.stderr)
-    )
+    results = collect_runs(dirs, metrics=names, device=device, log=log_line)
     built = build_report(results, table, baseline=baselines, samples=samples, metrics=names)
     markdown = render_markdown(built)
     if output:

@@ -15,7 +15,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from nlgkit.cli.common import handle_errors, writable_output
+from nlgkit.cli.common import handle_errors, log_line, writable_output
 from nlgkit.core.errors import ConfigError, DataError
 from nlgkit.core.io import read_lines
 
@@ -34,17 +34,13 @@ Records = Annotated[
 ]
 
 
-def _log(message: str) -> None:
-    print(message, file=sys.stderr)
-
-
 def _runs(runs: list[str], records: str | None) -> list[str]:
     """The run directories, each replaced by its record in ``records`` where the directory is gone."""
     if not records:
         return runs
     from nlgkit.runs.records import with_records  # lazy: CLI start-up
 
-    return with_records(runs, records, log=_log)
+    return with_records(runs, records, log=log_line)
 
 
 def _print(text: str) -> None:
@@ -192,7 +188,7 @@ def archive(runs: Runs,
     from nlgkit.runs.records import archive_run  # lazy: CLI start-up
 
     for run in runs:
-        _log(f"{run}: recorded in {archive_run(Path(run), Path(into), replace_finished=replace)}")
+        log_line(f"{run}: recorded in {archive_run(Path(run), Path(into), replace_finished=replace)}")
 
 
 @app.command("show")

@@ -29,7 +29,7 @@ from typing import Annotated
 
 import typer
 
-from nlgkit.cli.common import ReportTime, handle_errors, progress_bar, time_report, writes_to_terminal
+from nlgkit.cli.common import ReportTime, handle_errors, progress_bar, time_report, warn, writes_to_terminal
 from nlgkit.cli.search_flags import (
     Beam,
     Checkpoint,
@@ -45,10 +45,6 @@ from nlgkit.cli.search_flags import (
     Seed,
     Temperature,
 )
-
-
-def warn(message: str) -> None:
-    typer.echo(f"warning: {message}", err=True)
 
 
 @handle_errors
