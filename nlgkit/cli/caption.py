@@ -51,7 +51,7 @@ def caption(
     model: Annotated[list[Path] | None, typer.Option("--model", "-m", envvar="NLGKIT_MODEL",
                                                      help="Run directory of a captioning model (or $NLGKIT_MODEL); "
                                                           "repeat it to search with an ensemble")] = None,
-    listing: Annotated[Path | None, typer.Option("--list", help="File with one image path per line ('-': stdin)",
+    listing: Annotated[Path | None, typer.Option("--list", help="File with one image path per line ('-': stdin; blank lines are skipped)",
                                                  allow_dash=True)] = None,
     checkpoint: Checkpoint = "best",
     beam: Beam = None,
