@@ -51,8 +51,8 @@ def caption(
     model: Annotated[list[Path] | None, typer.Option("--model", "-m", envvar="NLGKIT_MODEL",
                                                      help="Run directory of a captioning model (or $NLGKIT_MODEL); "
                                                           "repeat it to search with an ensemble")] = None,
-    listing: Annotated[Path | None, typer.Option("--list", help="File with one image path per line ('-': stdin; blank lines are skipped)",
-                                                 allow_dash=True)] = None,
+    listing: Annotated[Path | None, typer.Option("--list", help="File with one image path per line ('-': stdin; "
+                                                                "blank lines are skipped)", allow_dash=True)] = None,
     checkpoint: Checkpoint = "best",
     beam: Beam = None,
     nbest: Annotated[int | None, typer.Option(help="Captions per image (Moses n-best format when > 1)")] = None,
