@@ -648,6 +648,31 @@ def test_the_word_vector_analyses_read_a_captioning_run(trained: tuple[Path, Pat
     assert asked.exit_code != 0 and "src_input" in asked.stderr and "\n" not in asked.stderr.strip()
 
 
+def test_evaluate_confidence_scores_every_caption_of_each_image(trained: tuple[Path, Path], caption_data: Path,
+                                                                tmp_path: Path) -> None:
+    """``evaluate confidence`` on a captioner scores each test image with each of its captions: every caption token
+    and EOS lands in one bin, and the bins' log-probabilities add up to ``caption --score-reference`` of the same
+    image-caption pairs."""
+    _, run_dir = trained
+    result = cli("evaluate", "confidence", str(run_dir), "--json", "--device", "cpu")
+    assert result.exit_code == 0, result.output
+    (entry,) = json.loads(result.stdout)["runs"].values()
+    bins = {b["bin"]: b for b in entry["bins"]}
+    test = read_records(caption_data / "test.jsonl")
+    captions = [(r["image"], reference) for r in test for reference in r["refs"]]
+    assert len(captions) > len(test) and bins["</s>"]["tokens"] == len(captions)
+    assert sum(b["tokens"] for b in bins.values()) == sum(len(t.split()) + 1 for r in test for t in r["tokens"])
+    (tmp_path / "refs.txt").write_text("".join(reference + "\n" for _, reference in captions))
+    scored = cli("caption", "--model", str(run_dir), *(str(SMALL / "images" / image) for image, _ in captions),
+                 "--device", "cpu", "--score-reference", str(tmp_path / "refs.txt"))
+    assert scored.exit_code == 0, scored.output
+    total = sum(float(row.split("\t")[0]) for row in scored.stdout.splitlines())
+    pooled = sum(b["tokens"] * b["mean_log_prob"] for b in bins.values() if b["tokens"])
+    assert abs(pooled - total) < 1e-3 * abs(total), (pooled, total)
+    missing = cli("evaluate", "confidence", str(run_dir), "--split", "nope", "--device", "cpu")
+    assert missing.exit_code != 0 and "nope.jsonl" in missing.stderr and "\n" not in missing.stderr.strip()
+
+
 def test_a_broken_split_file_is_a_one_line_error_naming_its_line(tmp_path: Path) -> None:
     from nlgkit.core.errors import DataError
 

@@ -284,7 +284,7 @@ def images(tmp_path: Path) -> tuple[Path, list[str]]:
 
 
 def test_feature_cache_is_written_reloaded_and_reused(tmp_path: Path, images,  # type: ignore[no-untyped-def]
-                                                       lite0) -> None:
+                                                       lite0, capfd: pytest.CaptureFixture[str]) -> None:
     folder, names = images
     logged: list[str] = []
     first = extract_features(EncoderConfig(), folder, names[::-1], tmp_path / "cache", log=logged.append)
@@ -310,6 +310,10 @@ def test_feature_cache_is_written_reloaded_and_reused(tmp_path: Path, images,  #
     assert (directory / "features.safetensors").stat().st_mtime_ns == mtime
     spatial, pooled = again.rows(names[1:3])
     assert spatial.dtype == torch.float32 and spatial.shape == (2, 49, 1280) and pooled.shape == (2, 1280)
+    capfd.readouterr()
+    extract_features(EncoderConfig(), folder, names, tmp_path / "cache")  # the default log: stderr, never stdout
+    said = capfd.readouterr()  # (stdout is a command's own output: --json, a report)
+    assert said.out == "" and "(cached)" in said.err
     assert torch.equal(spatial, first.spatial[1:3].float())
     with pytest.raises(DataError, match="no features for 'other.jpg'"):
         again.rows(["other.jpg"])

@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.table import Table
 
 from nlgkit.cli.common import handle_errors
-from nlgkit.core.errors import NlgkitError
+from nlgkit.core.errors import DataError, NlgkitError
 from nlgkit.data.wordsim import BENCHMARKS, default_dir
 
 if TYPE_CHECKING:  # the analyses import torch, scipy and matplotlib: only when a command runs
@@ -271,7 +271,7 @@ def confidence_command(run_dirs: Annotated[list[Path], typer.Argument(
     """Mean log-probability of the reference tokens by training frequency, run beside run (forced decoding)."""
     # lazy: CLI start-up (the library and torch load only when the command runs)
     from nlgkit.core.figures import save_png
-    from nlgkit.core.io import check_output, read_lines
+    from nlgkit.core.io import check_output
     from nlgkit.data.word_counts import check_side_counts
     from nlgkit.evaluate.analysis.confidence import confidence_by_frequency, confidence_figure
     from nlgkit.generation.decode import score_references
@@ -289,12 +289,16 @@ def confidence_command(run_dirs: Annotated[list[Path], typer.Argument(
         run = runs.load_trained(run_dir, checkpoint, device)
         check_side_counts(run.assets)  # reference tokens binned by the target side's counts
         directory = data_dir or Path(run.config.data.dir)
-        targets_file = directory / f"{split}.{run.config.data.tgt_lang}"
-        if not targets_file.is_file():
-            raise NlgkitError(f"{targets_file}: no prepared target tokens of split {split!r} for {run_dir} "
-                              "(--data-dir names the prepared directory)")
-        references = [line.split() for line in read_lines(targets_file)]
-        sources = run.task.split_sources(directory, split, run.vocabs)
+        try:
+            per_item = run.task.split_target_tokens(directory, split)
+        except DataError as exc:
+            raise DataError(f"{run_dir}: {exc} (--data-dir names the prepared directory)") from None
+        items = run.task.split_sources(directory, split, run.vocabs)
+        if len(items) != len(per_item):
+            raise DataError(f"{directory}: split {split!r} has {len(items)} sources for {len(per_item)} references")
+        # an item with several references (an image's captions) is scored once with each
+        sources = [source for source, references in zip(items, per_item, strict=True) for _ in references]
+        references = [tokens for item_references in per_item for tokens in item_references]
         scores = score_references(run.model, run.task, sources, references, run.tgt_vocab, device=run.device)
         results[str(run_dir)] = confidence_by_frequency(references, [s.token_scores for s in scores],
                                                         train_counts(run.tgt_vocab), edges)

@@ -122,6 +122,11 @@ class Task:
         """The references of each item of a split (one or more), as outputs are scored against them."""
         raise NotImplementedError
 
+    def split_target_tokens(self, data_dir: Path, split: str) -> list[list[list[str]]]:
+        """The target tokens of each item's references (one or more) as training reads them, for scoring them
+        by forced decoding (``evaluate confidence``)."""
+        raise DataError(f"the {self.run_config.task.type!r} task keeps no target tokens of its splits")
+
     def outputs_name(self, split: str, beam: int | None = None) -> str:
         """The file a run keeps its outputs of ``split`` in, one line per item (``beam``: a search other than
         the recipe's)."""

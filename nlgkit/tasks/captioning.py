@@ -233,6 +233,11 @@ class CaptioningTask(Task):
         """Every reference caption of each image."""
         return [list(r["refs"]) for r in read_records(self.reference_files(data_dir, split)[0])]
 
+    def split_target_tokens(self, data_dir: Path, split: str) -> list[list[list[str]]]:
+        """Every caption of each image, tokenised as ``prepare`` made the training captions."""
+        records = read_records(Path(data_dir) / f"{split}.jsonl")
+        return [[caption.split() for caption in record["tokens"]] for record in records]
+
     # -- text and scores ----------------------------------------------------------------------------------
     def detokenizer(self, assets_dir: Path) -> Callable[[list[str]], str]:
         return " ".join

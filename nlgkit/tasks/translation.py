@@ -117,6 +117,13 @@ class TranslationTask(TokenSourceTask):
         """The raw (detokenised, as prepared) reference of each sentence."""
         return [[line] for line in read_lines(self.reference_files(data_dir, split)[0])]
 
+    def split_target_tokens(self, data_dir: Path, split: str) -> list[list[list[str]]]:
+        """Each sentence's one reference: its line of the prepared target tokens."""
+        path = Path(data_dir) / f"{split}.{self.target_lang}"
+        if not path.is_file():
+            raise DataError(f"{path}: no prepared target tokens of split {split!r}")
+        return [[line.split()] for line in read_lines(path)]
+
     def text_input(self, assets_dir: Path, vocabs: dict[str, Vocabulary]) -> TextInput:
         src = self.data.src_lang
         return TextInput(load_pipeline(assets_dir, src).encode, vocabs[src].encode)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -85,9 +86,14 @@ class FeatureCache:
         return self.spatial.index_select(0, index).to(dtype), self.pooled.index_select(0, index).to(dtype)
 
 
+def _to_stderr(line: str) -> None:
+    """The cache's lines are diagnostics: stdout is the command's own output (``--json``, a report)."""
+    print(line, file=sys.stderr)
+
+
 def extract_features(encoder_config: EncoderConfig, images_dir: Path, image_names: list[str], cache_dir: Path,
                      *, batch_size: int = 32, device: str | torch.device = "cpu",
-                     log: Callable[[str], None] = print, progress: bool = False) -> FeatureCache:
+                     log: Callable[[str], None] = _to_stderr, progress: bool = False) -> FeatureCache:
     """Features of every image in ``image_names`` (paths relative to ``images_dir``), extracted at most once.
 
     Rows come from the cache when the encoder and the image's sha256 are unchanged; the rest are extracted
