@@ -15,7 +15,9 @@ import pytest
 import torch
 from conftest import MULTI30K, SHARED
 from helpers import nlgkit_command
+from typer.testing import CliRunner
 
+from nlgkit.cli.main import app
 from nlgkit.core.errors import DataError
 from nlgkit.core.io import read_lines
 from nlgkit.core.recipes import load_recipe
@@ -222,3 +224,18 @@ def test_a_multimodal_model_learns_to_translate_the_covered_slice(source: Path, 
     trained, untrained = _validations(tmp_path / "trained"), _validations(tmp_path / "untrained")
     assert min(r["loss"] for r in trained) < untrained[-1]["loss"] - 2.0
     assert max(r["bleu"] for r in trained) > untrained[-1]["bleu"] + 1.5
+    # forced decoding of the test references reads the run's cached image features: stdout keeps to the --json
+    # (the cache's log line went there), each reference ends with one EOS, the trained model is surer of them
+    confidence = CliRunner().invoke(app, ["evaluate", "confidence", str(tmp_path / "trained"),
+                                          str(tmp_path / "untrained"), "--json", "--device", "cpu"])
+    assert confidence.exit_code == 0, confidence.output
+    runs = json.loads(confidence.stdout)["runs"]
+    references = read_lines(tmp_path / "covered" / "test.de")
+
+    def pooled(run: dict) -> float:
+        return sum(b["tokens"] * b["mean_log_prob"] for b in run["bins"] if b["tokens"])
+
+    for run in runs.values():
+        bins = {b["bin"]: b for b in run["bins"]}
+        assert bins["</s>"]["tokens"] == len(references) > 0
+    assert pooled(runs[str(tmp_path / "trained")]) > pooled(runs[str(tmp_path / "untrained")])
