@@ -235,7 +235,7 @@ class CaptioningTask(Task):
 
     def split_target_tokens(self, data_dir: Path, split: str) -> list[list[list[str]]]:
         """Every caption of each image, tokenised as ``prepare`` made the training captions."""
-        records = read_records(Path(data_dir) / f"{split}.jsonl")
+        records = read_records(self.reference_files(data_dir, split)[0])
         return [[caption.split() for caption in record["tokens"]] for record in records]
 
     # -- text and scores ----------------------------------------------------------------------------------
