@@ -165,7 +165,7 @@ def log_line(line: str) -> None:
 
 def fail(message: str, code: int = 2) -> typer.Exit:
     """Print ``error: message`` on one line to stderr and return the Exit to raise."""
-    typer.echo(f"error: {' '.join(str(message).split())}", err=True)
+    report_error(" ".join(str(message).split()))
     return typer.Exit(code)
 
 

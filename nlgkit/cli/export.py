@@ -33,7 +33,6 @@ def ct2_cmd(
     # lazy: CLI start-up (torch and CTranslate2 load only when the command runs)
     from nlgkit.export.ct2 import export_ct2
 
-    summary = export_ct2(run, output, checkpoint, quantization, force,
-                         warn=warn)
+    summary = export_ct2(run, output, checkpoint, quantization, force, warn=warn)
     typer.echo(f"wrote {summary.directory} (CTranslate2 {summary.ctranslate2_version}, {summary.quantization}, "
                f"{summary.size_bytes / 2**20:.1f} MiB)", err=True)

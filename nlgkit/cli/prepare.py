@@ -143,8 +143,7 @@ def multi30k(
         from nlgkit.data.multimodal import prepare_multimodal_multi30k
 
         out = out or Path("data") / f"multi30k_images_{pair}{'_covered' if covered_only else ''}"
-        manifest = prepare_multimodal_multi30k(out, src, tgt, images, covered_only=covered_only,
-                                               log=log_line,
+        manifest = prepare_multimodal_multi30k(out, src, tgt, images, covered_only=covered_only, log=log_line,
                                                **options)
         _summary(out, manifest)
         return
