@@ -95,7 +95,7 @@ class TrainConfig:
     # the 16-bit type of amp / cpu_amp: "auto" = bf16 on the CPU and on GPUs that compute it natively, else (GPUs
     # before Ampere: V100, T4) float16 with dynamic loss scaling (fairseq's --fp16); "bfloat16" or "float16" to choose
     amp_dtype: Literal["auto", "bfloat16", "float16"] = "auto"
-    compile: bool = False  # torch.compile the training step (model + head loss); dynamic shapes
+    compile: bool = False  # torch.compile the training step, or a recurrent decoder's step modules; dynamic shapes
     num_threads: int = 0  # CPU threads (0 = all cores)
     log_every: int = 50  # updates between metric lines
     tensorboard: str = ""  # also write metrics.jsonl's scalars as TensorBoard events here ("" = off)

@@ -132,6 +132,9 @@ class DoublyAttentive(Generator):
         output, context, state = self._advance(self.decoder.project_embeddings(embedded), state)
         return self._features(output, context, embedded), state
 
+    def step_modules(self) -> tuple[nn.Module, ...]:
+        return self.attention, self.image_attention, self.decoder  # what _advance calls at every step
+
     def forward(self, batch: Batch) -> tuple[Tensor, dict[str, Tensor]]:
         """Teacher forcing: batch.prev_tokens (B, T) → features (B, T, d); no auxiliary loss.
 

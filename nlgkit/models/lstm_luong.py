@@ -124,6 +124,9 @@ class LuongModel(Generator):
         c = torch.sigmoid(forget_gate) * c + torch.sigmoid(in_gate) * torch.tanh(cell_gate)
         return torch.sigmoid(out_gate) * torch.tanh(c), c
 
+    def step_modules(self) -> tuple[nn.Module, ...]:
+        return (self.attention,)  # the step's LSTM runs on the decoder's weights directly (_decoder_cell)
+
     def forward(self, batch: Batch) -> tuple[Tensor, dict[str, Tensor]]:
         """Teacher forcing, one step at a time (input feeding makes step t read h̃_{t−1})."""
         state = self.encode(batch.inputs)

@@ -255,6 +255,9 @@ class RNNModel(Generator):
         with torch.no_grad():
             return self._search_tables.get(weights, lambda: SearchTables.of(self))
 
+    def step_modules(self) -> tuple[nn.Module, ...]:
+        return self.attention, self.decoder  # what teacher_forcing's loop calls at every step
+
     def forward(self, batch: Batch) -> tuple[Tensor, dict[str, Tensor]]:
         """Teacher forcing: batch.prev_tokens (B, T) → features (B, T, d); no auxiliary loss."""
         return self.teacher_forcing(batch.prev_tokens, self.encode(batch.inputs)), {}

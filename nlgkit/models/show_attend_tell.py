@@ -89,6 +89,9 @@ class ShowAttendTell(Generator):
         features, alpha, state = self._advance(self.tgt_embed(prev_tokens), state)
         return features, {**state, "alpha": alpha}  # α kept for attention pictures; reorder follows the beam
 
+    def step_modules(self) -> tuple[nn.Module, ...]:
+        return (self.cell,)  # the step's attention is made of linear layers called from _attend
+
     def attention(self, batch: Batch) -> tuple[Tensor, Tensor]:
         """Teacher forcing: features (B, T, H) and attention weights α (B, T, L)."""
         state = self.encode(batch.inputs)

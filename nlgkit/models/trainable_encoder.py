@@ -56,6 +56,9 @@ class WithTrainableEncoderTop(Generator):
     def static_state(self) -> frozenset[str]:  # type: ignore[override]
         return self.inner.static_state
 
+    def step_modules(self) -> tuple[nn.Module, ...] | None:
+        return self.inner.step_modules()
+
     def forward(self, batch: Batch) -> tuple[Tensor, dict[str, Tensor]]:
         return self.inner(replace(batch, inputs=self._features(batch.inputs)))
 

@@ -2,7 +2,7 @@
 
 Heads turn features into the loss; keeping that inside one ``forward`` means every trainable parameter
 (model and head) is used where ``DistributedDataParallel`` looks for it, and ``torch.compile`` sees the
-whole step.
+whole step (of a model without a Python loop over target steps: :mod:`nlgkit.train.compilation`).
 """
 
 from __future__ import annotations

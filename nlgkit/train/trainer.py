@@ -18,7 +18,7 @@ from __future__ import annotations
 import time
 from contextlib import nullcontext
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import torch
 from rich.console import Console
@@ -40,6 +40,7 @@ from nlgkit.runs.provenance import git_revision
 from nlgkit.runs.weight_init import initialise_weights
 from nlgkit.tasks import Task, TaskData, build_task
 from nlgkit.train.checkpointing import check_run_dir, restore_training_checkpoint, save_training_checkpoint
+from nlgkit.train.compilation import compile_training
 from nlgkit.train.distributed import Ranks, data_parallel, rank_seed
 from nlgkit.train.ema import WeightAverage
 from nlgkit.train.init_from import start_from
@@ -163,7 +164,7 @@ class Trainer:
         scheduler = build_scheduler(cfg, optimizer)
         objective = data_parallel(TrainingObjective(model, t.label_smoothing), ranks, device)
         if t.compile:
-            objective = cast(torch.nn.Module, torch.compile(objective, dynamic=True))
+            objective = compile_training(objective, model)
         if ranks.rank > 0:  # same initial weights everywhere; each rank its own dropout and sampling draws
             torch.manual_seed(rank_seed(t.seed, ranks.rank))
         log = open_metrics_log(self.run_dir / "metrics.jsonl", is_main=ranks.is_main, tensorboard=t.tensorboard)
