@@ -65,11 +65,6 @@ def check_run_dir(run_dir: Path, last_dir: Path, resume: bool) -> None:
                           f"{last_dir.name} to resume from; move them away, or set run.dir to a new directory")
 
 
-def vocab_checksums(session: Session) -> dict[str, str]:
-    """The checksum of every vocabulary, saved with each checkpoint so a resume can refuse other data."""
-    return {lang: vocab.checksum() for lang, vocab in session.data.vocabs.items()}
-
-
 def save_training_checkpoint(config: RunConfig, session: Session, loop: LoopState, directory: Path,
                              metrics: dict[str, Any], with_state: bool = True) -> None:
     """Rank 0 writes the checkpoint; with the training state, every rank's RNG state goes into it."""
@@ -89,7 +84,7 @@ def save_training_checkpoint(config: RunConfig, session: Session, loop: LoopStat
             state["rng_by_rank"], state["world_size"] = rng_by_rank, ranks.world_size
         if session.device.type == "cuda":
             state["cuda_rng"] = torch.cuda.get_rng_state(session.device)
-    meta = {"config": to_dict(config), "vocab_checksums": vocab_checksums(session),
+    meta = {"config": to_dict(config), "vocab_checksums": session.vocab_checksums,
             "git": session.git, "loop": dataclasses.asdict(loop), "metrics": metrics}
     save_checkpoint(directory, session.model, meta, state)
 
@@ -103,7 +98,7 @@ def restore_training_checkpoint(config: RunConfig, session: Session, last_dir: P
     """
     meta = load_meta(last_dir)
     changed = check_resume_config(config, meta["config"], last_dir)
-    if meta.get("vocab_checksums") != vocab_checksums(session):
+    if meta.get("vocab_checksums") != session.vocab_checksums:  # saved so a resume can refuse other data
         raise CheckpointError(f"{session.data.data_dir}: vocabularies differ from those of checkpoint "
                               f"{last_dir}")
     check_resume_data(Path(config.run.dir), Path(session.data.data_dir))

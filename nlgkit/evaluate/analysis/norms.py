@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import torch
-from scipy.stats import spearmanr
 from torch import Tensor
 
 from nlgkit.data.vocab import Vocabulary
@@ -40,6 +39,8 @@ class NormFrequency:
 
 def spearman(x: list[float], y: list[float]) -> tuple[float | None, float | None]:
     """Spearman ρ and p-value, or (None, None) where it is undefined (NaN never reaches JSON)."""
+    from scipy.stats import spearmanr  # lazy: scipy.stats takes a second to import, and only ρ needs it
+
     if len(x) < 3 or len(set(x)) < 2 or len(set(y)) < 2:
         return None, None
     result = spearmanr(x, y)
