@@ -321,15 +321,18 @@ def test_bootstrap_other_metrics_and_direction(systems: tuple, metric: str) -> N
 
 def test_a_baselines_statistics_are_extracted_once_for_every_comparison(
         systems: tuple, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A report bootstraps many rows against one baseline: each system's n-grams are counted once (then kept,
-    read-only), and the kept statistics give the same answers as fresh ones."""
+    """A report scores each row and bootstraps many rows against one baseline: each system's n-grams are counted
+    once (then kept, read-only), and the kept statistics give the same answers as fresh ones."""
     from sacrebleu.metrics.bleu import BLEU
 
     from nlgkit.evaluate.significance import sentence_statistics
+    from nlgkit.metrics.corpus import segment_statistics
 
     ref, worse, better = systems
     sentence_statistics.cache_clear()
+    segment_statistics.cache_clear()
     fresh = [paired_bootstrap(worse, system, [ref], samples=100) for system in (better, ref)]
+    fresh_scores = [corpus_scores(system, [ref]) for system in systems]
     extracted: list[int] = []
     original = BLEU._extract_corpus_statistics
 
@@ -339,11 +342,15 @@ def test_a_baselines_statistics_are_extracted_once_for_every_comparison(
 
     monkeypatch.setattr(BLEU, "_extract_corpus_statistics", counting)
     sentence_statistics.cache_clear()
+    segment_statistics.cache_clear()
     kept = [paired_bootstrap(worse, system, [ref], samples=100) for system in (better, ref, better)]
     assert kept == [*fresh, fresh[0]]
-    assert len(extracted) == 6  # three systems, each: its statistics and the check against corpus_score
+    assert len(extracted) == 3  # three systems, once each (the check against corpus_score's sum reads them too)
+    assert [corpus_scores(system, [ref], metrics=("bleu",))["bleu"] for system in systems] == \
+        [scores["bleu"] for scores in fresh_scores]  # a report's scores of the same systems: nothing counted again
+    assert len(extracted) == 3
     paired_bootstrap(worse, better, [ref], samples=100, lowercase=True)  # another metric setting: counted anew
-    assert len(extracted) == 10
+    assert len(extracted) == 5
     stats = sentence_statistics("bleu", False, tuple(worse), (tuple(ref),))
     with pytest.raises(ValueError, match="read-only"):
         stats[0, 0] = 0.0
