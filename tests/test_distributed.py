@@ -49,9 +49,9 @@ def train(recipe: Path, *args: str, ranks: int = 1) -> subprocess.CompletedProce
 
 @pytest.fixture(scope="module")
 def runs(paper: tuple[Path, dict], tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """Six updates of the same recipe: one process (this one); two ranks (torchrun); two ranks stopped after three and resumed (and a
-    copy of that run as it stopped: ``two_at_three``, for a test to resume otherwise); half the batch in one
-    process, alone and with gradients accumulated over two batches, and the latter on two ranks."""
+    """Six updates of the same recipe: one process (this one); two ranks (torchrun); two ranks stopped after three
+    and resumed (and a copy of that run as it stopped: ``two_at_three``, for a test to resume otherwise); half the
+    batch in one process, alone and with gradients accumulated over two batches, and the latter on two ranks."""
     tmp = tmp_path_factory.mktemp("ddp")
     out = {}
     for name in ("one", "two", "two_resumed", "half_batch", "one_accumulated", "two_accumulated"):

@@ -86,11 +86,12 @@ def paired_bootstrap(
 def sentence_statistics(metric: str, lowercase: bool, hyps: tuple[str, ...],
                         refs: tuple[tuple[str, ...], ...]) -> np.ndarray:
     """sacrebleu's per-sentence sufficient statistics of ``hyps`` (segments × statistics, read-only), checked to
-    give ``corpus_score``'s score exactly when summed here as floats. Kept for the last systems asked: a report that bootstraps every row
-    against one baseline extracts each system's n-grams once, not once per comparison."""
+    give ``corpus_score``'s score exactly when summed here as floats. Kept for the last systems asked: a report
+    that bootstraps every row against one baseline extracts each system's n-grams once, not once per comparison."""
     scorer = scorer_with_references(metric, lowercase, refs)
     stats = np.asarray(segment_statistics(metric, lowercase, hyps, refs), dtype=np.float64)
-    summed, direct = _score(scorer, stats.sum(axis=0)), float(score_from_statistics(metric, lowercase, hyps, refs).score)
+    direct = float(score_from_statistics(metric, lowercase, hyps, refs).score)
+    summed = _score(scorer, stats.sum(axis=0))
     if not math.isclose(direct, summed, rel_tol=1e-9, abs_tol=1e-9):  # the shortcut must be exact
         raise NlgkitError(f"{metric}: sufficient statistics give {summed}, corpus_score {direct}")
     stats.setflags(write=False)

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -80,13 +81,12 @@ class Session:
     init_from: dict[str, Any] = field(default_factory=dict)  # the checkpoint a fine-tuning run started from
     ema: WeightAverage | None = None  # the trainable weights' moving average (train.ema_decay > 0)
     scaler: torch.amp.GradScaler | None = None  # float16 autocast's dynamic loss scale (train.precision.loss_scaler)
-    # language → sha256 of its vocabulary file, hashed once: every checkpoint records them, and re-hashing Multi30K's
-    # two vocabularies at each save was half of a tiny model's checkpoint time
-    vocab_checksums: dict[str, str] = field(default_factory=dict)
 
-    def __post_init__(self) -> None:
-        if not self.vocab_checksums:
-            self.vocab_checksums = {lang: vocab.checksum() for lang, vocab in self.data.vocabs.items()}
+    @functools.cached_property
+    def vocab_checksums(self) -> dict[str, str]:
+        """Language → sha256 of its vocabulary file, hashed once: every checkpoint records them, and re-hashing
+        Multi30K's two vocabularies at each save was half of a tiny model's checkpoint time."""
+        return {lang: vocab.checksum() for lang, vocab in self.data.vocabs.items()}
 
     @property
     def tgt_vocab(self) -> Any:
